@@ -1,0 +1,292 @@
+//! Clients: the per-connection state commands read and change, and the registry that lets
+//! `CLIENT LIST` and `CLIENT KILL` see every connection.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+
+use crate::db::WatchFlag;
+use crate::frame::{Frame, Protocol};
+
+/// The part of a client that other connections may look at or act on (`CLIENT LIST`,
+/// `CLIENT KILL`, a publisher delivering a message).
+#[derive(Debug)]
+pub struct ClientHandle {
+    /// `CLIENT ID`: unique, increasing.
+    pub id: u64,
+    /// The peer address, when the client came over TCP.
+    pub addr: Option<SocketAddr>,
+    /// The local address it connected to.
+    pub laddr: Option<SocketAddr>,
+    /// When the connection was accepted.
+    pub created: Instant,
+    /// Mutable details shown by `CLIENT LIST`.
+    pub info: Mutex<ClientInfo>,
+    killed: AtomicBool,
+    kill_notify: Notify,
+    /// Bytes of push messages queued for this client but not yet written to its socket.
+    pub queued_push_bytes: AtomicUsize,
+    /// Milliseconds (server clock) when the queue first went over the soft limit, or 0.
+    pub soft_limit_since: AtomicU64,
+}
+
+/// Details of a client that change over its life.
+#[derive(Debug, Default, Clone)]
+pub struct ClientInfo {
+    /// `CLIENT SETNAME`.
+    pub name: Option<Bytes>,
+    /// `CLIENT SETINFO LIB-NAME`.
+    pub lib_name: Option<Bytes>,
+    /// `CLIENT SETINFO LIB-VER`.
+    pub lib_ver: Option<Bytes>,
+    /// Selected database.
+    pub db: usize,
+    /// Protocol version (2 or 3).
+    pub resp: i64,
+    /// Last command name, lowercase.
+    pub last_cmd: String,
+    /// Number of channel subscriptions.
+    pub sub: usize,
+    /// Number of pattern subscriptions.
+    pub psub: usize,
+    /// Number of shard-channel subscriptions.
+    pub ssub: usize,
+    /// Commands queued in `MULTI`, or -1 outside a transaction.
+    pub multi: i64,
+    /// When the last command ran.
+    pub last_interaction: Option<Instant>,
+}
+
+impl ClientHandle {
+    /// Asks the connection to close (`CLIENT KILL`, output-buffer overrun, shutdown).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.kill_notify.notify_waiters();
+        self.kill_notify.notify_one();
+    }
+
+    /// Whether [`kill`](ClientHandle::kill) was called.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the client has been killed.
+    pub async fn killed(&self) {
+        loop {
+            let n = self.kill_notify.notified();
+            if self.is_killed() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// Sends out-of-band messages (pub/sub) to one client and accounts for the bytes waiting.
+#[derive(Debug, Clone)]
+pub struct PushSender {
+    tx: mpsc::UnboundedSender<Frame>,
+    /// The receiving client.
+    pub handle: Arc<ClientHandle>,
+}
+
+impl PushSender {
+    /// Queues a push message. Returns the number of bytes now waiting for this client.
+    pub fn send(&self, frame: Frame, approx_bytes: usize) -> usize {
+        if self.tx.send(frame).is_err() {
+            return 0;
+        }
+        self.handle
+            .queued_push_bytes
+            .fetch_add(approx_bytes, Ordering::AcqRel)
+            + approx_bytes
+    }
+}
+
+/// Receives a client's push messages; owned by its connection.
+#[derive(Debug)]
+pub struct PushReceiver {
+    rx: mpsc::UnboundedReceiver<Frame>,
+    handle: Arc<ClientHandle>,
+}
+
+impl PushReceiver {
+    /// Waits for the next push message.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        self.rx.recv().await
+    }
+
+    /// Takes a push message if one is ready.
+    pub fn try_recv(&mut self) -> Option<Frame> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Records that `n` queued bytes have been written out.
+    pub fn written(&self, n: usize) {
+        let _ =
+            self.handle
+                .queued_push_bytes
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    Some(v.saturating_sub(n))
+                });
+    }
+}
+
+/// A `MULTI` in progress.
+#[derive(Debug, Default)]
+pub struct MultiState {
+    /// Commands queued so far.
+    pub queue: Vec<Vec<Bytes>>,
+    /// Set when a queued command was rejected (unknown, wrong arity): `EXEC` then aborts.
+    pub errored: bool,
+}
+
+/// Everything the server knows about one connection, owned by that connection's task.
+#[derive(Debug)]
+pub struct Client {
+    /// What other clients may see of this one.
+    pub handle: Arc<ClientHandle>,
+    /// Selected database (`SELECT`).
+    pub db: usize,
+    /// RESP version (`HELLO`).
+    pub protocol: Protocol,
+    /// A transaction in progress.
+    pub multi: Option<MultiState>,
+    /// Keys under `WATCH`: `(db, key)`, and the flag their modification sets.
+    pub watched: Vec<(usize, Bytes)>,
+    /// Set when a watched key changes; replaced by `UNWATCH`/`EXEC`.
+    pub watch_flag: Arc<WatchFlag>,
+    /// Channels subscribed to.
+    pub channels: HashSet<Bytes>,
+    /// Patterns subscribed to.
+    pub patterns: HashSet<Bytes>,
+    /// Shard channels subscribed to.
+    pub shard_channels: HashSet<Bytes>,
+    /// Where publishers send this client's messages.
+    pub push: PushSender,
+    /// Close the connection after the current reply is written (`QUIT`, protocol errors).
+    pub close_after_reply: bool,
+    /// This connection is a replica's link to us, or our link to a master.
+    pub is_replication_link: bool,
+}
+
+impl Client {
+    /// Whether the connection is in RESP2 subscribed mode, where only pub/sub commands run.
+    pub fn in_resp2_pubsub(&self) -> bool {
+        self.protocol == Protocol::Resp2 && self.subscription_count() > 0
+    }
+
+    /// Total subscriptions of all kinds.
+    pub fn subscription_count(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    /// Refreshes the details `CLIENT LIST` shows.
+    pub fn sync_info(&self, last_cmd: &str) {
+        let mut info = self.handle.info.lock();
+        info.db = self.db;
+        info.resp = self.protocol.number();
+        info.sub = self.channels.len();
+        info.psub = self.patterns.len();
+        info.ssub = self.shard_channels.len();
+        info.multi = self.multi.as_ref().map_or(-1, |m| m.queue.len() as i64);
+        if info.last_cmd != last_cmd {
+            info.last_cmd = last_cmd.to_string();
+        }
+        info.last_interaction = Some(Instant::now());
+    }
+}
+
+/// Every connected client, by id.
+#[derive(Debug, Default)]
+pub struct Clients {
+    next_id: AtomicU64,
+    all: DashMap<u64, Arc<ClientHandle>>,
+}
+
+impl Clients {
+    /// Registers a new connection and returns its state plus the receiving end of its pushes.
+    pub fn register(
+        &self,
+        addr: Option<SocketAddr>,
+        laddr: Option<SocketAddr>,
+    ) -> (Client, PushReceiver) {
+        let id = self.next_id.fetch_add(1, Ordering::AcqRel) + 1;
+        let handle = Arc::new(ClientHandle {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            info: Mutex::new(ClientInfo {
+                resp: 2,
+                multi: -1,
+                ..Default::default()
+            }),
+            killed: AtomicBool::new(false),
+            kill_notify: Notify::new(),
+            queued_push_bytes: AtomicUsize::new(0),
+            soft_limit_since: AtomicU64::new(0),
+        });
+        self.all.insert(id, handle.clone());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let client = Client {
+            handle: handle.clone(),
+            db: 0,
+            protocol: Protocol::Resp2,
+            multi: None,
+            watched: Vec::new(),
+            watch_flag: Arc::new(WatchFlag::default()),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
+            push: PushSender {
+                tx,
+                handle: handle.clone(),
+            },
+            close_after_reply: false,
+            is_replication_link: false,
+        };
+        (client, PushReceiver { rx, handle })
+    }
+
+    /// Forgets a closed connection.
+    pub fn unregister(&self, id: u64) {
+        self.all.remove(&id);
+    }
+
+    /// Number of connected clients.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether no client is connected.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// A client by id.
+    pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
+        self.all.get(&id).map(|h| h.clone())
+    }
+
+    /// Every client, ordered by id.
+    pub fn list(&self) -> Vec<Arc<ClientHandle>> {
+        let mut v: Vec<_> = self.all.iter().map(|h| h.clone()).collect();
+        v.sort_by_key(|h| h.id);
+        v
+    }
+
+    /// Kills every client (shutdown).
+    pub fn kill_all(&self) {
+        for h in self.all.iter() {
+            h.kill();
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Scripting commands (`EVAL`, `EVALSHA`, `SCRIPT`, `FUNCTION`, `FCALL`).
+
+use super::CommandSpec;
+
+/// The commands of this family.
+pub const COMMANDS: &[CommandSpec] = &[];

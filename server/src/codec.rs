@@ -1,0 +1,366 @@
+//! The request side of RESP: turning bytes read from a socket into commands.
+//!
+//! Clients send either a RESP array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`, what every
+//! client library sends) or an inline command (`GET k\r\n`, what a person types into telnet).
+//! [`parse_command`] takes one complete command off the front of the read buffer, or says that
+//! more bytes are needed. Bulk payloads are split off the buffer without copying.
+//!
+//! The limits are Redis's: a bulk longer than `proto-max-bulk-len` or an array count over
+//! `i32::MAX` is a protocol error, which the connection reports and then closes. Nothing is
+//! allocated for a claimed length before its bytes arrive.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// An inline command or a multibulk count line may not exceed this many bytes (Redis's
+/// `PROTO_INLINE_MAX_SIZE`).
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// What went wrong while parsing a request. The text is Redis's, to be sent as `-ERR <text>`
+/// before the connection is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn err<T>(msg: &str) -> Result<T, ProtocolError> {
+    Err(ProtocolError(format!("Protocol error: {msg}")))
+}
+
+/// The outcome of one parse attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A complete command: its arguments, the name first.
+    Command(Vec<Bytes>),
+    /// A complete but empty request (a blank inline line or `*0`); nothing to run.
+    Empty,
+}
+
+/// Incremental parser state: remembers how far a partially received multibulk request got so
+/// that a large request arriving in many reads is not re-scanned from the start each time.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// Arguments of the multibulk request being read, when one is in progress.
+    pending: Option<Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    remaining: usize,
+    args: Vec<Bytes>,
+}
+
+impl Decoder {
+    /// Takes one command off the front of `buf`. Returns `Ok(None)` when more bytes are needed.
+    pub fn parse(
+        &mut self,
+        buf: &mut BytesMut,
+        max_bulk_len: u64,
+    ) -> Result<Option<Parsed>, ProtocolError> {
+        if self.pending.is_none() {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            if buf[0] != b'*' {
+                return parse_inline(buf);
+            }
+            let Some(line) = take_line(buf, INLINE_MAX, "too big mbulk count string")? else {
+                return Ok(None);
+            };
+            let count = parse_int(&line[1..]).filter(|n| *n <= i32::MAX as i64);
+            let Some(count) = count else {
+                return err("invalid multibulk length");
+            };
+            if count <= 0 {
+                return Ok(Some(Parsed::Empty));
+            }
+            self.pending = Some(Pending {
+                remaining: count as usize,
+                // Never trust the claimed count for the allocation.
+                args: Vec::with_capacity((count as usize).min(1024)),
+            });
+        }
+        let pending = self.pending.as_mut().expect("set above");
+        while pending.remaining > 0 {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            if buf[0] != b'$' {
+                let got = buf[0] as char;
+                self.pending = None;
+                return Err(ProtocolError(format!(
+                    "Protocol error: expected '$', got '{got}'"
+                )));
+            }
+            let Some(nl) = find_crlf(buf, INLINE_MAX) else {
+                if buf.len() > INLINE_MAX {
+                    self.pending = None;
+                    return err("too big bulk count string");
+                }
+                return Ok(None);
+            };
+            let len = parse_int(&buf[1..nl]).filter(|n| *n >= 0 && (*n as u64) <= max_bulk_len);
+            let Some(len) = len else {
+                self.pending = None;
+                return err("invalid bulk length");
+            };
+            let len = len as usize;
+            if buf.len() < nl + 2 + len + 2 {
+                // Reserve room for the rest of this argument, but only as much as is sensible:
+                // a huge claimed length grows the buffer as bytes actually arrive.
+                let want = (nl + 2 + len + 2 - buf.len()).min(1 << 20);
+                buf.reserve(want);
+                return Ok(None);
+            }
+            buf.advance(nl + 2);
+            let arg = buf.split_to(len).freeze();
+            buf.advance(2);
+            pending.args.push(arg);
+            pending.remaining -= 1;
+        }
+        let args = self.pending.take().expect("set above").args;
+        Ok(Some(Parsed::Command(args)))
+    }
+}
+
+/// Finds `\r\n` within the first `limit` bytes (plus the terminator itself).
+fn find_crlf(buf: &[u8], limit: usize) -> Option<usize> {
+    let end = buf.len().min(limit + 2);
+    buf[..end].windows(2).position(|w| w == b"\r\n")
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|b| *b == needle)
+}
+
+/// Splits one `\r\n`-terminated line off the buffer (without the terminator).
+fn take_line(
+    buf: &mut BytesMut,
+    limit: usize,
+    too_big: &str,
+) -> Result<Option<BytesMut>, ProtocolError> {
+    match find_crlf(buf, limit) {
+        Some(pos) => {
+            let line = buf.split_to(pos);
+            buf.advance(2);
+            Ok(Some(line))
+        }
+        None if buf.len() > limit => err(too_big),
+        None => Ok(None),
+    }
+}
+
+/// Parses a signed decimal integer the way Redis's `string2ll` does (no spaces, no `+`).
+pub fn parse_int(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = (c - b'0') as i64;
+        v = if neg {
+            v.checked_mul(10)?.checked_sub(d)?
+        } else {
+            v.checked_mul(10)?.checked_add(d)?
+        };
+    }
+    if neg && v == 0 {
+        return None;
+    }
+    Some(v)
+}
+
+/// Parses an inline command: space-separated words with Redis's quoting rules.
+fn parse_inline(buf: &mut BytesMut) -> Result<Option<Parsed>, ProtocolError> {
+    let Some(nl) = memchr(b'\n', &buf[..buf.len().min(INLINE_MAX + 1)]) else {
+        if buf.len() > INLINE_MAX {
+            return err("too big inline request");
+        }
+        return Ok(None);
+    };
+    let mut line = buf.split_to(nl + 1);
+    line.truncate(nl);
+    if line.last() == Some(&b'\r') {
+        line.truncate(nl - 1);
+    }
+    match split_args(&line) {
+        Some(args) if args.is_empty() => Ok(Some(Parsed::Empty)),
+        Some(args) => Ok(Some(Parsed::Command(args))),
+        None => err("unbalanced quotes in request"),
+    }
+}
+
+/// Splits a line into arguments like Redis's `sdssplitargs`: whitespace separates words,
+/// `"..."` supports `\n \r \t \b \a \\ \" \xHH` escapes, `'...'` supports only `\'`.
+/// Returns `None` on unbalanced quotes (or a closing quote not followed by a space).
+pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && line[i + 2].is_ascii_hexdigit()
+                    && line[i + 3].is_ascii_hexdigit()
+                {
+                    let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
+                    cur.push(u8::from_str_radix(hex, 16).ok()?);
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        args.push(Bytes::from(cur));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Parsed>, ProtocolError> {
+        let mut buf = BytesMut::from(input);
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        while let Some(p) = d.parse(&mut buf, 512 * 1024 * 1024)? {
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    fn cmd(args: &[&str]) -> Parsed {
+        Parsed::Command(args.iter().map(|a| Bytes::from(a.to_string())).collect())
+    }
+
+    #[test]
+    fn pipelined_multibulk_and_inline() {
+        let got = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset a \"b c\"\n").unwrap();
+        assert_eq!(
+            got,
+            vec![
+                cmd(&["GET", "k"]),
+                cmd(&["PING"]),
+                cmd(&["set", "a", "b c"])
+            ]
+        );
+    }
+
+    #[test]
+    fn partial_input_waits_for_more() {
+        let mut d = Decoder::default();
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$5\r\nhel"[..]);
+        assert_eq!(d.parse(&mut buf, 100).unwrap(), None);
+        buf.extend_from_slice(b"lo\r\n");
+        assert_eq!(
+            d.parse(&mut buf, 100).unwrap(),
+            Some(cmd(&["GET", "hello"]))
+        );
+    }
+
+    #[test]
+    fn huge_claims_are_protocol_errors() {
+        assert_eq!(
+            parse_all(b"*3000000000\r\n").unwrap_err().0,
+            "Protocol error: invalid multibulk length"
+        );
+        let mut d = Decoder::default();
+        let mut buf = BytesMut::from(&b"*1\r\n$600000000\r\n"[..]);
+        assert_eq!(
+            d.parse(&mut buf, 512 * 1024 * 1024).unwrap_err().0,
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n+foo\r\n").unwrap_err().0,
+            "Protocol error: expected '$', got '+'"
+        );
+        assert_eq!(
+            parse_all(b"set a \"b\n").unwrap_err().0,
+            "Protocol error: unbalanced quotes in request"
+        );
+    }
+
+    #[test]
+    fn inline_escapes() {
+        let got = split_args(br#"a "x\x41\n" 'it\'s'"#).unwrap();
+        assert_eq!(
+            got,
+            vec![Bytes::from("a"), Bytes::from("xA\n"), Bytes::from("it's")]
+        );
+    }
+}

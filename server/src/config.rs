@@ -1,0 +1,165 @@
+//! Runtime configuration: the parameters `CONFIG GET` and `CONFIG SET` read and write.
+//!
+//! Values are kept as Redis prints them (strings). The few that the hot path reads on every
+//! command are mirrored in atomics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use parking_lot::RwLock;
+
+/// Parameters and their defaults (Redis 7 names and defaults, except where noted).
+const DEFAULTS: &[(&str, &str)] = &[
+    ("bind", "127.0.0.1"),
+    ("port", "6379"),
+    ("databases", "16"),
+    // latchkey does not write RDB snapshots: an empty save policy says so to clients.
+    ("save", ""),
+    ("appendonly", "no"),
+    ("appendfsync", "everysec"),
+    ("appendfilename", "appendonly.aof"),
+    ("dir", "."),
+    ("maxclients", "10000"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("proto-max-bulk-len", "536870912"),
+    ("busy-reply-threshold", "5000"),
+    ("lua-time-limit", "5000"),
+    ("timeout", "0"),
+    ("tcp-keepalive", "300"),
+    ("hz", "10"),
+    ("notify-keyspace-events", ""),
+    (
+        "client-output-buffer-limit",
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+    ),
+    ("replica-read-only", "yes"),
+    ("slave-read-only", "yes"),
+    ("repl-backlog-size", "1048576"),
+    ("min-replicas-to-write", "0"),
+    ("min-replicas-max-lag", "10"),
+    ("cluster-enabled", "no"),
+    ("loglevel", "notice"),
+];
+
+/// The server's configuration parameters.
+#[derive(Debug)]
+pub struct Config {
+    params: RwLock<IndexMap<String, String>>,
+    maxclients: AtomicU64,
+    proto_max_bulk_len: AtomicU64,
+    busy_reply_threshold_ms: AtomicU64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let params = DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config {
+            params: RwLock::new(params),
+            maxclients: AtomicU64::new(10000),
+            proto_max_bulk_len: AtomicU64::new(512 * 1024 * 1024),
+            busy_reply_threshold_ms: AtomicU64::new(5000),
+        }
+    }
+}
+
+/// Why `CONFIG SET` refused a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The parameter does not exist.
+    Unknown,
+    /// The value is not acceptable for the parameter; the text explains.
+    Invalid(String),
+}
+
+impl Config {
+    /// The current value of a parameter, if it exists (names are case-insensitive).
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.params.read().get(&name.to_ascii_lowercase()).cloned()
+    }
+
+    /// Every `(name, value)` whose name matches the glob `pattern`, in a stable order.
+    pub fn matching(&self, pattern: &[u8]) -> Vec<(String, String)> {
+        self.params
+            .read()
+            .iter()
+            .filter(|(k, _)| crate::glob::matches(pattern, k.as_bytes(), true))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Sets a parameter, validating numeric ones.
+    pub fn set(&self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let name = name.to_ascii_lowercase();
+        if !self.params.read().contains_key(&name) {
+            return Err(ConfigError::Unknown);
+        }
+        let number = || {
+            parse_memory(value).ok_or_else(|| {
+                ConfigError::Invalid("argument couldn't be parsed into an integer".into())
+            })
+        };
+        match name.as_str() {
+            "maxclients" => self.maxclients.store(number()?, Ordering::Release),
+            "proto-max-bulk-len" => self.proto_max_bulk_len.store(number()?, Ordering::Release),
+            "busy-reply-threshold" | "lua-time-limit" => {
+                let ms = number()?;
+                self.busy_reply_threshold_ms.store(ms, Ordering::Release);
+                let mut p = self.params.write();
+                p.insert("busy-reply-threshold".into(), ms.to_string());
+                p.insert("lua-time-limit".into(), ms.to_string());
+                return Ok(());
+            }
+            "port" | "maxmemory" | "timeout" | "hz" | "databases" | "repl-backlog-size" => {
+                number()?;
+            }
+            "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled"
+                if !matches!(value.to_ascii_lowercase().as_str(), "yes" | "no") =>
+            {
+                return Err(ConfigError::Invalid(
+                    "argument must be 'yes' or 'no'".into(),
+                ));
+            }
+            _ => {}
+        }
+        self.params.write().insert(name, value.to_string());
+        Ok(())
+    }
+
+    /// `maxclients`.
+    pub fn maxclients(&self) -> u64 {
+        self.maxclients.load(Ordering::Acquire)
+    }
+
+    /// `proto-max-bulk-len`.
+    pub fn proto_max_bulk_len(&self) -> u64 {
+        self.proto_max_bulk_len.load(Ordering::Acquire)
+    }
+
+    /// `busy-reply-threshold` (alias `lua-time-limit`).
+    pub fn busy_reply_threshold(&self) -> Duration {
+        Duration::from_millis(self.busy_reply_threshold_ms.load(Ordering::Acquire))
+    }
+}
+
+/// Parses a Redis memory/number value such as `100`, `1mb`, `2gb`, `512k`.
+pub fn parse_memory(v: &str) -> Option<u64> {
+    let lower = v.to_ascii_lowercase();
+    let (digits, mul) = [
+        ("gb", 1u64 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1_000),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suffix, mul)| lower.strip_suffix(suffix).map(|d| (d.to_string(), *mul)))
+    .unwrap_or((lower.clone(), 1));
+    digits.parse::<u64>().ok()?.checked_mul(mul)
+}

@@ -1,0 +1,380 @@
+//! The keyspace: sixteen logical databases of typed values with optional expiry.
+//!
+//! Each [`Db`] is a concurrent map (`dashmap`) from key to [`Entry`]. Expiry is kept two ways,
+//! as in Redis: every entry carries its deadline, so a read can expire it lazily, and each
+//! database keeps an ordered index of deadlines so the active expiry cycle can find keys that
+//! nobody reads.
+//!
+//! A word of caution for command authors: a [`dashmap::mapref::one::Ref`] or `RefMut` locks its
+//! shard. Drop it before touching another key of the same database, or the thread deadlocks.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dashmap::mapref::one::{Ref, RefMut};
+use dashmap::DashMap;
+use indexmap::IndexMap;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::zset::ZSet;
+
+/// Number of logical databases (`SELECT 0` .. `SELECT 15`).
+pub const NUM_DBS: usize = 16;
+
+/// A stored value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// A string (also what `INCR` works on).
+    Str(Bytes),
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
+    Hash(IndexMap<Bytes, Bytes>),
+    /// A list.
+    List(VecDeque<Bytes>),
+    /// A sorted set.
+    ZSet(ZSet),
+}
+
+impl Value {
+    /// The name `TYPE` replies with.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
+        }
+    }
+}
+
+/// A value and its absolute expiry time (Unix milliseconds), if it has one.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The stored value.
+    pub value: Value,
+    /// When the key stops existing, in Unix milliseconds.
+    pub expires_at: Option<u64>,
+}
+
+impl Entry {
+    /// An entry without expiry.
+    pub fn new(value: Value) -> Entry {
+        Entry {
+            value,
+            expires_at: None,
+        }
+    }
+
+    /// Whether the entry is logically gone at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        matches!(self.expires_at, Some(t) if t <= now_ms)
+    }
+}
+
+/// A flag that `WATCH` leaves on a key: set when the key is modified, read by `EXEC`.
+#[derive(Debug, Default)]
+pub struct WatchFlag {
+    dirty: AtomicBool,
+}
+
+impl WatchFlag {
+    /// Marks the transaction that watches this flag as doomed.
+    pub fn set_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether a watched key changed since `WATCH`.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+}
+
+/// One logical database.
+#[derive(Debug, Default)]
+pub struct Db {
+    map: DashMap<Bytes, Entry>,
+    /// `(deadline_ms, key)` for every key with a TTL; may hold stale pairs, which are checked
+    /// against the entry before anything is deleted.
+    expiries: Mutex<BTreeSet<(u64, Bytes)>>,
+    /// Transactions watching keys of this database.
+    watchers: DashMap<Bytes, Vec<Arc<WatchFlag>>>,
+    watched_count: AtomicUsize,
+    /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database.
+    blocked: DashMap<Bytes, Arc<Notify>>,
+}
+
+impl Db {
+    /// Reads a key, expiring it first if its time has passed. `lazy_delete` is false on a
+    /// replica, which hides an expired key but leaves its deletion to the master.
+    pub fn get(&self, key: &[u8], now_ms: u64, lazy_delete: bool) -> Option<Ref<'_, Bytes, Entry>> {
+        let r = self.map.get(key)?;
+        if !r.is_expired(now_ms) {
+            return Some(r);
+        }
+        drop(r);
+        if lazy_delete {
+            self.expire_now(key, now_ms);
+        }
+        None
+    }
+
+    /// Like [`get`](Db::get) but for modification.
+    pub fn get_mut(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+        lazy_delete: bool,
+    ) -> Option<RefMut<'_, Bytes, Entry>> {
+        let r = self.map.get_mut(key)?;
+        if !r.is_expired(now_ms) {
+            return Some(r);
+        }
+        drop(r);
+        if lazy_delete {
+            self.expire_now(key, now_ms);
+        }
+        None
+    }
+
+    /// Whether a live key exists.
+    pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
+        self.map.get(key).is_some_and(|e| !e.is_expired(now_ms))
+    }
+
+    /// Stores an entry, replacing whatever was there (TTL included), and returns the old one.
+    pub fn insert(&self, key: Bytes, entry: Entry) -> Option<Entry> {
+        if let Some(t) = entry.expires_at {
+            self.expiries.lock().insert((t, key.clone()));
+        }
+        let old = self.map.insert(key.clone(), entry);
+        if let Some(Entry {
+            expires_at: Some(t),
+            ..
+        }) = &old
+        {
+            self.expiries.lock().remove(&(*t, key.clone()));
+        }
+        self.signal_modified(&key);
+        old
+    }
+
+    /// Removes a key; returns the entry if there was one (expired or not).
+    pub fn remove(&self, key: &[u8]) -> Option<Entry> {
+        let (k, e) = self.map.remove(key)?;
+        if let Some(t) = e.expires_at {
+            self.expiries.lock().remove(&(t, k.clone()));
+        }
+        self.signal_modified(&k);
+        Some(e)
+    }
+
+    /// Sets or clears the TTL of an existing key. Returns false when the key does not exist.
+    pub fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> bool {
+        let Some(mut e) = self.map.get_mut(key) else {
+            return false;
+        };
+        let old = std::mem::replace(&mut e.expires_at, expires_at);
+        let k = e.key().clone();
+        drop(e);
+        let mut idx = self.expiries.lock();
+        if let Some(t) = old {
+            idx.remove(&(t, k.clone()));
+        }
+        if let Some(t) = expires_at {
+            idx.insert((t, k.clone()));
+        }
+        drop(idx);
+        self.signal_modified(&k);
+        true
+    }
+
+    /// Deletes `key` if it is expired at `now_ms`; returns whether it did.
+    pub fn expire_now(&self, key: &[u8], now_ms: u64) -> bool {
+        let removed = self.map.remove_if(key, |_, e| e.is_expired(now_ms));
+        match removed {
+            Some((k, e)) => {
+                if let Some(t) = e.expires_at {
+                    self.expiries.lock().remove(&(t, k.clone()));
+                }
+                self.signal_modified(&k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keys whose deadline has passed, at most `limit` of them, without deleting them.
+    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        let idx = self.expiries.lock();
+        idx.iter()
+            .take_while(|(t, _)| *t <= now_ms)
+            .take(limit)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
+    /// Drops index pairs that no longer match an entry (a key re-set with a new TTL, say).
+    fn prune_index(&self, now_ms: u64) {
+        let mut idx = self.expiries.lock();
+        let stale: Vec<(u64, Bytes)> = idx
+            .iter()
+            .take_while(|(t, _)| *t <= now_ms)
+            .filter(|(t, k)| self.map.get(k).and_then(|e| e.expires_at) != Some(*t))
+            .cloned()
+            .collect();
+        for s in stale {
+            idx.remove(&s);
+        }
+    }
+
+    /// Runs one active-expiry pass: deletes up to `limit` keys whose time has passed and
+    /// returns them, so the caller can propagate the deletions.
+    pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        self.prune_index(now_ms);
+        let mut gone = Vec::new();
+        for k in self.due_keys(now_ms, limit) {
+            if self.expire_now(&k, now_ms) {
+                gone.push(k);
+            }
+        }
+        gone
+    }
+
+    /// Number of keys, counting ones that are expired but not yet deleted (as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the database holds no keys at all.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Number of keys with a TTL (for `INFO keyspace`).
+    pub fn expires_count(&self) -> usize {
+        self.map.iter().filter(|e| e.expires_at.is_some()).count()
+    }
+
+    /// Every live key (for `KEYS` and `SCAN`), in no particular order.
+    pub fn keys(&self, now_ms: u64) -> Vec<Bytes> {
+        self.map
+            .iter()
+            .filter(|e| !e.is_expired(now_ms))
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// A snapshot of every live entry (for replication snapshots and persistence).
+    pub fn snapshot(&self, now_ms: u64) -> Vec<(Bytes, Entry)> {
+        self.map
+            .iter()
+            .filter(|e| !e.is_expired(now_ms))
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect()
+    }
+
+    /// Deletes every key, signalling every watcher.
+    pub fn clear(&self) {
+        self.map.clear();
+        self.expiries.lock().clear();
+        for w in self.watchers.iter() {
+            for f in w.value() {
+                f.set_dirty();
+            }
+        }
+    }
+
+    /// Registers a `WATCH` on `key`.
+    pub fn watch(&self, key: Bytes, flag: Arc<WatchFlag>) {
+        self.watchers.entry(key).or_default().push(flag);
+        self.watched_count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Removes a `WATCH` registered with [`watch`](Db::watch).
+    pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
+        let mut empty = false;
+        if let Some(mut list) = self.watchers.get_mut(key) {
+            let before = list.len();
+            list.retain(|f| !Arc::ptr_eq(f, flag));
+            let removed = before - list.len();
+            self.watched_count.fetch_sub(removed, Ordering::AcqRel);
+            empty = list.is_empty();
+        }
+        if empty {
+            self.watchers.remove_if(key, |_, l| l.is_empty());
+        }
+    }
+
+    /// Tells transactions watching `key` that it changed. Every write goes through here.
+    pub fn signal_modified(&self, key: &[u8]) {
+        if self.watched_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(list) = self.watchers.get(key) {
+            for f in list.iter() {
+                f.set_dirty();
+            }
+        }
+    }
+
+    /// Wakes clients blocked on `key` (after a push onto a list, say).
+    pub fn signal_ready(&self, key: &[u8]) {
+        if let Some(n) = self.blocked.get(key) {
+            n.notify_waiters();
+        }
+    }
+
+    /// The notifier a blocked client waits on for `key`.
+    pub fn ready_notifier(&self, key: &Bytes) -> Arc<Notify> {
+        self.blocked.entry(key.clone()).or_default().clone()
+    }
+
+    /// Drops notifiers nobody waits on any more.
+    pub fn release_notifier(&self, key: &[u8]) {
+        self.blocked
+            .remove_if(key, |_, n| Arc::strong_count(n) == 1);
+    }
+}
+
+/// All sixteen databases.
+#[derive(Debug)]
+pub struct Keyspace {
+    dbs: Vec<Db>,
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Keyspace {
+            dbs: (0..NUM_DBS).map(|_| Db::default()).collect(),
+        }
+    }
+}
+
+impl Keyspace {
+    /// Database number `i` (0..16).
+    pub fn db(&self, i: usize) -> &Db {
+        &self.dbs[i]
+    }
+
+    /// Iterates over `(index, db)`.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Db)> {
+        self.dbs.iter().enumerate()
+    }
+
+    /// Deletes every key of every database (`FLUSHALL`).
+    pub fn clear_all(&self) {
+        for db in &self.dbs {
+            db.clear();
+        }
+    }
+
+    /// Key counts per non-empty database: `(index, keys, expires)`.
+    pub fn stats(&self) -> Vec<(usize, usize, usize)> {
+        self.iter()
+            .filter(|(_, db)| !db.is_empty())
+            .map(|(i, db)| (i, db.len(), db.expires_count()))
+            .collect()
+    }
+}

@@ -1,0 +1,61 @@
+//! The active expiry cycle: deletes keys whose TTL has passed even when nobody reads them.
+//!
+//! Like Redis it runs ten times a second; with a virtual clock it also runs each time the clock
+//! is advanced, so an advanced clock leaves no expired key behind for `DBSIZE` or `SCAN`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::server::Shared;
+
+/// Keys deleted per database per pass, before yielding to clients.
+const BATCH: usize = 200;
+
+/// Runs until the server shuts down.
+pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
+    let mut shutdown = shared.shutdown_signal();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shared.clock.advanced() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        expire_cycle(&shared).await;
+    }
+}
+
+/// One pass over every database. Replicas skip it: they wait for the master's deletes.
+pub async fn expire_cycle(shared: &Shared) {
+    if shared.is_replica() {
+        return;
+    }
+    for (i, db) in shared.keyspace.iter() {
+        if db.is_empty() {
+            continue;
+        }
+        loop {
+            let gone = {
+                // Never delete in the middle of a script or transaction.
+                let Ok(_g) = shared.gate.shared(Duration::MAX).await else {
+                    return;
+                };
+                let now = shared.clock.now_ms();
+                db.active_expire(now, BATCH)
+            };
+            shared
+                .stats
+                .expired_keys
+                .fetch_add(gone.len() as u64, Ordering::Relaxed);
+            shared.propagate_expired(i, &gone);
+            if gone.len() < BATCH {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+}

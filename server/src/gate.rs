@@ -1,0 +1,169 @@
+//! The execution gate: what makes scripts and transactions atomic.
+//!
+//! Ordinary commands run concurrently, each holding the gate shared; they touch one key (or
+//! a few, shard-locked by the map). A script, an `EXEC` or a multi-key command holds the gate
+//! exclusively, so no other command runs, and no client observes its writes half-done — the
+//! guarantee Redis gets from being single-threaded.
+//!
+//! Waiting for the gate never blocks a tokio worker for long: a command that finds the gate
+//! held exclusively waits asynchronously, and gives up with `-BUSY` once the holder is a script
+//! that has run past `busy-reply-threshold`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::Notify;
+
+/// What kind of long-running work holds the gate, for the wording of the `-BUSY` error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyKind {
+    /// An `EVAL`/`EVALSHA` script.
+    Script,
+    /// An `FCALL` function.
+    Function,
+}
+
+/// Returned when the gate is held by a script that has been running too long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Busy(pub BusyKind);
+
+impl Busy {
+    /// Redis's error text for this case.
+    pub fn message(self) -> &'static str {
+        match self.0 {
+            BusyKind::Script => {
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+            }
+            BusyKind::Function => {
+                "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+            }
+        }
+    }
+}
+
+/// Shared/exclusive access to the keyspace, with busy-script detection.
+#[derive(Debug)]
+pub struct Gate {
+    lock: RwLock<()>,
+    released: Notify,
+    origin: Instant,
+    /// Microseconds since `origin` when the current script started, or 0 when none runs.
+    script_started: AtomicU64,
+    script_is_function: AtomicBool,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            lock: RwLock::new(()),
+            released: Notify::new(),
+            origin: Instant::now(),
+            script_started: AtomicU64::new(0),
+            script_is_function: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Shared access: held while an ordinary command runs.
+pub type SharedGuard<'a> = RwLockReadGuard<'a, ()>;
+
+/// Exclusive access: held while a script, a transaction or a multi-key command runs.
+pub struct ExclusiveGuard<'a> {
+    gate: &'a Gate,
+    _guard: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for ExclusiveGuard<'_> {
+    fn drop(&mut self) {
+        self.gate.script_started.store(0, Ordering::Release);
+        // The guard itself is released right after this body; waiters re-check in a loop.
+        self.gate.released.notify_waiters();
+    }
+}
+
+impl ExclusiveGuard<'_> {
+    /// Marks the holder as a running script, so that waiters can answer `-BUSY` once it has run
+    /// longer than the threshold.
+    pub fn mark_script(&self, kind: BusyKind) {
+        let us = self.gate.origin.elapsed().as_micros() as u64 + 1;
+        self.gate
+            .script_is_function
+            .store(kind == BusyKind::Function, Ordering::Release);
+        self.gate.script_started.store(us, Ordering::Release);
+    }
+}
+
+impl Gate {
+    /// How long the current script has been running, if one is.
+    pub fn script_running_for(&self) -> Option<(BusyKind, Duration)> {
+        let started = self.script_started.load(Ordering::Acquire);
+        if started == 0 {
+            return None;
+        }
+        let now = self.origin.elapsed().as_micros() as u64 + 1;
+        let kind = if self.script_is_function.load(Ordering::Acquire) {
+            BusyKind::Function
+        } else {
+            BusyKind::Script
+        };
+        Some((kind, Duration::from_micros(now.saturating_sub(started))))
+    }
+
+    fn busy_check(&self, threshold: Duration) -> Result<(), Busy> {
+        match self.script_running_for() {
+            Some((kind, ran)) if ran >= threshold => Err(Busy(kind)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the gate shared.
+    pub async fn shared(&self, busy_threshold: Duration) -> Result<SharedGuard<'_>, Busy> {
+        if let Some(g) = self.lock.try_read() {
+            return Ok(g);
+        }
+        loop {
+            let released = self.released.notified();
+            if let Some(g) = self.lock.try_read() {
+                return Ok(g);
+            }
+            self.busy_check(busy_threshold)?;
+            tokio::select! {
+                _ = released => {}
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+        }
+    }
+
+    /// Takes the gate exclusively.
+    pub async fn exclusive(&self, busy_threshold: Duration) -> Result<ExclusiveGuard<'_>, Busy> {
+        loop {
+            if let Some(g) = self.lock.try_write() {
+                return Ok(ExclusiveGuard {
+                    gate: self,
+                    _guard: g,
+                });
+            }
+            if !self.lock.is_locked_exclusive() {
+                // Only short shared holders: wait for them on this thread, briefly.
+                if let Some(g) = self.lock.try_write_for(Duration::from_millis(1)) {
+                    return Ok(ExclusiveGuard {
+                        gate: self,
+                        _guard: g,
+                    });
+                }
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let released = self.released.notified();
+            if !self.lock.is_locked_exclusive() {
+                continue;
+            }
+            self.busy_check(busy_threshold)?;
+            tokio::select! {
+                _ = released => {}
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+        }
+    }
+}

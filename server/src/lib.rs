@@ -1,0 +1,33 @@
+//! latchkey-server: an embeddable Redis-protocol server with the command set distributed locks
+//! use — strings with `SET NX PX`, expiry, hashes, lists, sorted sets, Lua scripting, pub/sub,
+//! transactions — answering byte for byte like Redis 7.
+//!
+//! Start one in-process with [`Server::builder`], talk to it over TCP with any Redis client or
+//! in-process with [`LocalClient`], and move its [`Clock`] by hand in tests.
+//!
+//! The tree mirrors the architecture: [`codec`] parses requests, [`frame`] encodes replies,
+//! [`net`] serves a TCP connection, [`cmd`] holds one module per command family, [`db`] is the
+//! keyspace, [`gate`] makes scripts and transactions atomic, [`server`] starts and stops it all.
+
+pub mod client;
+pub mod clock;
+pub mod cmd;
+pub mod codec;
+pub mod config;
+pub mod db;
+pub mod expire;
+pub mod frame;
+pub mod gate;
+pub mod glob;
+pub mod net;
+pub mod pubsub;
+pub mod scripting;
+pub mod server;
+pub mod zset;
+
+pub use clock::Clock;
+pub use frame::{Frame, Protocol};
+pub use server::{BlockingServer, Builder, LocalClient, Server, ServerHandle};
+
+/// The Redis version this server answers as (`HELLO`, `INFO server`).
+pub const REDIS_VERSION: &str = "7.2.0";

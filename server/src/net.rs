@@ -1,0 +1,144 @@
+//! Serving one TCP connection: read requests, run them, write the replies.
+//!
+//! Replies to every command found in one read are gathered in one buffer and written with one
+//! system call, which is what makes pipelining fast. Pub/sub messages for the client arrive on
+//! a channel and are written between requests.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::client::Client;
+use crate::cmd::{self, BLOCKING};
+use crate::codec::{Decoder, Parsed};
+use crate::frame::Frame;
+use crate::server::Shared;
+
+/// Flush the reply buffer early when a pipeline's replies grow past this.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Serves one accepted connection until the client leaves, is killed, or the server stops.
+pub async fn serve(
+    shared: Arc<Shared>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    _done: mpsc::Sender<()>,
+) {
+    let laddr = socket.local_addr().ok();
+    let (mut client, mut pushes) = shared.clients.register(Some(peer), laddr);
+    let handle = client.handle.clone();
+    let (mut rd, mut wr) = socket.into_split();
+    let mut shutdown = shared.shutdown_signal();
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut wbuf = BytesMut::with_capacity(16 * 1024);
+    let mut decoder = Decoder::default();
+    // Bytes of push messages sitting in `wbuf`, released from the client's account once written.
+    let mut push_bytes = 0usize;
+
+    let maxclients = shared.config.maxclients() as usize;
+    if shared.clients.len() > maxclients {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = wr
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        cleanup_client(&shared, &mut client);
+        return;
+    }
+
+    'conn: loop {
+        // Run every complete request already buffered.
+        loop {
+            let parsed = decoder.parse(&mut rbuf, shared.config.proto_max_bulk_len());
+            match parsed {
+                Ok(Some(Parsed::Command(args))) => {
+                    let reply = if cmd::lookup(&args[0]).is_some_and(|s| s.has(BLOCKING)) {
+                        tokio::select! {
+                            r = cmd::execute(&shared, &mut client, args) => r,
+                            _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
+                            _ = handle.killed() => break 'conn,
+                        }
+                    } else {
+                        cmd::execute(&shared, &mut client, args).await
+                    };
+                    reply.encode(client.protocol, &mut wbuf);
+                    if client.close_after_reply {
+                        let _ = wr.write_all(&wbuf).await;
+                        break 'conn;
+                    }
+                    if wbuf.len() >= FLUSH_AT {
+                        if wr.write_all(&wbuf).await.is_err() {
+                            break 'conn;
+                        }
+                        wbuf.clear();
+                    }
+                }
+                Ok(Some(Parsed::Empty)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(client = handle.id, "protocol error: {e}");
+                    Frame::error(format!("ERR {e}")).encode(client.protocol, &mut wbuf);
+                    let _ = wr.write_all(&wbuf).await;
+                    break 'conn;
+                }
+            }
+        }
+        while let Some(f) = pushes.try_recv() {
+            push_bytes += crate::pubsub::approx_size(&f);
+            f.encode(client.protocol, &mut wbuf);
+        }
+        if !wbuf.is_empty() {
+            tokio::select! {
+                r = wr.write_all(&wbuf) => if r.is_err() { break 'conn },
+                _ = handle.killed() => break 'conn,
+                _ = shutdown.wait_for(|s| *s) => break 'conn,
+            }
+            wbuf.clear();
+            pushes.written(push_bytes);
+            push_bytes = 0;
+        }
+        if handle.is_killed() {
+            break;
+        }
+        tokio::select! {
+            r = rd.read_buf(&mut rbuf) => match r {
+                Ok(0) | Err(_) => break 'conn,
+                Ok(_) => {}
+            },
+            Some(f) = pushes.recv() => {
+                push_bytes += crate::pubsub::approx_size(&f);
+                f.encode(client.protocol, &mut wbuf);
+            }
+            _ = handle.killed() => break 'conn,
+            _ = shutdown.wait_for(|s| *s) => break 'conn,
+        }
+    }
+    cleanup_client(&shared, &mut client);
+}
+
+/// Reads (and keeps) whatever a blocked client sends, resolving only when the peer closes.
+async fn wait_closed(rd: &mut OwnedReadHalf, rbuf: &mut BytesMut) {
+    loop {
+        match rd.read_buf(rbuf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Releases everything a departing client held: subscriptions, watches, its registry entry.
+pub fn cleanup_client(shared: &Shared, client: &mut Client) {
+    shared.pubsub.remove_client(client);
+    for (db, key) in client.watched.drain(..) {
+        shared.keyspace.db(db).unwatch(&key, &client.watch_flag);
+    }
+    shared.clients.unregister(client.handle.id);
+}

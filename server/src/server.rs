@@ -1,0 +1,432 @@
+//! Starting, embedding and stopping a server.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let server = latchkey_server::Server::builder().virtual_clock().start().await?;
+//! let mut client = server.client();
+//! client.cmd(["SET", "lock", "token", "NX", "PX", "30000"]).await;
+//! server.clock().advance(std::time::Duration::from_secs(31));
+//! assert_eq!(client.cmd(["GET", "lock"]).await, latchkey_server::Frame::Null);
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::client::{Client, Clients, PushReceiver};
+use crate::clock::Clock;
+use crate::cmd::{self, CommandSpec, WRITE};
+use crate::config::Config;
+use crate::db::Keyspace;
+use crate::frame::Frame;
+use crate::gate::Gate;
+use crate::pubsub::PubSub;
+use crate::scripting::Scripting;
+
+/// Counters `INFO stats` reports.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections accepted since start.
+    pub connections_received: AtomicU64,
+    /// Commands run since start.
+    pub commands_processed: AtomicU64,
+    /// Connections refused because of `maxclients`.
+    pub rejected_connections: AtomicU64,
+    /// Keys deleted by expiry (lazy or active).
+    pub expired_keys: AtomicU64,
+    /// Changes since start (Redis's `dirty` counter).
+    pub dirty: AtomicU64,
+}
+
+impl Stats {
+    /// Counts one command.
+    pub fn command_processed(&self) {
+        self.commands_processed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Server-wide state shared by every connection and background task.
+#[derive(Debug)]
+pub struct Shared {
+    /// The sixteen databases.
+    pub keyspace: Keyspace,
+    /// The time source.
+    pub clock: Clock,
+    /// `CONFIG` parameters.
+    pub config: Config,
+    /// Shared/exclusive execution, for atomic scripts and transactions.
+    pub gate: Gate,
+    /// Connected clients.
+    pub clients: Clients,
+    /// Channel and pattern subscriptions.
+    pub pubsub: PubSub,
+    /// Lua scripts and functions.
+    pub scripting: Scripting,
+    /// `INFO stats` counters.
+    pub stats: Stats,
+    /// When the server started.
+    pub started: Instant,
+    /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
+    pub run_id: String,
+    /// The bound TCP address, when listening.
+    pub addr: parking_lot::Mutex<Option<SocketAddr>>,
+    replica: AtomicBool,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn new(clock: Clock) -> Shared {
+        let (shutdown_tx, _) = watch::channel(false);
+        let run_id = (0..40)
+            .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
+            .collect();
+        Shared {
+            keyspace: Keyspace::default(),
+            clock,
+            config: Config::default(),
+            gate: Gate::default(),
+            clients: Clients::default(),
+            pubsub: PubSub::default(),
+            scripting: Scripting::default(),
+            stats: Stats::default(),
+            started: Instant::now(),
+            run_id,
+            addr: parking_lot::Mutex::new(None),
+            replica: AtomicBool::new(false),
+            shutdown_tx,
+        }
+    }
+
+    /// Whether this server is a replica (read-only, never expires keys itself).
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    /// Makes this server a replica or a master again.
+    pub fn set_replica(&self, replica: bool) {
+        self.replica.store(replica, Ordering::Release);
+    }
+
+    /// Whether reads may delete expired keys (masters do; replicas wait for the master).
+    pub fn lazy_expire_deletes(&self) -> bool {
+        !self.is_replica()
+    }
+
+    /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.
+    pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
+        if spec.has(WRITE) && self.is_replica() && !client.is_replication_link {
+            return Some(Frame::error(
+                "READONLY You can't write against a read only replica.",
+            ));
+        }
+        None
+    }
+
+    /// Called after a command changed something: counts the change (and, once replication
+    /// exists, propagates it).
+    pub fn after_write(&self, _db: usize, _spec: &CommandSpec, _args: &[Bytes], dirty: u64) {
+        self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
+    }
+
+    /// Called after the expiry cycle deleted keys: once replication exists, replicas receive a
+    /// `DEL` for each, since they never expire keys themselves.
+    pub fn propagate_expired(&self, _db: usize, _keys: &[Bytes]) {}
+
+    /// Asks the server to shut down: the listener stops and every connection closes.
+    pub fn request_shutdown(&self) {
+        self.shutdown_tx.send_replace(true);
+        self.clients.kill_all();
+    }
+
+    /// A receiver that sees `true` once shutdown was requested.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+}
+
+/// Configures and starts a server. Get one from [`Server::builder`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    bind: String,
+    port: u16,
+    listen: bool,
+    clock: Clock,
+    config: Vec<(String, String)>,
+}
+
+/// Entry point of the embedding API.
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A builder with Redis's defaults, except the port: 0, so the OS picks a free one.
+    pub fn builder() -> Builder {
+        Builder {
+            bind: "127.0.0.1".into(),
+            port: 0,
+            listen: true,
+            clock: Clock::system(),
+            config: Vec::new(),
+        }
+    }
+}
+
+impl Builder {
+    /// TCP port to listen on (0, the default, picks a free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Address to bind (default `127.0.0.1`).
+    pub fn bind(mut self, addr: impl Into<String>) -> Self {
+        self.bind = addr.into();
+        self
+    }
+
+    /// Serve only in-process clients: no TCP listener at all.
+    pub fn no_listener(mut self) -> Self {
+        self.listen = false;
+        self
+    }
+
+    /// Use a virtual clock that only moves when told to (see [`ServerHandle::clock`]).
+    pub fn virtual_clock(mut self) -> Self {
+        self.clock = Clock::virtual_now();
+        self
+    }
+
+    /// Use the given clock (share one virtual clock between several servers, say).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets a configuration parameter, as `CONFIG SET` would (e.g. `("maxclients", "100")`).
+    pub fn config(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.push((name.into(), value.into()));
+        self
+    }
+
+    /// Starts the server on the current tokio runtime.
+    pub async fn start(self) -> std::io::Result<ServerHandle> {
+        let shared = Arc::new(Shared::new(self.clock));
+        for (k, v) in &self.config {
+            shared.config.set(k, v).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("bad config {k}={v}: {e:?}"),
+                )
+            })?;
+        }
+        let (done_tx, done_rx) = mpsc::channel::<()>(1);
+        let addr = if self.listen {
+            let listener = TcpListener::bind((self.bind.as_str(), self.port)).await?;
+            let addr = listener.local_addr()?;
+            *shared.addr.lock() = Some(addr);
+            shared.config.set("port", &addr.port().to_string()).ok();
+            shared.config.set("bind", &self.bind).ok();
+            tokio::spawn(accept_loop(shared.clone(), listener, done_tx.clone()));
+            Some(addr)
+        } else {
+            None
+        };
+        tokio::spawn(crate::expire::active_expiry(shared.clone(), done_tx));
+        Ok(ServerHandle {
+            shared,
+            addr,
+            done: parking_lot::Mutex::new(Some(done_rx)),
+        })
+    }
+
+    /// Starts the server on a runtime of its own, for synchronous code and tests.
+    pub fn start_blocking(self) -> std::io::Result<BlockingServer> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("latchkey-server")
+            .build()?;
+        let handle = rt.block_on(self.start())?;
+        Ok(BlockingServer {
+            handle: Some(handle),
+            rt: Some(rt),
+        })
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, done: mpsc::Sender<()>) {
+    let mut shutdown = shared.shutdown_signal();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        let (socket, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        shared
+            .stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = socket.set_nodelay(true);
+        tokio::spawn(crate::net::serve(
+            shared.clone(),
+            socket,
+            peer,
+            done.clone(),
+        ));
+    }
+}
+
+/// A running server: its address, its clock, in-process clients, and shutdown.
+#[derive(Debug)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    addr: Option<SocketAddr>,
+    done: parking_lot::Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl ServerHandle {
+    /// The bound TCP address (panics for a server built with `no_listener`).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr.expect("this server has no TCP listener")
+    }
+
+    /// `redis://host:port` for client libraries.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr())
+    }
+
+    /// The server's clock; advance it when the server was built with a virtual clock.
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// Server-wide state, for advanced embedding and tests.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// A client that runs commands in-process, without a socket.
+    pub fn client(&self) -> LocalClient {
+        LocalClient::new(self.shared.clone())
+    }
+
+    /// Stops accepting connections, closes every connection and waits for their tasks.
+    pub async fn shutdown(&self) {
+        self.shared.request_shutdown();
+        let rx = self.done.lock().take();
+        if let Some(mut rx) = rx {
+            // Every task holds a sender; recv returns None once all have finished.
+            let _ = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        }
+    }
+
+    /// Resolves when the server has been asked to shut down (e.g. by `SHUTDOWN`).
+    pub async fn wait_for_shutdown(&self) {
+        let mut rx = self.shared.shutdown_signal();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+/// A server running on its own runtime; stops when dropped.
+#[derive(Debug)]
+pub struct BlockingServer {
+    handle: Option<ServerHandle>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl BlockingServer {
+    /// The running server.
+    pub fn handle(&self) -> &ServerHandle {
+        self.handle.as_ref().expect("present until drop")
+    }
+
+    /// The bound TCP address.
+    pub fn addr(&self) -> SocketAddr {
+        self.handle().addr()
+    }
+
+    /// Runs one command in-process and waits for its reply.
+    pub fn cmd<I, A>(&self, args: I) -> Frame
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<Bytes>,
+    {
+        let mut c = self.handle().client();
+        let rt = self.rt.as_ref().expect("present until drop");
+        rt.block_on(c.cmd(args))
+    }
+}
+
+impl Drop for BlockingServer {
+    fn drop(&mut self) {
+        if let (Some(h), Some(rt)) = (self.handle.take(), self.rt.take()) {
+            rt.block_on(h.shutdown());
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// A client living in the same process: same commands, same semantics, no socket.
+#[derive(Debug)]
+pub struct LocalClient {
+    shared: Arc<Shared>,
+    client: Client,
+    pushes: PushReceiver,
+}
+
+impl LocalClient {
+    fn new(shared: Arc<Shared>) -> LocalClient {
+        let (client, pushes) = shared.clients.register(None, None);
+        LocalClient {
+            shared,
+            client,
+            pushes,
+        }
+    }
+
+    /// Runs one command and returns its reply.
+    pub async fn cmd<I, A>(&mut self, args: I) -> Frame
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<Bytes>,
+    {
+        let args: Vec<Bytes> = args.into_iter().map(Into::into).collect();
+        if args.is_empty() {
+            return Frame::error("ERR empty command");
+        }
+        cmd::execute(&self.shared, &mut self.client, args).await
+    }
+
+    /// Waits for the next pub/sub message (or other push) sent to this client.
+    pub async fn next_push(&mut self) -> Option<Frame> {
+        let f = self.pushes.recv().await?;
+        self.pushes.written(crate::pubsub::approx_size(&f));
+        Some(f)
+    }
+
+    /// The client's id, as `CLIENT ID` reports it.
+    pub fn id(&self) -> u64 {
+        self.client.handle.id
+    }
+}
+
+impl Drop for LocalClient {
+    fn drop(&mut self) {
+        crate::net::cleanup_client(&self.shared, &mut self.client);
+    }
+}

@@ -1,0 +1,84 @@
+//! The sorted-set value: members ordered by `(score, member)`, with O(1) score lookup.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
+
+/// A score with a total order (scores are never NaN: commands reject NaN before storing).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Score(pub f64);
+
+impl Eq for Score {}
+
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A sorted set: each member once, ordered by score and then by member bytes.
+#[derive(Clone, Debug, Default)]
+pub struct ZSet {
+    scores: HashMap<Bytes, f64>,
+    order: BTreeSet<(Score, Bytes)>,
+}
+
+impl ZSet {
+    /// An empty sorted set.
+    pub fn new() -> ZSet {
+        ZSet::default()
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Whether there are no members.
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+
+    /// The score of `member`, if present.
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.scores.get(member).copied()
+    }
+
+    /// Adds or updates a member; returns its previous score.
+    pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
+        // -0.0 and 0.0 are the same score to Redis; store one of them.
+        let score = if score == 0.0 { 0.0 } else { score };
+        let old = self.scores.insert(member.clone(), score);
+        if let Some(o) = old {
+            self.order.remove(&(Score(o), member.clone()));
+        }
+        self.order.insert((Score(score), member));
+        old
+    }
+
+    /// Removes a member; returns its score if it was present.
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let (m, s) = self.scores.remove_entry(member)?;
+        self.order.remove(&(Score(s), m));
+        Some(s)
+    }
+
+    /// Members in ascending order with their scores.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
+        self.order.iter().map(|(s, m)| (m, s.0))
+    }
+
+    /// 0-based rank of `member` in ascending order.
+    pub fn rank(&self, member: &[u8]) -> Option<usize> {
+        let s = self.score(member)?;
+        let key = (Score(s), Bytes::copy_from_slice(member));
+        Some(self.order.range(..key).count())
+    }
+}

@@ -1,0 +1,10 @@
+//! Test harness shared by every suite in this crate: spawn a real `redis-server` on a free
+//! port, start a latchkey server, talk raw RESP to both, and compare replies byte for byte.
+
+pub mod diff;
+pub mod raw;
+pub mod redis_proc;
+
+pub use diff::Diff;
+pub use raw::RawConn;
+pub use redis_proc::RedisProcess;

@@ -1,0 +1,102 @@
+//! A raw RESP connection that returns each reply's exact bytes, for byte-for-byte comparison.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// A blocking connection that sends commands and returns replies as raw bytes.
+#[derive(Debug)]
+pub struct RawConn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl RawConn {
+    /// Connects with a 10-second read timeout.
+    pub fn connect(addr: SocketAddr) -> std::io::Result<RawConn> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.set_nodelay(true)?;
+        Ok(RawConn {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
+    /// Encodes a command as a RESP array of bulk strings.
+    pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            let a = a.as_ref();
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    /// Sends raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write to server");
+    }
+
+    /// Sends a command and returns its reply's bytes.
+    pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        self.send_raw(&Self::encode(args));
+        self.read_reply()
+    }
+
+    /// Reads one complete reply (any RESP2/RESP3 type) and returns its exact bytes.
+    pub fn read_reply(&mut self) -> Vec<u8> {
+        self.try_read_reply().expect("read a reply")
+    }
+
+    /// Like [`read_reply`](RawConn::read_reply) but reports errors (timeout, closed).
+    pub fn try_read_reply(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_into(&mut out)?;
+        Ok(out)
+    }
+
+    fn read_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut line = Vec::new();
+        let n = self.reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed",
+            ));
+        }
+        out.extend_from_slice(&line);
+        let body = std::str::from_utf8(&line[1..line.len().saturating_sub(2)]).unwrap_or("");
+        match line[0] {
+            b'$' | b'=' | b'!' => {
+                let len: i64 = body.parse().unwrap_or(-1);
+                if len >= 0 {
+                    let mut buf = vec![0; len as usize + 2];
+                    self.reader.read_exact(&mut buf)?;
+                    out.extend_from_slice(&buf);
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let len: i64 = body.parse().unwrap_or(-1);
+                for _ in 0..len.max(0) {
+                    self.read_into(out)?;
+                }
+            }
+            b'%' | b'|' => {
+                let len: i64 = body.parse().unwrap_or(-1);
+                for _ in 0..(2 * len.max(0)) {
+                    self.read_into(out)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Shows reply bytes readably in assertion messages.
+pub fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace("\r\n", "\\r\\n")
+}
