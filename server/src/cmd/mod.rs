@@ -282,6 +282,14 @@ impl<'a> Ctx<'a> {
     pub fn changed(&mut self) {
         self.dirty += 1;
     }
+
+    /// Records that `key` was changed in place (through `get_mut`): tells transactions that
+    /// `WATCH` it and counts the change. `Db::insert`/`Db::remove` signal watchers themselves;
+    /// calling this after them as well is harmless.
+    pub fn modified(&mut self, key: &[u8]) {
+        self.db().signal_modified(key);
+        self.dirty += 1;
+    }
 }
 
 /// Redis's reply to a command name it does not know.
