@@ -35,6 +35,8 @@ pub struct ClientHandle {
     pub queued_push_bytes: AtomicUsize,
     /// Milliseconds (server clock) when the queue first went over the soft limit, or 0.
     pub soft_limit_since: AtomicU64,
+    /// When the client last ran a command (server clock, Unix milliseconds), for `idle=`.
+    pub last_interaction_ms: AtomicU64,
 }
 
 /// Details of a client that change over its life.
@@ -60,8 +62,6 @@ pub struct ClientInfo {
     pub ssub: usize,
     /// Commands queued in `MULTI`, or -1 outside a transaction.
     pub multi: i64,
-    /// When the last command ran.
-    pub last_interaction: Option<Instant>,
 }
 
 impl ClientHandle {
@@ -175,6 +175,8 @@ pub struct Client {
     pub close_after_reply: bool,
     /// This connection is a replica's link to us, or our link to a master.
     pub is_replication_link: bool,
+    /// What `sync_info` last published, to skip the lock when nothing changed.
+    info_fingerprint: Option<(usize, usize, i64, usize, i64)>,
 }
 
 impl Client {
@@ -188,8 +190,23 @@ impl Client {
         self.channels.len() + self.patterns.len() + self.shard_channels.len()
     }
 
-    /// Refreshes the details `CLIENT LIST` shows.
-    pub fn sync_info(&self, last_cmd: &str) {
+    /// Refreshes the details `CLIENT LIST` shows. Called for every command, so it takes the
+    /// info lock only when something `CLIENT LIST` shows has changed.
+    pub fn sync_info(&mut self, last_cmd: &'static str, now_ms: u64) {
+        self.handle
+            .last_interaction_ms
+            .store(now_ms, Ordering::Relaxed);
+        let fingerprint = (
+            last_cmd.as_ptr() as usize,
+            self.db,
+            self.protocol.number(),
+            self.subscription_count(),
+            self.multi.as_ref().map_or(-1, |m| m.queue.len() as i64),
+        );
+        if self.info_fingerprint == Some(fingerprint) {
+            return;
+        }
+        self.info_fingerprint = Some(fingerprint);
         let mut info = self.handle.info.lock();
         info.db = self.db;
         info.resp = self.protocol.number();
@@ -200,7 +217,6 @@ impl Client {
         if info.last_cmd != last_cmd {
             info.last_cmd = last_cmd.to_string();
         }
-        info.last_interaction = Some(Instant::now());
     }
 }
 
@@ -233,6 +249,7 @@ impl Clients {
             kill_notify: Notify::new(),
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
+            last_interaction_ms: AtomicU64::new(0),
         });
         self.all.insert(id, handle.clone());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -252,6 +269,7 @@ impl Clients {
             },
             close_after_reply: false,
             is_replication_link: false,
+            info_fingerprint: None,
         };
         (client, PushReceiver { rx, handle })
     }

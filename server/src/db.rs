@@ -15,6 +15,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use dashmap::mapref::one::{Ref, RefMut};
 use dashmap::DashMap;
+
+/// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
+/// resistant to hash flooding), instead of the standard library's slower SipHash.
+pub type KeyHasher = ahash::RandomState;
 use indexmap::IndexMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -94,15 +98,15 @@ impl WatchFlag {
 /// One logical database.
 #[derive(Debug, Default)]
 pub struct Db {
-    map: DashMap<Bytes, Entry>,
+    map: DashMap<Bytes, Entry, KeyHasher>,
     /// `(deadline_ms, key)` for every key with a TTL; may hold stale pairs, which are checked
     /// against the entry before anything is deleted.
     expiries: Mutex<BTreeSet<(u64, Bytes)>>,
     /// Transactions watching keys of this database.
-    watchers: DashMap<Bytes, Vec<Arc<WatchFlag>>>,
+    watchers: DashMap<Bytes, Vec<Arc<WatchFlag>>, KeyHasher>,
     watched_count: AtomicUsize,
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database.
-    blocked: DashMap<Bytes, Arc<Notify>>,
+    blocked: DashMap<Bytes, Arc<Notify>, KeyHasher>,
 }
 
 impl Db {

@@ -34,7 +34,16 @@ pub async fn serve(
     let (mut client, mut pushes) = shared.clients.register(Some(peer), laddr);
     let handle = client.handle.clone();
     let (mut rd, mut wr) = socket.into_split();
-    let mut shutdown = shared.shutdown_signal();
+    // Shutdown kills every registered client; one that registered just after sees the flag.
+    if *shared.shutdown_signal().borrow() {
+        cleanup_client(&shared, &mut client);
+        return;
+    }
+    // One kill future for the whole connection: registering a waiter anew on every loop turn
+    // would cost a lock per request.
+    let killed = handle.clone();
+    let killed = killed.killed();
+    tokio::pin!(killed);
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
     let mut decoder = Decoder::default();
@@ -64,7 +73,7 @@ pub async fn serve(
                         tokio::select! {
                             r = cmd::execute(&shared, &mut client, args) => r,
                             _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
-                            _ = handle.killed() => break 'conn,
+                            _ = &mut killed => break 'conn,
                         }
                     } else {
                         cmd::execute(&shared, &mut client, args).await
@@ -96,10 +105,18 @@ pub async fn serve(
             f.encode(client.protocol, &mut wbuf);
         }
         if !wbuf.is_empty() {
-            tokio::select! {
-                r = wr.write_all(&wbuf) => if r.is_err() { break 'conn },
-                _ = handle.killed() => break 'conn,
-                _ = shutdown.wait_for(|s| *s) => break 'conn,
+            // Usually the socket takes everything at once; only a slow reader makes us wait,
+            // and then a kill (output buffer overrun, CLIENT KILL, shutdown) must still get in.
+            let sent = match wr.try_write(&wbuf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(_) => break 'conn,
+            };
+            if sent < wbuf.len() {
+                tokio::select! {
+                    r = wr.write_all(&wbuf[sent..]) => if r.is_err() { break 'conn },
+                    _ = &mut killed => break 'conn,
+                }
             }
             wbuf.clear();
             pushes.written(push_bytes);
@@ -117,8 +134,7 @@ pub async fn serve(
                 push_bytes += crate::pubsub::approx_size(&f);
                 f.encode(client.protocol, &mut wbuf);
             }
-            _ = handle.killed() => break 'conn,
-            _ = shutdown.wait_for(|s| *s) => break 'conn,
+            _ = &mut killed => break 'conn,
         }
     }
     cleanup_client(&shared, &mut client);

@@ -187,11 +187,12 @@ fn tables() -> [&'static [CommandSpec]; 10] {
     ]
 }
 
-fn table() -> &'static std::collections::HashMap<&'static str, &'static CommandSpec> {
-    static TABLE: OnceLock<std::collections::HashMap<&'static str, &'static CommandSpec>> =
-        OnceLock::new();
+type Table = std::collections::HashMap<&'static str, &'static CommandSpec, ahash::RandomState>;
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = std::collections::HashMap::new();
+        let mut m = Table::default();
         for t in tables() {
             for s in t {
                 let prev = m.insert(s.name, s);
@@ -353,7 +354,8 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
-    client.sync_info(spec.name);
+    let now_ms = shared.clock.now_ms();
+    client.sync_info(spec.name, now_ms);
     if client.in_resp2_pubsub() && !spec.has(SUBSCRIBED_OK) {
         return Frame::error(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -377,13 +379,13 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
     }
     let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
-        run_handler(shared, client, spec, &args)
+        run_handler(shared, client, spec, &args, now_ms)
     } else if spec.has(EXCLUSIVE) {
         let guard = match shared.gate.exclusive(threshold).await {
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
         };
-        let r = run_handler(shared, client, spec, &args);
+        let r = run_handler(shared, client, spec, &args, now_ms);
         drop(guard);
         r
     } else {
@@ -391,7 +393,7 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
         };
-        let r = run_handler(shared, client, spec, &args);
+        let r = run_handler(shared, client, spec, &args, now_ms);
         drop(guard);
         r
     };
@@ -406,8 +408,10 @@ fn run_handler(
     client: &mut Client,
     spec: &CommandSpec,
     args: &[Bytes],
+    now_ms: u64,
 ) -> Result<Frame, Blocked> {
     let mut ctx = Ctx::new(shared, client);
+    ctx.now_ms = now_ms;
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
