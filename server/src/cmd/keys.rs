@@ -1,14 +1,40 @@
 //! Key-space commands: existence, deletion, type, iteration, renaming and expiry.
+//!
+//! Expiry is what makes a lock safe against a crashed holder: `PEXPIRE` and `PTTL` are what
+//! lock libraries call to extend and inspect a lease.
+
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use super::{spec, CommandSpec, Ctx, FAST, READONLY, WRITE};
+use super::util::{is, parse_i64, syntax_error};
+use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, READONLY, WRITE};
+use crate::codec::parse_int;
+use crate::db::Entry;
 use crate::frame::Frame;
+use crate::glob;
 
 /// The key-space commands.
 pub const COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE, 1, -1, 1, del),
+    spec("unlink", -2, WRITE | FAST, 1, -1, 1, del),
     spec("exists", -2, READONLY | FAST, 1, -1, 1, exists),
+    spec("touch", -2, READONLY | FAST, 1, -1, 1, exists),
+    spec("type", 2, READONLY | FAST, 1, 1, 1, type_cmd),
+    spec("keys", 2, READONLY, 0, 0, 0, keys),
+    spec("scan", -2, READONLY, 0, 0, 0, scan),
+    spec("randomkey", 1, READONLY, 0, 0, 0, randomkey),
+    spec("rename", 3, WRITE | EXCLUSIVE, 1, 2, 1, rename),
+    spec("renamenx", 3, WRITE | FAST | EXCLUSIVE, 1, 2, 1, renamenx),
+    spec("expire", -3, WRITE | FAST, 1, 1, 1, expire),
+    spec("pexpire", -3, WRITE | FAST, 1, 1, 1, pexpire),
+    spec("expireat", -3, WRITE | FAST, 1, 1, 1, expireat),
+    spec("pexpireat", -3, WRITE | FAST, 1, 1, 1, pexpireat),
+    spec("ttl", 2, READONLY | FAST, 1, 1, 1, ttl),
+    spec("pttl", 2, READONLY | FAST, 1, 1, 1, pttl),
+    spec("expiretime", 2, READONLY | FAST, 1, 1, 1, expiretime),
+    spec("pexpiretime", 2, READONLY | FAST, 1, 1, 1, pexpiretime),
+    spec("persist", 2, WRITE | FAST, 1, 1, 1, persist),
 ];
 
 fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -24,10 +50,326 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::Integer(n)
 }
 
+/// `EXISTS` and `TOUCH`: how many of the named keys exist (a key named twice counts twice).
 fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let n = args[1..]
         .iter()
         .filter(|k| ctx.db().get(k, ctx.now_ms, ctx.lazy_delete()).is_some())
         .count();
     Frame::Integer(n as i64)
+}
+
+fn type_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let name = ctx
+        .db()
+        .get(&args[1], ctx.now_ms, ctx.lazy_delete())
+        .map_or("none", |e| e.value.type_name());
+    Frame::simple(name)
+}
+
+fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let pattern = &args[1];
+    let all = pattern.as_ref() == b"*";
+    let keys = ctx
+        .db()
+        .keys(ctx.now_ms)
+        .into_iter()
+        .filter(|k| all || glob::matches(pattern, k, false));
+    Frame::bulks(keys)
+}
+
+fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    let keys = ctx.db().keys(ctx.now_ms);
+    if keys.is_empty() {
+        return Frame::Null;
+    }
+    Frame::Bulk(keys[rand::random_range(0..keys.len())].clone())
+}
+
+/// The position of a key in `SCAN` order: a hash with a seed fixed for the life of the
+/// process, so that a cursor handed out earlier still means the same place later.
+fn scan_position(key: &[u8]) -> u64 {
+    static HASHER: OnceLock<ahash::RandomState> = OnceLock::new();
+    let h = HASHER
+        .get_or_init(|| ahash::RandomState::with_seeds(7, 11, 13, 17))
+        .hash_one(key);
+    // Cursor 0 means "start" and "done": keep positions in 1..=2^63.
+    (h >> 1) | 1
+}
+
+/// The options shared by `SCAN`, `HSCAN` and friends.
+#[derive(Debug, Default)]
+pub struct ScanOptions {
+    /// `MATCH pattern`.
+    pub pattern: Option<Bytes>,
+    /// `COUNT n` (default 10).
+    pub count: usize,
+    /// `TYPE name` (`SCAN` only).
+    pub type_name: Option<String>,
+}
+
+/// Parses `cursor [MATCH p] [COUNT n] [TYPE t]` starting at `args[1]`, the cursor.
+pub fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanOptions), Frame> {
+    // Like C's strtoul, which Redis uses: a leading sign is accepted and `-1` wraps around.
+    let cursor = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| {
+            let digits = s.strip_prefix('+').unwrap_or(s);
+            match digits.strip_prefix('-') {
+                Some(d) => d.parse::<u64>().ok().map(|v| v.wrapping_neg()),
+                None => digits.parse::<u64>().ok(),
+            }
+        })
+        .ok_or_else(|| Frame::error("ERR invalid cursor"))?;
+    let mut opts = ScanOptions {
+        count: 10,
+        ..Default::default()
+    };
+    let mut i = 2;
+    while i < args.len() {
+        let Some(v) = args.get(i + 1) else {
+            return Err(syntax_error());
+        };
+        if is(&args[i], "count") {
+            let n = parse_i64(v)?;
+            if n < 1 {
+                return Err(syntax_error());
+            }
+            opts.count = n as usize;
+        } else if is(&args[i], "match") {
+            opts.pattern = Some(v.clone());
+        } else if allow_type && is(&args[i], "type") {
+            opts.type_name = Some(String::from_utf8_lossy(v).to_ascii_lowercase());
+        } else {
+            return Err(syntax_error());
+        }
+        i += 2;
+    }
+    Ok((cursor, opts))
+}
+
+/// Picks the next page of `items` after `cursor`: the `count` items with the smallest scan
+/// positions at or after it. Returns the page and the next cursor (0 when done). Every item
+/// present for the whole iteration is returned exactly once, whatever changes in between.
+pub fn scan_page<T>(
+    items: Vec<T>,
+    key_of: impl Fn(&T) -> &[u8],
+    cursor: u64,
+    count: usize,
+) -> (Vec<T>, u64) {
+    let mut rest: Vec<(u64, T)> = items
+        .into_iter()
+        .map(|t| (scan_position(key_of(&t)), t))
+        .filter(|(p, _)| *p >= cursor)
+        .collect();
+    if rest.len() > count {
+        rest.select_nth_unstable_by_key(count, |(p, _)| *p);
+        let next = rest[count].0;
+        rest.truncate(count);
+        rest.sort_unstable_by_key(|(p, _)| *p);
+        (rest.into_iter().map(|(_, t)| t).collect(), next)
+    } else {
+        rest.sort_unstable_by_key(|(p, _)| *p);
+        (rest.into_iter().map(|(_, t)| t).collect(), 0)
+    }
+}
+
+fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (cursor, opts) = match parse_scan(args, true) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let (page, next) = scan_page(ctx.db().keys(ctx.now_ms), |k| k, cursor, opts.count);
+    let keys: Vec<Bytes> = page
+        .into_iter()
+        .filter(|k| {
+            opts.pattern
+                .as_ref()
+                .is_none_or(|p| glob::matches(p, k, false))
+        })
+        .filter(|k| match &opts.type_name {
+            None => true,
+            Some(t) => ctx
+                .db()
+                .get(k, ctx.now_ms, ctx.lazy_delete())
+                .is_some_and(|e| e.value.type_name() == t),
+        })
+        .collect();
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from(next.to_string())),
+        Frame::bulks(keys),
+    ])
+}
+
+fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
+    let (src, dst) = (&args[1], &args[2]);
+    let db = ctx.db();
+    let Some(entry) = read_entry(ctx, src) else {
+        return Frame::error("ERR no such key");
+    };
+    if src == dst {
+        return if nx { Frame::Integer(0) } else { Frame::ok() };
+    }
+    if nx && db.contains(dst, ctx.now_ms) {
+        return Frame::Integer(0);
+    }
+    db.remove(src);
+    db.insert(dst.clone(), entry);
+    ctx.changed();
+    if nx {
+        Frame::Integer(1)
+    } else {
+        Frame::ok()
+    }
+}
+
+fn rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    rename_generic(ctx, args, false)
+}
+
+fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    rename_generic(ctx, args, true)
+}
+
+/// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` with `NX XX GT LT`, as Redis 7 defines them.
+fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: bool) -> Frame {
+    let name = super::util::lower(&args[0]);
+    let invalid = || Frame::error(format!("ERR invalid expire time in '{name}' command"));
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &args[3..] {
+        if is(opt, "nx") {
+            nx = true;
+        } else if is(opt, "xx") {
+            xx = true;
+        } else if is(opt, "gt") {
+            gt = true;
+        } else if is(opt, "lt") {
+            lt = true;
+        } else {
+            return Frame::error(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(opt)
+            ));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Frame::error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return Frame::error("ERR GT and LT options at the same time are not compatible");
+    }
+    let Some(mut when) = parse_int(&args[2]) else {
+        return super::util::not_integer();
+    };
+    if unit_ms == 1000 {
+        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+            return invalid();
+        }
+        when *= 1000;
+    }
+    if !absolute {
+        let base = ctx.now_ms as i64;
+        if when > i64::MAX - base {
+            return invalid();
+        }
+        when += base;
+    }
+    let key = &args[1];
+    let db = ctx.db();
+    let Some(current) = db
+        .get(key, ctx.now_ms, ctx.lazy_delete())
+        .map(|e| e.expires_at)
+    else {
+        return Frame::Integer(0);
+    };
+    // A key without a TTL counts as an infinite TTL for GT and LT.
+    let refused = (nx && current.is_some())
+        || (xx && current.is_none())
+        || (gt && current.is_none_or(|c| when <= c as i64))
+        || (lt && current.is_some_and(|c| when >= c as i64));
+    if refused {
+        return Frame::Integer(0);
+    }
+    if when <= ctx.now_ms as i64 && !ctx.shared.is_replica() {
+        // A deadline already in the past deletes the key (and replicates as a DEL).
+        db.remove(key);
+    } else {
+        db.set_expiry(key, Some(when.max(0) as u64));
+    }
+    ctx.modified(key);
+    Frame::Integer(1)
+}
+
+fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    expire_generic(ctx, args, 1000, false)
+}
+
+fn pexpire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    expire_generic(ctx, args, 1, false)
+}
+
+fn expireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    expire_generic(ctx, args, 1000, true)
+}
+
+fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    expire_generic(ctx, args, 1, true)
+}
+
+/// `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`: -2 for a missing key, -1 for no TTL.
+fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], in_ms: bool, absolute: bool) -> Frame {
+    let Some(expires_at) = ctx
+        .db()
+        .get(key, ctx.now_ms, ctx.lazy_delete())
+        .map(|e| e.expires_at)
+    else {
+        return Frame::Integer(-2);
+    };
+    let Some(at) = expires_at else {
+        return Frame::Integer(-1);
+    };
+    let v = if absolute {
+        at as i128
+    } else {
+        (at as i128 - ctx.now_ms as i128).max(0)
+    };
+    let v = if in_ms { v } else { (v + 500) / 1000 };
+    Frame::Integer(v as i64)
+}
+
+fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    ttl_generic(ctx, &args[1], false, false)
+}
+
+fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    ttl_generic(ctx, &args[1], true, false)
+}
+
+fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    ttl_generic(ctx, &args[1], false, true)
+}
+
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    ttl_generic(ctx, &args[1], true, true)
+}
+
+fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let key = &args[1];
+    let has_ttl = ctx
+        .db()
+        .get(key, ctx.now_ms, ctx.lazy_delete())
+        .is_some_and(|e| e.expires_at.is_some());
+    if !has_ttl {
+        return Frame::Integer(0);
+    }
+    ctx.db().set_expiry(key, None);
+    ctx.modified(key);
+    Frame::Integer(1)
+}
+
+/// Reads a key's whole entry (value and TTL), for commands that move or copy keys.
+pub fn read_entry(ctx: &Ctx<'_>, key: &[u8]) -> Option<Entry> {
+    ctx.db()
+        .get(key, ctx.now_ms, ctx.lazy_delete())
+        .map(|e| e.clone())
 }

@@ -5,8 +5,9 @@
 
 use bytes::Bytes;
 
-use super::util::{is, parse_i64, syntax_error, wrongtype};
-use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use super::util::{is, not_integer, parse_f64, parse_i64, syntax_error, wrongtype};
+use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, READONLY, WRITE};
+use crate::codec::parse_int;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
 
@@ -14,6 +15,33 @@ use crate::frame::Frame;
 pub const COMMANDS: &[CommandSpec] = &[
     spec("get", 2, READONLY | FAST, 1, 1, 1, get),
     spec("set", -3, WRITE | DENYOOM, 1, 1, 1, set),
+    spec("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, setnx),
+    spec("setex", 4, WRITE | DENYOOM, 1, 1, 1, setex),
+    spec("psetex", 4, WRITE | DENYOOM, 1, 1, 1, psetex),
+    spec("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, getset),
+    spec("getdel", 2, WRITE | FAST, 1, 1, 1, getdel),
+    spec("getex", -2, WRITE | FAST, 1, 1, 1, getex),
+    spec("mget", -2, READONLY | FAST, 1, -1, 1, mget),
+    spec("mset", -3, WRITE | DENYOOM | EXCLUSIVE, 1, -1, 2, mset),
+    spec("msetnx", -3, WRITE | DENYOOM | EXCLUSIVE, 1, -1, 2, msetnx),
+    spec("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, incr),
+    spec("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, decr),
+    spec("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, incrby),
+    spec("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, decrby),
+    spec(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        incrbyfloat,
+    ),
+    spec("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, append),
+    spec("strlen", 2, READONLY | FAST, 1, 1, 1, strlen),
+    spec("getrange", 4, READONLY, 1, 1, 1, getrange),
+    spec("substr", 4, READONLY, 1, 1, 1, getrange),
+    spec("setrange", 4, WRITE | DENYOOM, 1, 1, 1, setrange),
 ];
 
 /// Reads a string key: `Ok(None)` when absent, `Err(WRONGTYPE)` when it holds another type.
@@ -160,4 +188,314 @@ pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
         },
     );
     ctx.changed();
+}
+
+fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if ctx.db().contains(&args[1], ctx.now_ms) {
+        return Frame::Integer(0);
+    }
+    set_string(ctx, args[1].clone(), args[2].clone(), Expiry::None);
+    Frame::Integer(1)
+}
+
+fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, cmd: &str) -> Frame {
+    match expire_deadline(ctx, &args[2], unit_ms, false, cmd) {
+        Ok(at) => {
+            set_string(ctx, args[1].clone(), args[3].clone(), Expiry::At(at));
+            Frame::ok()
+        }
+        Err(e) => e,
+    }
+}
+
+fn setex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    setex_generic(ctx, args, 1000, "setex")
+}
+
+fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    setex_generic(ctx, args, 1, "psetex")
+}
+
+fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let old = match read_string(ctx, &args[1]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    set_string(ctx, args[1].clone(), args[2].clone(), Expiry::None);
+    old.map_or(Frame::Null, Frame::Bulk)
+}
+
+fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read_string(ctx, &args[1]) {
+        Ok(Some(v)) => {
+            ctx.db().remove(&args[1]);
+            ctx.changed();
+            Frame::Bulk(v)
+        }
+        Ok(None) => Frame::Null,
+        Err(e) => e,
+    }
+}
+
+fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    // Syntax first, then the key, then the expire value: the order Redis checks them in.
+    let mut persist = false;
+    let mut expire: Option<(&[u8], i64, bool)> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if is(a, "persist") && expire.is_none() && !persist {
+            persist = true;
+            i += 1;
+            continue;
+        }
+        let unit = if is(a, "ex") {
+            (1000, false)
+        } else if is(a, "px") {
+            (1, false)
+        } else if is(a, "exat") {
+            (1000, true)
+        } else if is(a, "pxat") {
+            (1, true)
+        } else {
+            return syntax_error();
+        };
+        let (Some(raw), None, false) = (args.get(i + 1), expire, persist) else {
+            return syntax_error();
+        };
+        expire = Some((raw, unit.0, unit.1));
+        i += 2;
+    }
+    let value = match read_string(ctx, &args[1]) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Frame::Null,
+        Err(e) => return e,
+    };
+    // None: leave the TTL alone; Some(None): PERSIST; Some(Some(t)): expire at t.
+    let change = match expire {
+        Some((raw, unit, absolute)) => match expire_deadline(ctx, raw, unit, absolute, "getex") {
+            Ok(at) => Some(Some(at)),
+            Err(e) => return e,
+        },
+        None if persist => Some(None),
+        None => None,
+    };
+    match change {
+        None => {}
+        Some(Some(at)) if at <= ctx.now_ms && !ctx.shared.is_replica() => {
+            ctx.db().remove(&args[1]);
+            ctx.changed();
+        }
+        Some(ttl) => {
+            let had = ctx
+                .db()
+                .get(&args[1], ctx.now_ms, ctx.lazy_delete())
+                .and_then(|e| e.expires_at);
+            if had != ttl {
+                ctx.db().set_expiry(&args[1], ttl);
+                ctx.modified(&args[1]);
+            }
+        }
+    }
+    Frame::Bulk(value)
+}
+
+fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let db = ctx.db();
+    Frame::Array(
+        args[1..]
+            .iter()
+            .map(|k| match db.get(k, ctx.now_ms, ctx.lazy_delete()) {
+                Some(e) => match &e.value {
+                    Value::Str(s) => Frame::Bulk(s.clone()),
+                    _ => Frame::Null,
+                },
+                None => Frame::Null,
+            })
+            .collect(),
+    )
+}
+
+fn mset_pairs(args: &[Bytes], name: &str) -> Result<(), Frame> {
+    if args.len() % 2 == 0 {
+        return Err(super::arity_error(name));
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if let Err(e) = mset_pairs(args, "mset") {
+        return e;
+    }
+    for pair in args[1..].chunks(2) {
+        set_string(ctx, pair[0].clone(), pair[1].clone(), Expiry::None);
+    }
+    Frame::ok()
+}
+
+fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if let Err(e) = mset_pairs(args, "msetnx") {
+        return e;
+    }
+    let db = ctx.db();
+    if args[1..].chunks(2).any(|p| db.contains(&p[0], ctx.now_ms)) {
+        return Frame::Integer(0);
+    }
+    for pair in args[1..].chunks(2) {
+        set_string(ctx, pair[0].clone(), pair[1].clone(), Expiry::None);
+    }
+    Frame::Integer(1)
+}
+
+/// Adds `by` to the integer stored at `key` (0 when absent), keeping its TTL.
+fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
+    let current = match read_string(ctx, key) {
+        Ok(Some(v)) => match parse_int(&v) {
+            Some(n) => n,
+            None => return not_integer(),
+        },
+        Ok(None) => 0,
+        Err(e) => return e,
+    };
+    let Some(n) = current.checked_add(by) else {
+        return Frame::error("ERR increment or decrement would overflow");
+    };
+    set_string(ctx, key.clone(), super::util::int_bytes(n), Expiry::Keep);
+    Frame::Integer(n)
+}
+
+fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    incr_by(ctx, &args[1], 1)
+}
+
+fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    incr_by(ctx, &args[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match parse_i64(&args[2]) {
+        Ok(by) => incr_by(ctx, &args[1], by),
+        Err(e) => e,
+    }
+}
+
+fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match parse_i64(&args[2]) {
+        Ok(i64::MIN) => Frame::error("ERR decrement would overflow"),
+        Ok(by) => incr_by(ctx, &args[1], -by),
+        Err(e) => e,
+    }
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let current = match read_string(ctx, &args[1]) {
+        Ok(Some(v)) => match super::util::parse_double(&v) {
+            Some(n) => n,
+            None => return super::util::not_float(),
+        },
+        Ok(None) => 0.0,
+        Err(e) => return e,
+    };
+    let by = match parse_f64(&args[2]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let n = current + by;
+    if !n.is_finite() {
+        return Frame::error("ERR increment would produce NaN or Infinity");
+    }
+    let text = format_long_double(n);
+    set_string(
+        ctx,
+        args[1].clone(),
+        Bytes::from(text.clone()),
+        Expiry::Keep,
+    );
+    Frame::Bulk(Bytes::from(text))
+}
+
+/// Formats a float the way `INCRBYFLOAT` stores it: plain decimal notation, no exponent, no
+/// trailing zeros.
+pub fn format_long_double(n: f64) -> String {
+    let s = format!("{n}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let old = match read_string(ctx, &args[1]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let mut v = old.map(|b| b.to_vec()).unwrap_or_default();
+    v.extend_from_slice(&args[2]);
+    let len = v.len();
+    set_string(ctx, args[1].clone(), Bytes::from(v), Expiry::Keep);
+    Frame::Integer(len as i64)
+}
+
+fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read_string(ctx, &args[1]) {
+        Ok(v) => Frame::Integer(v.map_or(0, |b| b.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (Ok(mut start), Ok(mut end)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
+        return not_integer();
+    };
+    let v = match read_string(ctx, &args[1]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e) => return e,
+    };
+    let len = v.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Frame::bulk("");
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0).min(len - 1);
+    if start > end || len == 0 {
+        return Frame::bulk("");
+    }
+    Frame::Bulk(v.slice(start as usize..=end as usize))
+}
+
+fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(offset) = parse_i64(&args[2]) else {
+        return not_integer();
+    };
+    if offset < 0 {
+        return Frame::error("ERR offset is out of range");
+    }
+    let old = match read_string(ctx, &args[1]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let value = &args[3];
+    let mut v = old.clone().map(|b| b.to_vec()).unwrap_or_default();
+    if value.is_empty() {
+        return Frame::Integer(v.len() as i64);
+    }
+    let end = offset as u64 + value.len() as u64;
+    if end > ctx.shared.config.proto_max_bulk_len() {
+        return Frame::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    let end = end as usize;
+    if v.len() < end {
+        v.resize(end, 0);
+    }
+    v[offset as usize..end].copy_from_slice(value);
+    let len = v.len();
+    set_string(ctx, args[1].clone(), Bytes::from(v), Expiry::Keep);
+    Frame::Integer(len as i64)
 }

@@ -1,0 +1,159 @@
+//! Differential tests of the key-space commands against a real redis-server.
+
+use latchkey_tests::Diff;
+
+#[test]
+fn expire_family() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SET k v",
+        "TTL k",
+        "PTTL k",
+        "TTL nokey",
+        "PTTL nokey",
+        "EXPIRETIME k",
+        "EXPIRETIME nokey",
+        "EXPIRE k 100",
+        "TTL k",
+        "EXPIRE k 100 NX",
+        "EXPIRE k 200 XX",
+        "TTL k",
+        "EXPIRE k 50 GT",
+        "EXPIRE k 300 GT",
+        "TTL k",
+        "EXPIRE k 400 LT",
+        "EXPIRE k 10 LT",
+        "TTL k",
+        "EXPIRE k 100 NX XX",
+        "EXPIRE k 100 GT LT",
+        "EXPIRE k 100 NX GT",
+        "EXPIRE k 100 BOGUS",
+        "EXPIRE k abc",
+        "EXPIRE k 9223372036854775807",
+        "PEXPIRE k 9223372036854775807",
+        "EXPIREAT k 100000000000000000",
+        "PEXPIREAT k 9223372036854775807",
+        "PEXPIRETIME k",
+        "EXPIRETIME k",
+        "PERSIST k",
+        "PERSIST k",
+        "TTL k",
+        "SET p v",
+        "EXPIRE p 100 XX",
+        "EXPIRE p 100 GT",
+        "EXPIRE p 100 LT",
+        "TTL p",
+        "EXPIRE nokey 10",
+        "EXPIRE k -1",
+        "EXISTS k",
+        "SET k v",
+        "PEXPIREAT k 1",
+        "EXISTS k",
+        "SET k v",
+        "EXPIREAT k 4102444800",
+        "EXPIRETIME k",
+        "PEXPIRETIME k",
+        "PEXPIRE k 100000",
+        "PERSIST nokey",
+    ]);
+}
+
+#[test]
+fn del_exists_type_rename() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SET a 1",
+        "SET b 2",
+        "EXISTS a a b nokey",
+        "TOUCH a b nokey",
+        "TYPE a",
+        "TYPE nokey",
+        "DEL a nokey",
+        "UNLINK b",
+        "DEL a b",
+        "SET src v",
+        "EXPIRE src 100",
+        "RENAME src dst",
+        "TTL dst",
+        "GET src",
+        "RENAME nokey x",
+        "RENAMENX nokey x",
+        "RENAME dst dst",
+        "RENAMENX dst dst",
+        "SET other o",
+        "RENAMENX dst other",
+        "RENAME dst other",
+        "GET other",
+        "TTL other",
+        "RANDOMKEY",
+        "DEL other",
+        "RANDOMKEY",
+    ]);
+}
+
+#[test]
+fn keys_and_scan_errors() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SCAN abc",
+        "SCAN -1",
+        "SCAN 0 COUNT 0",
+        "SCAN 0 COUNT x",
+        "SCAN 0 MATCH",
+        "SCAN 0 BOGUS 1",
+        "KEYS *",
+    ]);
+}
+
+/// KEYS and a full SCAN iteration return the same set on both servers (order is not
+/// specified, so sets are compared).
+#[test]
+fn keys_and_scan_return_the_same_sets() {
+    let mut d = Diff::new();
+    for i in 0..120 {
+        d.check(&["SET", &format!("user:{i}"), "x"]);
+        d.check(&["SET", &format!("lock:{i}"), "y"]);
+    }
+    for pattern in ["*", "user:1*", "lock:?", "lock:[12]0", "nomatch*"] {
+        let mut r = keys_of(&d.redis.cmd(&["KEYS", pattern]));
+        let mut l = keys_of(&d.latchkey.cmd(&["KEYS", pattern]));
+        r.sort();
+        l.sort();
+        assert_eq!(l, r, "KEYS {pattern}");
+        let mut r = full_scan(&mut d.redis, pattern);
+        let mut l = full_scan(&mut d.latchkey, pattern);
+        r.sort();
+        l.sort();
+        assert_eq!(l, r, "SCAN MATCH {pattern}");
+        let expected = r.len();
+        l.dedup();
+        assert_eq!(l.len(), expected, "SCAN returned a key twice");
+    }
+}
+
+fn keys_of(reply: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(reply);
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    lines
+        .iter()
+        .skip(1)
+        .filter(|l| !l.starts_with('$') && !l.starts_with('*') && !l.is_empty())
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn full_scan(conn: &mut latchkey_tests::RawConn, pattern: &str) -> Vec<String> {
+    let mut cursor = "0".to_string();
+    let mut out = Vec::new();
+    loop {
+        let reply = conn.cmd(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "7"]);
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        // *2, $len, cursor, *n, ($len, key)*
+        cursor = lines[2].to_string();
+        out.extend(keys_of(lines[3..].join("\r\n").as_bytes()));
+        if cursor == "0" {
+            return out;
+        }
+    }
+}

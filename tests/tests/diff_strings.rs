@@ -1,0 +1,147 @@
+//! Differential tests of the string commands against a real redis-server.
+
+use latchkey_tests::Diff;
+
+#[test]
+fn set_family() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SETNX a 1",
+        "SETNX a 2",
+        "GET a",
+        "SETEX b 100 v",
+        "TTL b",
+        "SETEX b 0 v",
+        "SETEX b -1 v",
+        "SETEX b x v",
+        "PSETEX c 100000 v",
+        "PSETEX c 0 v",
+        "GETSET a 3",
+        "GETSET nokey 1",
+        "GETDEL a",
+        "GETDEL a",
+        "SET k v PXAT 1",
+        "EXISTS k",
+        "SET k v EXAT 99999999999",
+        "TTL k",
+        "SET k v EX 9223372036854775807",
+        "SET k v PX 9223372036854775807",
+        "SET k v EXAT 0",
+        "SET k v GET NX",
+        "SET k v KEEPTTL",
+        "TTL k",
+    ]);
+}
+
+#[test]
+fn getex() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SET k v",
+        "GETEX k",
+        "GETEX k EX 100",
+        "TTL k",
+        "GETEX k PERSIST",
+        "TTL k",
+        "GETEX k PX 100000",
+        "TTL k",
+        "GETEX k EXAT 1",
+        "EXISTS k",
+        "GETEX nokey EX 10",
+        "GETEX k EX 0",
+        "GETEX k EX",
+        "GETEX k PERSIST EX 10",
+        "GETEX k EX 10 PX 10",
+        "GETEX k BOGUS",
+    ]);
+}
+
+#[test]
+fn counters() {
+    let mut d = Diff::new();
+    d.table(&[
+        "INCR n",
+        "INCRBY n 10",
+        "DECR n",
+        "DECRBY n 5",
+        "INCRBY n abc",
+        "INCRBY n 1.5",
+        "SET s hello",
+        "INCR s",
+        "SET n 9223372036854775807",
+        "INCR n",
+        "SET n -9223372036854775808",
+        "DECR n",
+        "DECRBY n -9223372036854775808",
+        "SET n 007",
+        "INCR n",
+        "SET n ' 1'",
+        "SET t 10",
+        "EXPIRE t 100",
+        "INCR t",
+        "TTL t",
+        "INCRBYFLOAT f 1.5",
+        "INCRBYFLOAT f 0.1",
+        "INCRBYFLOAT f -1.6",
+        "INCRBYFLOAT f abc",
+        "INCRBYFLOAT s 1",
+        "SET f 10.50",
+        "INCRBYFLOAT f 0.1",
+        // Redis adds in C's long double (80-bit on x86), which shows in some sums' last
+        // digits ("5010.60000000000000009"); latchkey adds in f64. Sums exact in both agree:
+        "INCRBYFLOAT f 4.4",
+        "INCRBYFLOAT f 2.0e3",
+        "INCRBYFLOAT f inf",
+    ]);
+}
+
+#[test]
+fn multi_key_and_ranges() {
+    let mut d = Diff::new();
+    d.table(&[
+        "MSET a 1 b 2 c 3",
+        "MGET a b c nokey",
+        "MSET a",
+        "MSET a 1 b",
+        "MSETNX a 9 z 9",
+        "MSETNX y 1 z 2",
+        "MGET y z",
+        "APPEND a xyz",
+        "APPEND new abc",
+        "STRLEN a",
+        "STRLEN nokey",
+        "SET s 'Hello World'",
+        "GETRANGE s 0 4",
+        "GETRANGE s -5 -1",
+        "GETRANGE s 5 2",
+        "GETRANGE s -1 -5",
+        "GETRANGE s 0 100",
+        "GETRANGE nokey 0 10",
+        "GETRANGE s a b",
+        "SETRANGE s 6 Redis",
+        "GET s",
+        "SETRANGE pad 5 x",
+        "GET pad",
+        "SETRANGE s -1 x",
+        "SETRANGE s 0 ''",
+        "SETRANGE empty 3 ''",
+        "EXISTS empty",
+    ]);
+}
+
+#[test]
+fn wrong_types_and_arity() {
+    let mut d = Diff::new();
+    d.table(&[
+        "GET",
+        "SET a",
+        "SETNX a",
+        "GETEX",
+        "MGET",
+        "INCR",
+        "INCRBY a",
+        "STRLEN",
+        "APPEND a",
+        "GETRANGE a 0",
+    ]);
+}
