@@ -262,7 +262,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
         return super::util::not_integer();
     };
     if unit_ms == 1000 {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return invalid();
         }
         when *= 1000;

@@ -317,7 +317,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn mset_pairs(args: &[Bytes], name: &str) -> Result<(), Frame> {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(super::arity_error(name));
     }
     Ok(())
