@@ -159,8 +159,9 @@ pub struct Client {
     pub protocol: Protocol,
     /// A transaction in progress.
     pub multi: Option<MultiState>,
-    /// Keys under `WATCH`: `(db, key)`, and the flag their modification sets.
-    pub watched: Vec<(usize, Bytes)>,
+    /// Keys under `WATCH`: `(db, key, expiry the key had when watched)`; a key that was alive
+    /// with a TTL at `WATCH` and has expired by `EXEC` aborts the transaction.
+    pub watched: Vec<(usize, Bytes, Option<u64>)>,
     /// Set when a watched key changes; replaced by `UNWATCH`/`EXEC`.
     pub watch_flag: Arc<WatchFlag>,
     /// Channels subscribed to.
@@ -180,6 +181,15 @@ pub struct Client {
 }
 
 impl Client {
+    /// Releases every `WATCH` and gives the client a fresh flag (after `EXEC`, `DISCARD`,
+    /// `UNWATCH`, `RESET`, or when it disconnects).
+    pub fn unwatch_all(&mut self, keyspace: &crate::db::Keyspace) {
+        for (db, key, _) in self.watched.drain(..) {
+            keyspace.db(db).unwatch(&key, &self.watch_flag);
+        }
+        self.watch_flag = Arc::new(WatchFlag::default());
+    }
+
     /// Whether the connection is in RESP2 subscribed mode, where only pub/sub commands run.
     pub fn in_resp2_pubsub(&self) -> bool {
         self.protocol == Protocol::Resp2 && self.subscription_count() > 0

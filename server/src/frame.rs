@@ -56,6 +56,9 @@ pub enum Frame {
     Verbatim(Bytes),
     /// `>N` out-of-band push message (an array under RESP2).
     Push(Vec<Frame>),
+    /// Several replies to one command, written back to back (`SUBSCRIBE a b` confirms each
+    /// channel separately). Not a RESP type of its own.
+    Multi(Vec<Frame>),
 }
 
 impl Frame {
@@ -162,6 +165,11 @@ impl Frame {
                 out.put_slice(b"\r\n");
             }
             Frame::Verbatim(text) => bulk(out, text),
+            Frame::Multi(items) => {
+                for f in items {
+                    f.encode(proto, out);
+                }
+            }
         }
     }
 

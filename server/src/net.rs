@@ -78,6 +78,12 @@ pub async fn serve(
                     } else {
                         cmd::execute(&shared, &mut client, args).await
                     };
+                    // Messages published while the command ran (by this very client, say)
+                    // go out before its reply, as Redis writes them.
+                    while let Some(f) = pushes.try_recv() {
+                        push_bytes += crate::pubsub::approx_size(&f);
+                        f.encode(client.protocol, &mut wbuf);
+                    }
                     reply.encode(client.protocol, &mut wbuf);
                     if client.close_after_reply {
                         let _ = wr.write_all(&wbuf).await;
@@ -153,8 +159,6 @@ async fn wait_closed(rd: &mut OwnedReadHalf, rbuf: &mut BytesMut) {
 /// Releases everything a departing client held: subscriptions, watches, its registry entry.
 pub fn cleanup_client(shared: &Shared, client: &mut Client) {
     shared.pubsub.remove_client(client);
-    for (db, key) in client.watched.drain(..) {
-        shared.keyspace.db(db).unwatch(&key, &client.watch_flag);
-    }
+    client.unwatch_all(&shared.keyspace);
     shared.clients.unregister(client.handle.id);
 }

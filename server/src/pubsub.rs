@@ -1,15 +1,262 @@
 //! The subscription registry: which clients listen on which channels and patterns.
+//!
+//! Publishing looks up the channel's subscribers, then every pattern, and hands each receiver a
+//! push message through its connection's queue. A subscriber that stops reading lets its queue
+//! grow; past Redis's `client-output-buffer-limit pubsub` (32 MiB hard, or 8 MiB for 60 s) it is
+//! disconnected, so one slow reader cannot exhaust the server's memory.
 
-use crate::client::Client;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use parking_lot::RwLock;
+
+use crate::client::{Client, PushSender};
+use crate::db::KeyHasher;
 use crate::frame::Frame;
+
+type Subscribers = HashMap<u64, PushSender>;
 
 /// Channel, pattern and shard-channel subscriptions of every client.
 #[derive(Debug, Default)]
-pub struct PubSub {}
+pub struct PubSub {
+    channels: DashMap<Bytes, Subscribers, KeyHasher>,
+    patterns: RwLock<HashMap<Bytes, Subscribers>>,
+    shard_channels: DashMap<Bytes, Subscribers, KeyHasher>,
+}
+
+/// Which of the three subscription spaces a command works on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `SUBSCRIBE` / `PUBLISH`.
+    Channel,
+    /// `PSUBSCRIBE`.
+    Pattern,
+    /// `SSUBSCRIBE` / `SPUBLISH`.
+    Shard,
+}
+
+/// Output-buffer limits for pub/sub clients, read from `client-output-buffer-limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferLimits {
+    /// Disconnect at once past this many queued bytes (0 = no limit).
+    pub hard: usize,
+    /// Disconnect when over this many bytes ...
+    pub soft: usize,
+    /// ... for this many seconds.
+    pub soft_seconds: u64,
+}
+
+impl BufferLimits {
+    /// Redis's defaults: `pubsub 32mb 8mb 60`.
+    pub const DEFAULT: BufferLimits = BufferLimits {
+        hard: 32 << 20,
+        soft: 8 << 20,
+        soft_seconds: 60,
+    };
+
+    /// Parses the `pubsub` class out of a `client-output-buffer-limit` value.
+    pub fn parse(config: &str) -> BufferLimits {
+        let words: Vec<&str> = config.split_whitespace().collect();
+        for w in words.chunks(4) {
+            if w.len() == 4 && w[0].eq_ignore_ascii_case("pubsub") {
+                let n = |s: &str| crate::config::parse_memory(s).unwrap_or(0);
+                return BufferLimits {
+                    hard: n(w[1]) as usize,
+                    soft: n(w[2]) as usize,
+                    soft_seconds: n(w[3]),
+                };
+            }
+        }
+        BufferLimits::DEFAULT
+    }
+}
 
 impl PubSub {
+    fn map(&self, kind: Kind) -> &DashMap<Bytes, Subscribers, KeyHasher> {
+        match kind {
+            Kind::Shard => &self.shard_channels,
+            _ => &self.channels,
+        }
+    }
+
+    /// Adds a subscription; returns false if the client already had it.
+    pub fn subscribe(&self, kind: Kind, name: Bytes, sender: &PushSender) -> bool {
+        let id = sender.handle.id;
+        match kind {
+            Kind::Pattern => self
+                .patterns
+                .write()
+                .entry(name)
+                .or_default()
+                .insert(id, sender.clone())
+                .is_none(),
+            _ => self
+                .map(kind)
+                .entry(name)
+                .or_default()
+                .insert(id, sender.clone())
+                .is_none(),
+        }
+    }
+
+    /// Removes a subscription; returns whether there was one.
+    pub fn unsubscribe(&self, kind: Kind, name: &[u8], client_id: u64) -> bool {
+        match kind {
+            Kind::Pattern => {
+                let mut p = self.patterns.write();
+                let Some(subs) = p.get_mut(name) else {
+                    return false;
+                };
+                let removed = subs.remove(&client_id).is_some();
+                if subs.is_empty() {
+                    p.remove(name);
+                }
+                removed
+            }
+            _ => {
+                let map = self.map(kind);
+                let removed = map
+                    .get_mut(name)
+                    .is_some_and(|mut s| s.remove(&client_id).is_some());
+                map.remove_if(name, |_, s| s.is_empty());
+                removed
+            }
+        }
+    }
+
+    /// Delivers a message; returns how many clients received it (a client subscribed to the
+    /// channel and to a matching pattern counts twice, as in Redis).
+    pub fn publish(
+        &self,
+        kind: Kind,
+        channel: &Bytes,
+        message: &Bytes,
+        limits: impl Fn() -> BufferLimits,
+        now_ms: u64,
+    ) -> usize {
+        let mut n = 0;
+        let word = if kind == Kind::Shard {
+            "smessage"
+        } else {
+            "message"
+        };
+        if let Some(subs) = self.map(kind).get(channel) {
+            let frame = Frame::Push(vec![
+                Frame::bulk(word),
+                Frame::Bulk(channel.clone()),
+                Frame::Bulk(message.clone()),
+            ]);
+            let size = approx_size(&frame);
+            for s in subs.values() {
+                deliver(s, frame.clone(), size, &limits, now_ms);
+                n += 1;
+            }
+        }
+        if kind == Kind::Channel {
+            let patterns = self.patterns.read();
+            for (pattern, subs) in patterns.iter() {
+                if !crate::glob::matches(pattern, channel, false) {
+                    continue;
+                }
+                let frame = Frame::Push(vec![
+                    Frame::bulk("pmessage"),
+                    Frame::Bulk(pattern.clone()),
+                    Frame::Bulk(channel.clone()),
+                    Frame::Bulk(message.clone()),
+                ]);
+                let size = approx_size(&frame);
+                for s in subs.values() {
+                    deliver(s, frame.clone(), size, &limits, now_ms);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Active channels (or shard channels) matching an optional pattern.
+    pub fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        self.map(kind)
+            .iter()
+            .filter(|e| pattern.is_none_or(|p| crate::glob::matches(p, e.key(), false)))
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// Number of subscribers of a channel (or shard channel).
+    pub fn numsub(&self, kind: Kind, channel: &[u8]) -> usize {
+        self.map(kind).get(channel).map_or(0, |s| s.len())
+    }
+
+    /// Number of channels with at least one subscriber.
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// Number of patterns with at least one subscriber.
+    pub fn pattern_count(&self) -> usize {
+        self.patterns.read().len()
+    }
+
     /// Drops every subscription of a departing client.
-    pub fn remove_client(&self, _client: &Client) {}
+    pub fn remove_client(&self, client: &Client) {
+        let id = client.handle.id;
+        for c in &client.channels {
+            self.unsubscribe(Kind::Channel, c, id);
+        }
+        for p in &client.patterns {
+            self.unsubscribe(Kind::Pattern, p, id);
+        }
+        for s in &client.shard_channels {
+            self.unsubscribe(Kind::Shard, s, id);
+        }
+    }
+}
+
+/// Queues one message and disconnects the receiver if it is over its output-buffer limit.
+fn deliver(
+    to: &PushSender,
+    frame: Frame,
+    size: usize,
+    limits: &impl Fn() -> BufferLimits,
+    now_ms: u64,
+) {
+    if to.handle.is_killed() {
+        return;
+    }
+    let queued = to.send(frame, size);
+    // Limits are only looked up once a client has a sizeable backlog.
+    if queued < (1 << 20) {
+        to.handle.soft_limit_since.store(0, Ordering::Relaxed);
+        return;
+    }
+    let l = limits();
+    if l.hard > 0 && queued > l.hard {
+        tracing::warn!(
+            client = to.handle.id,
+            queued,
+            "pub/sub client over its hard output-buffer limit: disconnecting"
+        );
+        to.handle.kill();
+        return;
+    }
+    if l.soft > 0 && queued > l.soft {
+        let since = to.handle.soft_limit_since.load(Ordering::Relaxed);
+        if since == 0 {
+            to.handle.soft_limit_since.store(now_ms, Ordering::Relaxed);
+        } else if now_ms.saturating_sub(since) >= l.soft_seconds * 1000 {
+            tracing::warn!(
+                client = to.handle.id,
+                queued,
+                "pub/sub client over its soft output-buffer limit for too long: disconnecting"
+            );
+            to.handle.kill();
+        }
+    } else {
+        to.handle.soft_limit_since.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Roughly how many bytes a push message occupies in an output buffer, for the
@@ -17,7 +264,7 @@ impl PubSub {
 pub fn approx_size(f: &Frame) -> usize {
     match f {
         Frame::Bulk(b) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(b) => b.len() + 16,
-        Frame::Array(v) | Frame::Push(v) | Frame::Set(v) => {
+        Frame::Array(v) | Frame::Push(v) | Frame::Set(v) | Frame::Multi(v) => {
             16 + v.iter().map(approx_size).sum::<usize>()
         }
         Frame::Map(v) => {

@@ -139,6 +139,15 @@ impl Shared {
     /// `DEL` for each, since they never expire keys themselves.
     pub fn propagate_expired(&self, _db: usize, _keys: &[Bytes]) {}
 
+    /// The body of `INFO replication`.
+    pub fn replication_info(&self) -> String {
+        let role = if self.is_replica() { "slave" } else { "master" };
+        format!(
+            "role:{role}\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            self.run_id
+        )
+    }
+
     /// Asks the server to shut down: the listener stops and every connection closes.
     pub fn request_shutdown(&self) {
         self.shutdown_tx.send_replace(true);

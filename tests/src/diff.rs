@@ -75,7 +75,8 @@ impl Diff {
         }
     }
 
-    /// Sends raw bytes to both and compares the next reply of each.
+    /// Sends raw bytes to both and compares the next reply of each (send nothing to compare
+    /// a reply that is still due, such as the second confirmation of `SUBSCRIBE a b`).
     #[track_caller]
     pub fn check_raw(&mut self, bytes: &[u8]) -> Vec<u8> {
         self.redis.send_raw(bytes);

@@ -3,7 +3,10 @@
 use bytes::Bytes;
 
 use super::util::{is, parse_i64};
-use super::{spec, CommandSpec, Ctx, FAST, LOADING, NO_QUEUE, STALE, SUBSCRIBED_OK};
+use super::{
+    spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_QUEUE, STALE,
+    SUBSCRIBED_OK,
+};
 use crate::db::NUM_DBS;
 use crate::frame::{Frame, Protocol};
 
@@ -15,7 +18,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "quit",
         -1,
-        FAST | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE,
+        FAST | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
         0,
         0,
         0,
@@ -24,11 +27,29 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "hello",
         -1,
-        FAST | LOADING | STALE | NO_QUEUE,
+        FAST | LOADING | STALE | NO_QUEUE | ALLOW_BUSY,
         0,
         0,
         0,
         hello,
+    ),
+    spec(
+        "reset",
+        1,
+        FAST | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        0,
+        0,
+        0,
+        reset,
+    ),
+    spec(
+        "client",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
+        0,
+        0,
+        client,
     ),
 ];
 
@@ -128,4 +149,279 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         (Frame::bulk("role"), Frame::bulk(role)),
         (Frame::bulk("modules"), Frame::Array(vec![])),
     ])
+}
+
+fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    let shared = ctx.shared;
+    let client = &mut *ctx.client;
+    client.multi = None;
+    client.unwatch_all(&shared.keyspace);
+    shared.pubsub.remove_client(client);
+    client.channels.clear();
+    client.patterns.clear();
+    client.shard_channels.clear();
+    client.db = 0;
+    client.protocol = Protocol::Resp2;
+    client.handle.info.lock().name = None;
+    Frame::simple("RESET")
+}
+
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|c| *c > b' ' && *c <= b'~')
+}
+
+fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let sub = super::util::lower(&args[1]);
+    let n = args.len();
+    let arity = |ok: bool| {
+        if ok {
+            None
+        } else {
+            Some(super::arity_error(&format!("client|{sub}")))
+        }
+    };
+    let check = match sub.as_str() {
+        "id" | "getname" | "info" | "help" => arity(n == 2),
+        "setname" => arity(n == 3),
+        "setinfo" => arity(n == 4),
+        "list" => arity(n == 2 || n >= 4),
+        "kill" | "no-evict" | "no-touch" | "reply" => arity(n >= 3),
+        "tracking" | "pause" => arity(n >= 3),
+        "unpause" => arity(n == 2),
+        _ => None,
+    };
+    if let Some(e) = check {
+        return e;
+    }
+    let me = ctx.client.handle.clone();
+    match sub.as_str() {
+        "id" => Frame::Integer(me.id as i64),
+        "getname" => me.info.lock().name.clone().map_or(Frame::Null, Frame::Bulk),
+        "setname" => {
+            if !valid_name(&args[2]) {
+                return Frame::error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            me.info.lock().name = (!args[2].is_empty()).then(|| args[2].clone());
+            Frame::ok()
+        }
+        "setinfo" => {
+            let attr = super::util::lower(&args[2]);
+            let value = args[3].clone();
+            if !valid_name(&value) {
+                return Frame::error(format!(
+                    "ERR {} cannot contain spaces, newlines or special characters.",
+                    attr
+                ));
+            }
+            let mut info = me.info.lock();
+            match attr.as_str() {
+                "lib-name" => info.lib_name = Some(value),
+                "lib-ver" => info.lib_ver = Some(value),
+                _ => {
+                    return Frame::error(format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&args[2])
+                    ))
+                }
+            }
+            Frame::ok()
+        }
+        "info" => Frame::Verbatim(Bytes::from(client_line(ctx, &me) + "\n")),
+        "list" => {
+            let mut ids: Option<Vec<u64>> = None;
+            if n >= 4 {
+                if is(&args[2], "id") {
+                    let mut v = Vec::new();
+                    for a in &args[3..] {
+                        match parse_i64(a) {
+                            Ok(i) if i > 0 => v.push(i as u64),
+                            _ => return Frame::error("ERR Invalid client ID"),
+                        }
+                    }
+                    ids = Some(v);
+                } else if is(&args[2], "type") && n == 4 {
+                    // Every latchkey client is a normal client (or a pub/sub one).
+                } else {
+                    return super::util::syntax_error();
+                }
+            }
+            let mut out = String::new();
+            for h in ctx.shared.clients.list() {
+                if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
+                    continue;
+                }
+                out.push_str(&client_line(ctx, &h));
+                out.push('\n');
+            }
+            Frame::Verbatim(Bytes::from(out))
+        }
+        "kill" => client_kill(ctx, args),
+        "no-evict" | "no-touch" if n == 3 => {
+            if is(&args[2], "on") || is(&args[2], "off") {
+                Frame::ok()
+            } else {
+                super::util::syntax_error()
+            }
+        }
+        "reply" if n == 3 => Frame::ok(),
+        "tracking" => Frame::ok(),
+        "pause" | "unpause" => Frame::ok(),
+        "help" => Frame::Array(
+            [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "KILL <ip:port> | ID <client-id> | ADDR <ip:port> | LADDR <ip:port>",
+                "    Kill connections.",
+                "LIST [ID <client-id> ...]",
+                "    Return information about client connections.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "SETINFO <LIB-NAME|LIB-VER> <value>",
+                "    Set client library name or version.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|l| Frame::simple(l))
+            .collect(),
+        ),
+        _ => Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+/// One `CLIENT LIST` line, in Redis 7's field order.
+fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
+    let info = h.info.lock().clone();
+    let now_ms = ctx.shared.clock.now_ms();
+    let last = h
+        .last_interaction_ms
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let idle = if last == 0 {
+        0
+    } else {
+        now_ms.saturating_sub(last) / 1000
+    };
+    let addr = h
+        .addr
+        .map_or_else(|| "local".to_string(), |a| a.to_string());
+    let laddr = h
+        .laddr
+        .map_or_else(|| "local".to_string(), |a| a.to_string());
+    let flags = if info.sub + info.psub + info.ssub > 0 {
+        "P"
+    } else if info.multi >= 0 {
+        "x"
+    } else {
+        "N"
+    };
+    let text = |b: &Option<Bytes>| {
+        b.as_ref()
+            .map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned())
+    };
+    format!(
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        h.id,
+        addr,
+        laddr,
+        text(&info.name),
+        h.created.elapsed().as_secs(),
+        idle,
+        flags,
+        info.db,
+        info.sub,
+        info.psub,
+        info.ssub,
+        info.multi,
+        h.queued_push_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        if info.last_cmd.is_empty() { "NULL" } else { &info.last_cmd },
+        info.resp,
+        text(&info.lib_name),
+        text(&info.lib_ver),
+    )
+}
+
+fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let clients = ctx.shared.clients.list();
+    let me = ctx.client.handle.id;
+    // Old form: CLIENT KILL addr:port -> +OK or an error.
+    if args.len() == 3 {
+        let target = String::from_utf8_lossy(&args[2]).into_owned();
+        return match clients
+            .iter()
+            .find(|h| h.addr.is_some_and(|a| a.to_string() == target))
+        {
+            Some(h) => {
+                if h.id == me {
+                    ctx.client.close_after_reply = true;
+                } else {
+                    h.kill();
+                }
+                Frame::ok()
+            }
+            None => Frame::error("ERR No such client"),
+        };
+    }
+    if args.len() % 2 == 1 {
+        return super::util::syntax_error();
+    }
+    let mut id: Option<u64> = None;
+    let mut addr: Option<String> = None;
+    let mut laddr: Option<String> = None;
+    let mut skipme = true;
+    for pair in args[2..].chunks(2) {
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        if is(&pair[0], "id") {
+            match v.parse::<u64>() {
+                Ok(i) if i > 0 => id = Some(i),
+                _ => return Frame::error("ERR client-id should be greater than 0"),
+            }
+        } else if is(&pair[0], "addr") {
+            addr = Some(v);
+        } else if is(&pair[0], "laddr") {
+            laddr = Some(v);
+        } else if is(&pair[0], "skipme") {
+            skipme = match v.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return super::util::syntax_error(),
+            };
+        } else if is(&pair[0], "type") || is(&pair[0], "user") || is(&pair[0], "maxage") {
+            // Accepted; every latchkey client matches these filters.
+        } else {
+            return super::util::syntax_error();
+        }
+    }
+    let mut killed = 0;
+    for h in clients {
+        if id.is_some_and(|i| i != h.id)
+            || addr
+                .as_ref()
+                .is_some_and(|a| h.addr.map(|x| x.to_string()).as_ref() != Some(a))
+            || laddr
+                .as_ref()
+                .is_some_and(|a| h.laddr.map(|x| x.to_string()).as_ref() != Some(a))
+        {
+            continue;
+        }
+        if h.id == me {
+            if skipme {
+                continue;
+            }
+            ctx.client.close_after_reply = true;
+        } else {
+            h.kill();
+        }
+        killed += 1;
+    }
+    Frame::Integer(killed)
 }

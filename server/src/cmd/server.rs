@@ -1,6 +1,539 @@
-//! Server commands: `INFO`, `CONFIG`, `COMMAND`, `DBSIZE`, `FLUSHALL`, `TIME`, `DEBUG`, `SHUTDOWN`.
+//! Server commands: `INFO`, `CONFIG`, `COMMAND`, `DBSIZE`, `FLUSHDB`, `FLUSHALL`, `TIME`,
+//! `DEBUG`, `SHUTDOWN`, `LASTSAVE`.
+//!
+//! Client libraries call several of these when they connect (ioredis's ready check is `INFO`,
+//! redis-benchmark reads `CONFIG GET`), so their replies follow Redis's shapes closely.
 
-use super::CommandSpec;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-/// The commands of this family.
-pub const COMMANDS: &[CommandSpec] = &[];
+use bytes::Bytes;
+
+use super::util::{is, lower};
+use super::{
+    all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
+    LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
+};
+use crate::config::ConfigError;
+use crate::frame::{Frame, Protocol};
+
+/// The server commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("info", -1, LOADING | STALE, 0, 0, 0, info),
+    spec(
+        "config",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
+        0,
+        0,
+        config,
+    ),
+    spec("command", -1, LOADING | STALE, 0, 0, 0, command),
+    spec("dbsize", 1, READONLY | FAST, 0, 0, 0, dbsize),
+    spec("flushdb", -1, WRITE | EXCLUSIVE, 0, 0, 0, flushdb),
+    spec("flushall", -1, WRITE | EXCLUSIVE, 0, 0, 0, flushall),
+    spec("time", 1, LOADING | STALE | FAST, 0, 0, 0, time),
+    spec("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, lastsave),
+    spec(
+        "debug",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
+        0,
+        0,
+        debug,
+    ),
+    spec(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
+        0,
+        0,
+        0,
+        shutdown,
+    ),
+];
+
+fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
+    Frame::error(format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&args[1])
+            .chars()
+            .take(128)
+            .collect::<String>(),
+        parent.to_ascii_uppercase()
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// CONFIG
+
+fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let sub = lower(&args[1]);
+    match sub.as_str() {
+        "get" => {
+            if args.len() < 3 {
+                return arity_error("config|get");
+            }
+            let mut pairs = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for pattern in &args[2..] {
+                for (k, v) in ctx.shared.config.matching(pattern) {
+                    if seen.insert(k.clone()) {
+                        pairs.push((Frame::bulk(k), Frame::bulk(v)));
+                    }
+                }
+            }
+            Frame::Map(pairs)
+        }
+        "set" => {
+            if args.len() < 4 || args.len() % 2 == 1 {
+                return arity_error("config|set");
+            }
+            // Validate everything first so that a bad pair changes nothing.
+            for pair in args[2..].chunks(2) {
+                let name = String::from_utf8_lossy(&pair[0]).into_owned();
+                if ctx.shared.config.get(&name).is_none() {
+                    return Frame::error(format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    ));
+                }
+            }
+            for pair in args[2..].chunks(2) {
+                let name = String::from_utf8_lossy(&pair[0]).into_owned();
+                let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                match ctx.shared.config.set(&name, &value) {
+                    Ok(()) => {}
+                    Err(ConfigError::Unknown) => {
+                        return Frame::error(format!(
+                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                        ))
+                    }
+                    Err(ConfigError::Invalid(why)) => {
+                        return Frame::error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                        ))
+                    }
+                }
+            }
+            Frame::ok()
+        }
+        "resetstat" if args.len() == 2 => {
+            let s = &ctx.shared.stats;
+            s.commands_processed.store(0, Ordering::Relaxed);
+            s.connections_received.store(0, Ordering::Relaxed);
+            s.rejected_connections.store(0, Ordering::Relaxed);
+            s.expired_keys.store(0, Ordering::Relaxed);
+            Frame::ok()
+        }
+        "rewrite" if args.len() == 2 => {
+            Frame::error("ERR The server is running without a config file")
+        }
+        "help" if args.len() == 2 => Frame::Array(
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|l| Frame::simple(l))
+            .collect(),
+        ),
+        "resetstat" | "rewrite" | "help" => arity_error(&format!("config|{sub}")),
+        _ => unknown_subcommand(args, "config"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// COMMAND
+
+/// The family a command belongs to, for ACL categories and `COMMAND DOCS` groups.
+fn group_of(spec: &CommandSpec) -> &'static str {
+    let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
+    if find(super::strings::COMMANDS) {
+        "string"
+    } else if find(super::keys::COMMANDS) {
+        "generic"
+    } else if find(super::hashes::COMMANDS) {
+        "hash"
+    } else if find(super::lists::COMMANDS) {
+        "list"
+    } else if find(super::zsets::COMMANDS) {
+        "sorted_set"
+    } else if find(super::pubsub::COMMANDS) {
+        "pubsub"
+    } else if find(super::transactions::COMMANDS) {
+        "transactions"
+    } else if find(super::scripting::COMMANDS) {
+        "scripting"
+    } else if find(super::connection::COMMANDS) {
+        "connection"
+    } else {
+        "server"
+    }
+}
+
+fn command_info(spec: &CommandSpec) -> Frame {
+    let flags = spec.flag_names().into_iter().map(Frame::simple).collect();
+    let mut cats = Vec::new();
+    if spec.has(WRITE) {
+        cats.push("@write");
+    }
+    if spec.has(READONLY) {
+        cats.push("@read");
+    }
+    let group = match group_of(spec) {
+        "string" => "@string",
+        "generic" => "@keyspace",
+        "hash" => "@hash",
+        "list" => "@list",
+        "sorted_set" => "@sortedset",
+        "pubsub" => "@pubsub",
+        "transactions" => "@transaction",
+        "scripting" => "@scripting",
+        "connection" => "@connection",
+        _ => "@admin",
+    };
+    cats.push(group);
+    if spec.has(FAST) {
+        cats.push("@fast");
+    } else {
+        cats.push("@slow");
+    }
+    let key_specs = if spec.first_key > 0 {
+        vec![Frame::Map(vec![
+            (Frame::bulk("flags"), Frame::Array(vec![])),
+            (
+                Frame::bulk("begin_search"),
+                Frame::Map(vec![
+                    (Frame::bulk("type"), Frame::bulk("index")),
+                    (
+                        Frame::bulk("spec"),
+                        Frame::Map(vec![(
+                            Frame::bulk("index"),
+                            Frame::Integer(spec.first_key as i64),
+                        )]),
+                    ),
+                ]),
+            ),
+            (
+                Frame::bulk("find_keys"),
+                Frame::Map(vec![
+                    (Frame::bulk("type"), Frame::bulk("range")),
+                    (
+                        Frame::bulk("spec"),
+                        Frame::Map(vec![
+                            (
+                                Frame::bulk("lastkey"),
+                                Frame::Integer(if spec.last_key < 0 {
+                                    spec.last_key as i64
+                                } else {
+                                    (spec.last_key - spec.first_key) as i64
+                                }),
+                            ),
+                            (Frame::bulk("keystep"), Frame::Integer(spec.step as i64)),
+                            (Frame::bulk("limit"), Frame::Integer(0)),
+                        ]),
+                    ),
+                ]),
+            ),
+        ])]
+    } else {
+        vec![]
+    };
+    Frame::Array(vec![
+        Frame::bulk(spec.name),
+        Frame::Integer(spec.arity as i64),
+        Frame::Set(flags),
+        Frame::Integer(spec.first_key as i64),
+        Frame::Integer(spec.last_key as i64),
+        Frame::Integer(spec.step as i64),
+        Frame::Set(cats.into_iter().map(Frame::simple).collect()),
+        Frame::Set(vec![]),
+        Frame::Array(key_specs),
+        Frame::Array(vec![]),
+    ])
+}
+
+fn command_docs(spec: &CommandSpec) -> Frame {
+    Frame::Map(vec![
+        (
+            Frame::bulk("summary"),
+            Frame::bulk(format!("The {} command", spec.name.to_ascii_uppercase())),
+        ),
+        (Frame::bulk("since"), Frame::bulk("1.0.0")),
+        (Frame::bulk("group"), Frame::bulk(group_of(spec))),
+    ])
+}
+
+fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if args.len() == 1 {
+        return Frame::Array(all_commands().into_iter().map(command_info).collect());
+    }
+    let sub = lower(&args[1]);
+    match sub.as_str() {
+        "count" if args.len() == 2 => Frame::Integer(all_commands().len() as i64),
+        "list" => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
+        "info" => {
+            if args.len() == 2 {
+                return Frame::Array(all_commands().into_iter().map(command_info).collect());
+            }
+            Frame::Array(
+                args[2..]
+                    .iter()
+                    .map(|n| lookup(n).map_or(Frame::NullArray, command_info))
+                    .collect(),
+            )
+        }
+        "docs" => {
+            let specs: Vec<&CommandSpec> = if args.len() == 2 {
+                all_commands()
+            } else {
+                args[2..].iter().filter_map(|n| lookup(n)).collect()
+            };
+            Frame::Map(
+                specs
+                    .into_iter()
+                    .map(|s| (Frame::bulk(s.name), command_docs(s)))
+                    .collect(),
+            )
+        }
+        "getkeys" if args.len() >= 3 => {
+            let Some(spec) = lookup(&args[2]) else {
+                return Frame::error("ERR Invalid command specified");
+            };
+            let inner = &args[2..];
+            if !spec.arity_ok(inner.len()) {
+                return Frame::error("ERR Invalid number of arguments specified for command");
+            }
+            let keys = spec.key_positions(inner.len());
+            if keys.is_empty() {
+                return Frame::error("ERR The command has no key arguments");
+            }
+            Frame::bulks(keys.into_iter().map(|i| inner[i].clone()))
+        }
+        "count" | "getkeys" => arity_error(&format!("command|{sub}")),
+        _ => unknown_subcommand(args, "command"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keyspace-wide commands
+
+fn dbsize(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    Frame::Integer(ctx.db().len() as i64)
+}
+
+fn flush_mode_ok(args: &[Bytes]) -> bool {
+    match args.len() {
+        1 => true,
+        2 => is(&args[1], "async") || is(&args[1], "sync"),
+        _ => false,
+    }
+}
+
+fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if !flush_mode_ok(args) {
+        return super::util::syntax_error();
+    }
+    ctx.db().clear();
+    ctx.changed();
+    Frame::ok()
+}
+
+fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if !flush_mode_ok(args) {
+        return super::util::syntax_error();
+    }
+    ctx.shared.keyspace.clear_all();
+    ctx.changed();
+    Frame::ok()
+}
+
+fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    // Inside a script the time stays frozen at the script's start, like everything else.
+    let us = if ctx.in_script {
+        ctx.now_ms * 1000
+    } else {
+        ctx.shared.clock.now_us()
+    };
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from((us / 1_000_000).to_string())),
+        Frame::Bulk(Bytes::from((us % 1_000_000).to_string())),
+    ])
+}
+
+fn lastsave(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    let started = ctx.shared.clock.now_ms() / 1000 - ctx.shared.started.elapsed().as_secs();
+    Frame::Integer(started as i64)
+}
+
+fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let sub = lower(&args[1]);
+    match sub.as_str() {
+        "sleep" if args.len() == 3 => {
+            let Some(secs) = super::util::parse_double(&args[2]) else {
+                return super::util::not_float();
+            };
+            // Redis freezes the whole server during DEBUG SLEEP; latchkey only makes the
+            // calling client wait, which is what tests use it for (a slow server).
+            let dur = Duration::from_secs_f64(secs.max(0.0));
+            if ctx.may_block() {
+                ctx.block(async move {
+                    tokio::time::sleep(dur).await;
+                    Frame::ok()
+                });
+            }
+            Frame::ok()
+        }
+        "set-active-expire" if args.len() == 3 => Frame::ok(),
+        "help" => Frame::Array(vec![
+            Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            Frame::simple("SLEEP <seconds>"),
+            Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
+        ]),
+        _ => unknown_subcommand(args, "debug"),
+    }
+}
+
+fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let mut abort = false;
+    for a in &args[1..] {
+        if is(a, "abort") {
+            abort = true;
+        } else if !(is(a, "nosave") || is(a, "save") || is(a, "now") || is(a, "force")) {
+            return super::util::syntax_error();
+        }
+    }
+    if abort {
+        return Frame::error("ERR No shutdown in progress.");
+    }
+    tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
+    ctx.shared.request_shutdown();
+    // Redis closes the connection without a reply when it shuts down.
+    ctx.client.close_after_reply = true;
+    Frame::error("ERR Errors trying to SHUTDOWN. Check logs.")
+}
+
+// ---------------------------------------------------------------------------------------------
+// INFO
+
+fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let wanted: Vec<String> = args[1..].iter().map(|a| lower(a)).collect();
+    let text = info_text(ctx, &wanted);
+    match ctx.client.protocol {
+        Protocol::Resp3 => Frame::Verbatim(Bytes::from(text)),
+        Protocol::Resp2 => Frame::Bulk(Bytes::from(text)),
+    }
+}
+
+/// Builds the `INFO` text for the requested sections (none means the default set).
+pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
+    let all = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    let want = |name: &str| all || default || wanted.iter().any(|w| w == name);
+    let shared = ctx.shared;
+    let mut out = String::new();
+    let mut section = |title: &str, body: String| {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let _ = write!(out, "# {title}\r\n{body}");
+    };
+    if want("server") {
+        let uptime = shared.started.elapsed().as_secs();
+        let port = shared.addr.lock().map_or(0, |a| a.port());
+        section(
+            "Server",
+            format!(
+                "redis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nexecutable:latchkey-server\r\nlatchkey_version:{}\r\n",
+                crate::REDIS_VERSION,
+                std::env::consts::OS,
+                std::process::id(),
+                shared.run_id,
+                port,
+                shared.clock.now_us(),
+                uptime,
+                uptime / 86400,
+                env!("CARGO_PKG_VERSION"),
+            ),
+        );
+    }
+    if want("clients") {
+        let list = shared.clients.list();
+        let pubsub = list
+            .iter()
+            .filter(|c| {
+                let i = c.info.lock();
+                i.sub + i.psub + i.ssub > 0
+            })
+            .count();
+        section(
+            "Clients",
+            format!(
+                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\npubsub_clients:{}\r\nclients_in_timeout_table:0\r\n",
+                list.len(),
+                shared.config.maxclients(),
+                pubsub,
+            ),
+        );
+    }
+    if want("memory") {
+        section(
+            "Memory",
+            "used_memory:0\r\nused_memory_human:0B\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:libc\r\n".to_string(),
+        );
+    }
+    if want("persistence") {
+        section(
+            "Persistence",
+            format!(
+                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n",
+                shared.stats.dirty.load(Ordering::Relaxed),
+                (shared.config.get("appendonly").as_deref() == Some("yes")) as u8,
+            ),
+        );
+    }
+    if want("stats") {
+        let s = &shared.stats;
+        section(
+            "Stats",
+            format!(
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                s.connections_received.load(Ordering::Relaxed),
+                s.commands_processed.load(Ordering::Relaxed),
+                s.rejected_connections.load(Ordering::Relaxed),
+                s.expired_keys.load(Ordering::Relaxed),
+                shared.pubsub.channel_count(),
+                shared.pubsub.pattern_count(),
+            ),
+        );
+    }
+    if want("replication") {
+        section("Replication", shared.replication_info());
+    }
+    if want("cpu") {
+        section(
+            "CPU",
+            "used_cpu_sys:0.000000\r\nused_cpu_user:0.000000\r\n".to_string(),
+        );
+    }
+    if want("keyspace") {
+        let mut body = String::new();
+        for (i, keys, expires) in shared.keyspace.stats() {
+            let _ = write!(body, "db{i}:keys={keys},expires={expires},avg_ttl=0\r\n");
+        }
+        section("Keyspace", body);
+    }
+    out
+}
