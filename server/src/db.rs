@@ -105,8 +105,9 @@ pub struct Db {
     /// Transactions watching keys of this database.
     watchers: DashMap<Bytes, Vec<Arc<WatchFlag>>, KeyHasher>,
     watched_count: AtomicUsize,
-    /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database.
-    blocked: DashMap<Bytes, Arc<Notify>, KeyHasher>,
+    /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
+    /// client registers its own notifier under every key it waits for.
+    blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
 }
 
 impl Db {
@@ -323,22 +324,30 @@ impl Db {
         }
     }
 
-    /// Wakes clients blocked on `key` (after a push onto a list, say).
+    /// Wakes clients blocked on `key` (after a push onto a list, say). Each gets a permit, so a
+    /// client that is between its last check and its wait does not miss the wake-up.
     pub fn signal_ready(&self, key: &[u8]) {
-        if let Some(n) = self.blocked.get(key) {
-            n.notify_waiters();
+        if self.blocked.is_empty() {
+            return;
+        }
+        if let Some(list) = self.blocked.get(key) {
+            for n in list.iter() {
+                n.notify_one();
+            }
         }
     }
 
-    /// The notifier a blocked client waits on for `key`.
-    pub fn ready_notifier(&self, key: &Bytes) -> Arc<Notify> {
-        self.blocked.entry(key.clone()).or_default().clone()
+    /// Registers a blocked client's notifier under `key`.
+    pub fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
+        self.blocked.entry(key).or_default().push(notify);
     }
 
-    /// Drops notifiers nobody waits on any more.
-    pub fn release_notifier(&self, key: &[u8]) {
-        self.blocked
-            .remove_if(key, |_, n| Arc::strong_count(n) == 1);
+    /// Removes a notifier registered with [`block_on`](Db::block_on).
+    pub fn unblock(&self, key: &[u8], notify: &Arc<Notify>) {
+        if let Some(mut list) = self.blocked.get_mut(key) {
+            list.retain(|n| !Arc::ptr_eq(n, notify));
+        }
+        self.blocked.remove_if(key, |_, l| l.is_empty());
     }
 }
 

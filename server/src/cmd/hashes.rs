@@ -1,6 +1,307 @@
 //! Hash commands (`HSET`, `HGET`, ...): the reentrant lock's `{owner: count}` lives in a hash.
 
-use super::CommandSpec;
+use bytes::Bytes;
+use dashmap::mapref::one::RefMut;
+use indexmap::IndexMap;
 
-/// The commands of this family.
-pub const COMMANDS: &[CommandSpec] = &[];
+use super::keys::{parse_scan, scan_page};
+use super::util::{not_integer, parse_f64, parse_i64, wrongtype};
+use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use crate::codec::parse_int;
+use crate::db::{Entry, Value};
+use crate::frame::Frame;
+
+/// The hash commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
+    spec("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
+    spec("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),
+    spec("hget", 3, READONLY | FAST, 1, 1, 1, hget),
+    spec("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
+    spec("hdel", -3, WRITE | FAST, 1, 1, 1, hdel),
+    spec("hexists", 3, READONLY | FAST, 1, 1, 1, hexists),
+    spec("hlen", 2, READONLY | FAST, 1, 1, 1, hlen),
+    spec("hstrlen", 3, READONLY | FAST, 1, 1, 1, hstrlen),
+    spec("hincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hincrby),
+    spec(
+        "hincrbyfloat",
+        4,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        hincrbyfloat,
+    ),
+    spec("hgetall", 2, READONLY, 1, 1, 1, hgetall),
+    spec("hkeys", 2, READONLY, 1, 1, 1, hkeys),
+    spec("hvals", 2, READONLY, 1, 1, 1, hvals),
+    spec("hscan", -3, READONLY, 1, 1, 1, hscan),
+];
+
+type Hash = IndexMap<Bytes, Bytes>;
+
+/// Runs `f` on the hash at `key`: `Ok(None)` when the key is absent, WRONGTYPE for another type.
+fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&Hash) -> R) -> Result<Option<R>, Frame> {
+    match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(f(h))),
+            _ => Err(wrongtype()),
+        },
+    }
+}
+
+/// The hash at `key` for modification, created empty when absent and `create` is set.
+fn write<'a>(
+    ctx: &Ctx<'a>,
+    key: &Bytes,
+    create: bool,
+) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+    let db = ctx.db();
+    if let Some(e) = db.get_mut(key, ctx.now_ms, ctx.lazy_delete()) {
+        return match e.value {
+            Value::Hash(_) => Ok(Some(e)),
+            _ => Err(wrongtype()),
+        };
+    }
+    if !create {
+        return Ok(None);
+    }
+    db.insert(key.clone(), Entry::new(Value::Hash(IndexMap::new())));
+    Ok(db.get_mut(key, ctx.now_ms, ctx.lazy_delete()))
+}
+
+fn hash_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut Hash {
+    match &mut e.value {
+        Value::Hash(h) => h,
+        _ => unreachable!("write() only returns hashes"),
+    }
+}
+
+fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame> {
+    if args.len() % 2 == 1 {
+        return Err(arity_error(name));
+    }
+    let key = &args[1];
+    let mut e = write(ctx, key, true)?.expect("created");
+    let h = hash_of(&mut e);
+    let mut added = 0;
+    for pair in args[2..].chunks(2) {
+        if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
+            added += 1;
+        }
+    }
+    drop(e);
+    ctx.modified(key);
+    Ok(added)
+}
+
+fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    set_pairs(ctx, args, "hset").map_or_else(|e| e, Frame::Integer)
+}
+
+fn hmset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    set_pairs(ctx, args, "hmset").map_or_else(|e| e, |_| Frame::ok())
+}
+
+fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let key = &args[1];
+    let mut e = match write(ctx, key, true) {
+        Ok(e) => e.expect("created"),
+        Err(err) => return err,
+    };
+    let h = hash_of(&mut e);
+    if h.contains_key(&args[2]) {
+        return Frame::Integer(0);
+    }
+    h.insert(args[2].clone(), args[3].clone());
+    drop(e);
+    ctx.modified(key);
+    Frame::Integer(1)
+}
+
+fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| h.get(&args[2]).cloned()) {
+        Ok(Some(Some(v))) => Frame::Bulk(v),
+        Ok(_) => Frame::Null,
+        Err(e) => e,
+    }
+}
+
+fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let fields = &args[2..];
+    match read(ctx, &args[1], |h| {
+        fields
+            .iter()
+            .map(|f| h.get(f).cloned().map_or(Frame::Null, Frame::Bulk))
+            .collect::<Vec<_>>()
+    }) {
+        Ok(Some(v)) => Frame::Array(v),
+        Ok(None) => Frame::Array(fields.iter().map(|_| Frame::Null).collect()),
+        Err(e) => e,
+    }
+}
+
+fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let key = &args[1];
+    let mut e = match write(ctx, key, false) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::Integer(0),
+        Err(err) => return err,
+    };
+    let h = hash_of(&mut e);
+    // shift_remove keeps the remaining fields in insertion order, as Redis's listpack does.
+    let removed = args[2..]
+        .iter()
+        .filter(|f| h.shift_remove(*f).is_some())
+        .count();
+    let empty = h.is_empty();
+    drop(e);
+    if empty {
+        ctx.db().remove(key);
+    }
+    if removed > 0 {
+        ctx.modified(key);
+    }
+    Frame::Integer(removed as i64)
+}
+
+fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| h.contains_key(&args[2])) {
+        Ok(v) => Frame::Integer(v.unwrap_or(false) as i64),
+        Err(e) => e,
+    }
+}
+
+fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| h.len()) {
+        Ok(v) => Frame::Integer(v.unwrap_or(0) as i64),
+        Err(e) => e,
+    }
+}
+
+fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| h.get(&args[2]).map_or(0, |v| v.len())) {
+        Ok(v) => Frame::Integer(v.unwrap_or(0) as i64),
+        Err(e) => e,
+    }
+}
+
+fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(by) = parse_i64(&args[3]) else {
+        return not_integer();
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, true) {
+        Ok(e) => e.expect("created"),
+        Err(err) => return err,
+    };
+    let h = hash_of(&mut e);
+    let current = match h.get(&args[2]) {
+        Some(v) => match parse_int(v) {
+            Some(n) => n,
+            None => return Frame::error("ERR hash value is not an integer"),
+        },
+        None => 0,
+    };
+    let Some(n) = current.checked_add(by) else {
+        return Frame::error("ERR increment or decrement would overflow");
+    };
+    h.insert(args[2].clone(), super::util::int_bytes(n));
+    drop(e);
+    ctx.modified(key);
+    Frame::Integer(n)
+}
+
+fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let by = match parse_f64(&args[3]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, true) {
+        Ok(e) => e.expect("created"),
+        Err(err) => return err,
+    };
+    let h = hash_of(&mut e);
+    let current = match h.get(&args[2]) {
+        Some(v) => match super::util::parse_double(v) {
+            Some(n) => n,
+            None => return Frame::error("ERR hash value is not a float"),
+        },
+        None => 0.0,
+    };
+    let n = current + by;
+    if !n.is_finite() {
+        return Frame::error("ERR increment would produce NaN or Infinity");
+    }
+    let text = Bytes::from(super::strings::format_long_double(n));
+    h.insert(args[2].clone(), text.clone());
+    drop(e);
+    ctx.modified(key);
+    Frame::Bulk(text)
+}
+
+fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| {
+        h.iter()
+            .map(|(k, v)| (Frame::Bulk(k.clone()), Frame::Bulk(v.clone())))
+            .collect::<Vec<_>>()
+    }) {
+        Ok(v) => Frame::Map(v.unwrap_or_default()),
+        Err(e) => e,
+    }
+}
+
+fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| Frame::bulks(h.keys().cloned())) {
+        Ok(v) => v.unwrap_or(Frame::Array(vec![])),
+        Err(e) => e,
+    }
+}
+
+fn hvals(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |h| Frame::bulks(h.values().cloned())) {
+        Ok(v) => v.unwrap_or(Frame::Array(vec![])),
+        Err(e) => e,
+    }
+}
+
+/// Hashes up to this many fields are returned whole by one `HSCAN` call, as Redis does for
+/// its compact (listpack) encoding.
+const SMALL_HASH: usize = 128;
+
+fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (cursor, opts) = match parse_scan(&args[1..], false) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let fields = match read(ctx, &args[1], |h| {
+        h.iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    }) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e) => return e,
+    };
+    let (page, next) = if fields.len() <= SMALL_HASH {
+        (fields, 0)
+    } else {
+        scan_page(fields, |(k, _)| k, cursor, opts.count)
+    };
+    let mut out = Vec::new();
+    for (k, v) in page {
+        if opts
+            .pattern
+            .as_ref()
+            .is_none_or(|p| crate::glob::matches(p, &k, false))
+        {
+            out.push(Frame::Bulk(k));
+            out.push(Frame::Bulk(v));
+        }
+    }
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from(next.to_string())),
+        Frame::Array(out),
+    ])
+}

@@ -1,6 +1,634 @@
 //! List commands, including the blocking `BLPOP`/`BRPOP` that some lock libraries wait with.
+//!
+//! A blocked client registers a notifier under each key it waits for; a push onto one of those
+//! keys wakes it, and it retries the pop while holding the gate. The pop happens only when the
+//! reply is about to be produced, so a client that disconnects while blocked takes nothing.
 
-use super::CommandSpec;
+use std::collections::VecDeque;
+use std::sync::Arc;
 
-/// The commands of this family.
-pub const COMMANDS: &[CommandSpec] = &[];
+use bytes::Bytes;
+use dashmap::mapref::one::RefMut;
+use tokio::sync::Notify;
+
+use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
+use super::{lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE};
+use crate::db::{Db, Entry, Value};
+use crate::frame::Frame;
+use crate::server::Shared;
+
+/// The list commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("lpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpush),
+    spec("rpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, rpush),
+    spec("lpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpushx),
+    spec("rpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, rpushx),
+    spec("lpop", -2, WRITE | FAST, 1, 1, 1, lpop),
+    spec("rpop", -2, WRITE | FAST, 1, 1, 1, rpop),
+    spec("llen", 2, READONLY | FAST, 1, 1, 1, llen),
+    spec("lrange", 4, READONLY, 1, 1, 1, lrange),
+    spec("lindex", 3, READONLY, 1, 1, 1, lindex),
+    spec("lset", 4, WRITE | DENYOOM, 1, 1, 1, lset),
+    spec("lrem", 4, WRITE, 1, 1, 1, lrem),
+    spec("ltrim", 4, WRITE, 1, 1, 1, ltrim),
+    spec("linsert", 5, WRITE | DENYOOM, 1, 1, 1, linsert),
+    spec("lpos", -3, READONLY, 1, 1, 1, lpos),
+    spec("rpoplpush", 3, WRITE | DENYOOM, 1, 2, 1, rpoplpush),
+    spec("lmove", 5, WRITE | DENYOOM, 1, 2, 1, lmove),
+    spec("blpop", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, blpop),
+    spec("brpop", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, brpop),
+];
+
+type List = VecDeque<Bytes>;
+
+fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Option<R>, Frame> {
+    match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::List(l) => Ok(Some(f(l))),
+            _ => Err(wrongtype()),
+        },
+    }
+}
+
+fn write_in<'a>(
+    db: &'a Db,
+    key: &Bytes,
+    now_ms: u64,
+    lazy: bool,
+    create: bool,
+) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+    if let Some(e) = db.get_mut(key, now_ms, lazy) {
+        return match e.value {
+            Value::List(_) => Ok(Some(e)),
+            _ => Err(wrongtype()),
+        };
+    }
+    if !create {
+        return Ok(None);
+    }
+    db.insert(key.clone(), Entry::new(Value::List(VecDeque::new())));
+    Ok(db.get_mut(key, now_ms, lazy))
+}
+
+fn write<'a>(
+    ctx: &Ctx<'a>,
+    key: &Bytes,
+    create: bool,
+) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+    write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
+}
+
+fn list_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut List {
+    match &mut e.value {
+        Value::List(l) => l,
+        _ => unreachable!("write() only returns lists"),
+    }
+}
+
+fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Frame {
+    let key = &args[1];
+    let mut e = match write(ctx, key, !only_existing) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::Integer(0),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    for v in &args[2..] {
+        if left {
+            l.push_front(v.clone());
+        } else {
+            l.push_back(v.clone());
+        }
+    }
+    let len = l.len();
+    drop(e);
+    ctx.modified(key);
+    ctx.db().signal_ready(key);
+    Frame::Integer(len as i64)
+}
+
+fn lpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    push(ctx, args, true, false)
+}
+
+fn rpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    push(ctx, args, false, false)
+}
+
+fn lpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    push(ctx, args, true, true)
+}
+
+fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    push(ctx, args, false, true)
+}
+
+/// Pops up to `count` elements from one end of a list, deleting the key when it empties.
+/// `Ok(None)` when the key does not exist.
+fn pop_from(
+    db: &Db,
+    key: &Bytes,
+    now_ms: u64,
+    lazy: bool,
+    left: bool,
+    count: usize,
+) -> Result<Option<Vec<Bytes>>, Frame> {
+    let mut e = match write_in(db, key, now_ms, lazy, false)? {
+        Some(e) => e,
+        None => return Ok(None),
+    };
+    let l = list_of(&mut e);
+    let mut out = Vec::with_capacity(count.min(l.len()));
+    for _ in 0..count {
+        let v = if left { l.pop_front() } else { l.pop_back() };
+        match v {
+            Some(v) => out.push(v),
+            None => break,
+        }
+    }
+    let empty = l.is_empty();
+    drop(e);
+    if empty {
+        db.remove(key);
+    }
+    db.signal_modified(key);
+    Ok(Some(out))
+}
+
+fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
+    if args.len() > 3 {
+        return super::arity_error(if left { "lpop" } else { "rpop" });
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match parse_i64(c) {
+            Ok(n) if n >= 0 => Some(n as usize),
+            Ok(_) => return Frame::error("ERR value is out of range, must be positive"),
+            Err(e) => return e,
+        },
+    };
+    let key = &args[1];
+    let popped = match pop_from(
+        ctx.db(),
+        key,
+        ctx.now_ms,
+        ctx.lazy_delete(),
+        left,
+        count.unwrap_or(1),
+    ) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    match (popped, count) {
+        (None, None) => Frame::Null,
+        (None, Some(_)) => Frame::NullArray,
+        (Some(v), None) => {
+            ctx.changed();
+            v.into_iter().next().map_or(Frame::Null, Frame::Bulk)
+        }
+        (Some(v), Some(_)) => {
+            if !v.is_empty() {
+                ctx.changed();
+            }
+            Frame::bulks(v)
+        }
+    }
+}
+
+fn lpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    pop(ctx, args, true)
+}
+
+fn rpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    pop(ctx, args, false)
+}
+
+fn llen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    match read(ctx, &args[1], |l| l.len()) {
+        Ok(v) => Frame::Integer(v.unwrap_or(0) as i64),
+        Err(e) => e,
+    }
+}
+
+/// Resolves Redis's inclusive `start`/`stop` (negative from the end) to a range in `0..len`.
+fn range_of(start: i64, stop: i64, len: usize) -> Option<std::ops::RangeInclusive<usize>> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    if start > stop || start >= len || stop < 0 {
+        None
+    } else {
+        Some(start as usize..=stop as usize)
+    }
+}
+
+fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (Ok(start), Ok(stop)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
+        return not_integer();
+    };
+    match read(ctx, &args[1], |l| match range_of(start, stop, l.len()) {
+        Some(r) => Frame::bulks(l.range(r).cloned()),
+        None => Frame::Array(vec![]),
+    }) {
+        Ok(v) => v.unwrap_or(Frame::Array(vec![])),
+        Err(e) => e,
+    }
+}
+
+fn index_of(i: i64, len: usize) -> Option<usize> {
+    let i = if i < 0 { len as i64 + i } else { i };
+    (0..len as i64).contains(&i).then_some(i as usize)
+}
+
+fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(i) = parse_i64(&args[2]) else {
+        return not_integer();
+    };
+    match read(ctx, &args[1], |l| {
+        index_of(i, l.len()).map(|i| l[i].clone())
+    }) {
+        Ok(Some(Some(v))) => Frame::Bulk(v),
+        Ok(_) => Frame::Null,
+        Err(e) => e,
+    }
+}
+
+fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(i) = parse_i64(&args[2]) else {
+        return not_integer();
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, false) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::error("ERR no such key"),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    let Some(i) = index_of(i, l.len()) else {
+        return Frame::error("ERR index out of range");
+    };
+    l[i] = args[3].clone();
+    drop(e);
+    ctx.modified(key);
+    Frame::ok()
+}
+
+fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(count) = parse_i64(&args[2]) else {
+        return not_integer();
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, false) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::Integer(0),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    let target = &args[3];
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs() as usize
+    };
+    let mut removed = 0;
+    if count >= 0 {
+        let mut i = 0;
+        while i < l.len() && removed < limit {
+            if l[i] == target {
+                l.remove(i);
+                removed += 1;
+            } else {
+                i += 1;
+            }
+        }
+    } else {
+        let mut i = l.len();
+        while i > 0 && removed < limit {
+            i -= 1;
+            if l[i] == target {
+                l.remove(i);
+                removed += 1;
+            }
+        }
+    }
+    let empty = l.is_empty();
+    drop(e);
+    if empty {
+        ctx.db().remove(key);
+    }
+    if removed > 0 {
+        ctx.modified(key);
+    }
+    Frame::Integer(removed as i64)
+}
+
+fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (Ok(start), Ok(stop)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
+        return not_integer();
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, false) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::ok(),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    match range_of(start, stop, l.len()) {
+        Some(r) => {
+            l.truncate(*r.end() + 1);
+            l.drain(..*r.start());
+        }
+        None => l.clear(),
+    }
+    let empty = l.is_empty();
+    drop(e);
+    if empty {
+        ctx.db().remove(key);
+    }
+    ctx.modified(key);
+    Frame::ok()
+}
+
+fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let before = if is(&args[2], "before") {
+        true
+    } else if is(&args[2], "after") {
+        false
+    } else {
+        return syntax_error();
+    };
+    let key = &args[1];
+    let mut e = match write(ctx, key, false) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Frame::Integer(0),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    let Some(pos) = l.iter().position(|v| v == &args[3]) else {
+        return Frame::Integer(-1);
+    };
+    l.insert(if before { pos } else { pos + 1 }, args[4].clone());
+    let len = l.len();
+    drop(e);
+    ctx.modified(key);
+    Frame::Integer(len as i64)
+}
+
+fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (mut rank, mut count, mut maxlen) = (1i64, None::<i64>, 0i64);
+    let mut i = 3;
+    while i < args.len() {
+        let Some(v) = args.get(i + 1) else {
+            return syntax_error();
+        };
+        let Ok(n) = parse_i64(v) else {
+            return not_integer();
+        };
+        if is(&args[i], "rank") {
+            if n == 0 || n == i64::MIN {
+                return Frame::error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list");
+            }
+            rank = n;
+        } else if is(&args[i], "count") {
+            if n < 0 {
+                return Frame::error("ERR COUNT can't be negative");
+            }
+            count = Some(n);
+        } else if is(&args[i], "maxlen") {
+            if n < 0 {
+                return Frame::error("ERR MAXLEN can't be negative");
+            }
+            maxlen = n;
+        } else {
+            return syntax_error();
+        }
+        i += 2;
+    }
+    let found = read(ctx, &args[1], |l| {
+        let want = count.map_or(1, |c| if c == 0 { usize::MAX } else { c as usize });
+        let mut skip = rank.unsigned_abs() - 1;
+        let mut out = Vec::new();
+        let idx: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+            Box::new(0..l.len())
+        } else {
+            Box::new((0..l.len()).rev())
+        };
+        for (scanned, i) in idx.enumerate() {
+            if maxlen > 0 && scanned as i64 >= maxlen {
+                break;
+            }
+            if l[i] == args[2] {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                out.push(i as i64);
+                if out.len() >= want {
+                    break;
+                }
+            }
+        }
+        out
+    });
+    match (found, count) {
+        (Err(e), _) => e,
+        (Ok(v), Some(_)) => Frame::Array(
+            v.unwrap_or_default()
+                .into_iter()
+                .map(Frame::Integer)
+                .collect(),
+        ),
+        (Ok(v), None) => v
+            .and_then(|v| v.first().copied())
+            .map_or(Frame::Null, Frame::Integer),
+    }
+}
+
+/// Moves one element between lists (`LMOVE`, `RPOPLPUSH`).
+fn move_element(
+    ctx: &mut Ctx<'_>,
+    src: &Bytes,
+    dst: &Bytes,
+    from_left: bool,
+    to_left: bool,
+) -> Frame {
+    // Check the destination's type first so a wrong type loses nothing.
+    if let Err(e) = read(ctx, dst, |_| ()) {
+        return e;
+    }
+    let popped = match pop_from(ctx.db(), src, ctx.now_ms, ctx.lazy_delete(), from_left, 1) {
+        Ok(Some(v)) if !v.is_empty() => v.into_iter().next().expect("one"),
+        Ok(_) => return Frame::Null,
+        Err(e) => return e,
+    };
+    let mut e = match write(ctx, dst, true) {
+        Ok(e) => e.expect("created"),
+        Err(err) => return err,
+    };
+    let l = list_of(&mut e);
+    if to_left {
+        l.push_front(popped.clone());
+    } else {
+        l.push_back(popped.clone());
+    }
+    drop(e);
+    ctx.modified(src);
+    ctx.modified(dst);
+    ctx.db().signal_ready(dst);
+    Frame::Bulk(popped)
+}
+
+fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    move_element(ctx, &args[1], &args[2], false, true)
+}
+
+fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let side = |a: &Bytes| {
+        if is(a, "left") {
+            Some(true)
+        } else if is(a, "right") {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    match (side(&args[3]), side(&args[4])) {
+        (Some(from), Some(to)) => move_element(ctx, &args[1], &args[2], from, to),
+        _ => syntax_error(),
+    }
+}
+
+/// Parses a blocking timeout in seconds (fractions allowed) into milliseconds; 0 = forever.
+fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
+    let Some(secs) = super::util::parse_double(arg) else {
+        return Err(Frame::error("ERR timeout is not a float or out of range"));
+    };
+    if secs < 0.0 {
+        return Err(Frame::error("ERR timeout is negative"));
+    }
+    Ok((secs * 1000.0).round() as u64)
+}
+
+/// Tries each key in order; the first non-empty list gives `[key, element]`.
+fn try_pop_any(
+    shared: &Shared,
+    db_index: usize,
+    keys: &[Bytes],
+    left: bool,
+    now_ms: u64,
+) -> Result<Option<Frame>, Frame> {
+    let db = shared.keyspace.db(db_index);
+    let lazy = shared.lazy_expire_deletes();
+    for key in keys {
+        if let Some(v) = pop_from(db, key, now_ms, lazy, left, 1)? {
+            if let Some(el) = v.into_iter().next() {
+                // Replicas and the AOF see the pop that happened, not the blocking command.
+                let name: &[u8] = if left { b"lpop" } else { b"rpop" };
+                if let Some(spec) = lookup(name) {
+                    let args = [Bytes::from_static(name), key.clone()];
+                    shared.after_write(db_index, spec, &args, 1);
+                }
+                return Ok(Some(Frame::Array(vec![
+                    Frame::Bulk(key.clone()),
+                    Frame::Bulk(el),
+                ])));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Unregisters a blocked client's notifier when its wait ends or is abandoned.
+struct BlockGuard {
+    shared: Arc<Shared>,
+    db: usize,
+    keys: Vec<Bytes>,
+    notify: Arc<Notify>,
+}
+
+impl Drop for BlockGuard {
+    fn drop(&mut self) {
+        let db = self.shared.keyspace.db(self.db);
+        for k in &self.keys {
+            db.unblock(k, &self.notify);
+        }
+    }
+}
+
+fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
+    let timeout_ms = match parse_timeout(&args[args.len() - 1]) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let keys: Vec<Bytes> = args[1..args.len() - 1].to_vec();
+    match try_pop_any(ctx.shared, ctx.client.db, &keys, left, ctx.now_ms) {
+        Ok(Some(f)) => {
+            ctx.changed();
+            return f;
+        }
+        Ok(None) => {}
+        Err(e) => return e,
+    }
+    if !ctx.may_block() {
+        return Frame::NullArray;
+    }
+    let shared = ctx.shared.clone();
+    let db_index = ctx.client.db;
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
+    ctx.block(async move {
+        let notify = Arc::new(Notify::new());
+        let db = shared.keyspace.db(db_index);
+        for k in &keys {
+            db.block_on(k.clone(), notify.clone());
+        }
+        let _guard = BlockGuard {
+            shared: shared.clone(),
+            db: db_index,
+            keys: keys.clone(),
+            notify: notify.clone(),
+        };
+        loop {
+            {
+                let threshold = shared.config.busy_reply_threshold();
+                let Ok(_gate) = shared.gate.shared(threshold).await else {
+                    // A script is busy: wait for it like any other client would.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
+                let now = shared.clock.now_ms();
+                match try_pop_any(&shared, db_index, &keys, left, now) {
+                    Ok(Some(f)) => return f,
+                    Ok(None) => {}
+                    Err(e) => return e,
+                }
+            }
+            match deadline {
+                Some(d) => {
+                    tokio::select! {
+                        _ = notify.notified() => {}
+                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
+                    }
+                }
+                None => notify.notified().await,
+            }
+        }
+    });
+    Frame::NullArray
+}
+
+fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    blocking_pop(ctx, args, true)
+}
+
+fn brpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    blocking_pop(ctx, args, false)
+}

@@ -1,0 +1,234 @@
+//! Differential tests of hashes, lists and sorted sets against a real redis-server, under
+//! RESP2 and RESP3.
+
+use latchkey_tests::Diff;
+
+const HASHES: &[&str] = &[
+    "HSET h a 1 b 2",
+    "HSET h a 3 c 4",
+    "HSET h a",
+    "HGET h a",
+    "HGET h nofield",
+    "HGET nokey a",
+    "HMGET h a nofield c",
+    "HMGET nokey a b",
+    "HMSET h d 5",
+    "HSETNX h a 9",
+    "HSETNX h e 9",
+    "HGETALL h",
+    "HKEYS h",
+    "HVALS h",
+    "HLEN h",
+    "HSTRLEN h a",
+    "HEXISTS h a",
+    "HEXISTS h zz",
+    "HDEL h a nofield",
+    "HGETALL h",
+    "HINCRBY h n 5",
+    "HINCRBY h n -7",
+    "HINCRBY h n x",
+    "HINCRBY h c 1",
+    "HSET h s abc",
+    "HINCRBY h s 1",
+    "HSET h big 9223372036854775807",
+    "HINCRBY h big 1",
+    "HINCRBYFLOAT h f 1.5",
+    "HINCRBYFLOAT h s 1",
+    "HSCAN h 0",
+    "HSCAN h 0 MATCH [ab]*",
+    "HDEL h b c d e n s big f",
+    "EXISTS h",
+    "HGETALL nokey",
+    "SET str v",
+    "HSET str a 1",
+    "HGET str a",
+    "HGETALL str",
+    "HDEL str a",
+    "HLEN str",
+];
+
+const LISTS: &[&str] = &[
+    "RPUSH l a b c d e",
+    "LPUSH l z",
+    "LPUSHX nol a",
+    "RPUSHX l f",
+    "LLEN l",
+    "LRANGE l 0 -1",
+    "LRANGE l 1 2",
+    "LRANGE l -2 -1",
+    "LRANGE l 5 1",
+    "LRANGE l -100 100",
+    "LRANGE l x 1",
+    "LINDEX l 0",
+    "LINDEX l -1",
+    "LINDEX l 99",
+    "LSET l 0 Z",
+    "LSET l 99 x",
+    "LSET nol 0 x",
+    "LINSERT l BEFORE c c0",
+    "LINSERT l AFTER c c1",
+    "LINSERT l AFTER nopivot x",
+    "LINSERT l MIDDLE c x",
+    "LINSERT nol AFTER c x",
+    "RPUSH r x y x z x",
+    "LREM r 2 x",
+    "LRANGE r 0 -1",
+    "LREM r -1 x",
+    "LREM r 0 nothing",
+    "LPOS l c",
+    "LPOS l c RANK -1",
+    "LPOS l c RANK 0",
+    "LPOS l c COUNT 0",
+    "LPOS l nothing",
+    "LPOS l nothing COUNT 2",
+    "LPOP l",
+    "RPOP l",
+    "LPOP l 2",
+    "RPOP l 0",
+    "LPOP l -1",
+    "LPOP nol",
+    "LPOP nol 2",
+    "LPOP l 100",
+    "EXISTS l",
+    "RPUSH t 1 2 3 4 5",
+    "LTRIM t 1 -2",
+    "LRANGE t 0 -1",
+    "LTRIM t 5 10",
+    "EXISTS t",
+    "RPUSH src a b c",
+    "RPOPLPUSH src dst",
+    "LMOVE src dst LEFT RIGHT",
+    "LMOVE src dst UP DOWN",
+    "LRANGE dst 0 -1",
+    "RPOPLPUSH nol dst",
+    "SET str v",
+    "LPUSH str a",
+    "LRANGE str 0 1",
+    "RPOPLPUSH dst str",
+    "LRANGE dst 0 -1",
+    "BLPOP nol 0.01",
+    "BLPOP dst 0",
+    "BLPOP nol x",
+    "BLPOP nol -1",
+    "BRPOP str 0",
+];
+
+const ZSETS: &[&str] = &[
+    "ZADD z 1 a 2 b 3 c",
+    "ZADD z NX XX 1 a",
+    "ZADD z GT LT 1 a",
+    "ZADD z GT NX 1 a",
+    "ZADD z INCR 1 a 2 b",
+    "ZADD z x a",
+    "ZADD z nan a",
+    "ZADD z 1",
+    "ZADD z NX 1",
+    "ZADD z INCR 5 a",
+    "ZADD z XX INCR 1 q",
+    "ZADD z NX INCR 1 a",
+    "ZADD z CH 10 a 2 b 4 d",
+    "ZADD z GT CH 1 a 20 b",
+    "ZADD z LT 0.5 c",
+    "ZADD z 0.1 e",
+    "ZSCORE z e",
+    "ZSCORE z nomember",
+    "ZSCORE noz a",
+    "ZMSCORE z a e nomember",
+    "ZCARD z",
+    "ZCARD noz",
+    "ZCOUNT z -inf +inf",
+    "ZCOUNT z (0.5 4",
+    "ZCOUNT z x y",
+    "ZRANK z a",
+    "ZREVRANK z a",
+    "ZRANK z nomember",
+    "ZRANGE z 0 -1",
+    "ZRANGE z 0 -1 WITHSCORES",
+    "ZRANGE z 0 -1 REV WITHSCORES",
+    "ZRANGE z 0 -1 LIMIT 0 1",
+    "ZRANGE z (0.5 4 BYSCORE WITHSCORES",
+    "ZRANGE z 4 (0.5 BYSCORE REV",
+    "ZRANGE z -inf +inf BYSCORE LIMIT 1 2",
+    "ZRANGE z -inf +inf BYSCORE LIMIT 1 -1",
+    "ZRANGE z -inf +inf BYSCORE LIMIT -1 2",
+    "ZRANGE z 0 -1 BOGUS",
+    "ZREVRANGE z 0 1 WITHSCORES",
+    "ZRANGEBYSCORE z -inf +inf WITHSCORES LIMIT 0 2",
+    "ZRANGEBYSCORE z a b",
+    "ZRANGEBYSCORE z -inf +inf LIMIT 0 x",
+    "ZREVRANGEBYSCORE z +inf -inf",
+    "ZINCRBY z 2.5 a",
+    "ZINCRBY z x a",
+    "ZINCRBY z 1 new",
+    "ZREM z a nomember",
+    "ZREMRANGEBYSCORE z -inf (1",
+    "ZREMRANGEBYRANK z 0 0",
+    "ZRANGE z 0 -1 WITHSCORES",
+    "ZPOPMIN z",
+    "ZPOPMAX z 2",
+    "ZPOPMIN z -1",
+    "ZPOPMIN noz",
+    "ZRANGE z 0 -1",
+    "ZREM z b c d e new",
+    "EXISTS z",
+    "SET str v",
+    "ZADD str 1 a",
+    "ZSCORE str a",
+    "ZRANGE str 0 1",
+    "ZADD inf +inf a -inf b",
+    "ZRANGE inf 0 -1 WITHSCORES",
+    "ZADD inf INCR -inf a",
+];
+
+#[test]
+fn hashes_resp2() {
+    Diff::new().table(HASHES);
+}
+
+#[test]
+fn hashes_resp3() {
+    let mut d = Diff::new();
+    d.both(&["HELLO", "3"]);
+    d.table(HASHES);
+}
+
+#[test]
+fn lists_resp2() {
+    Diff::new().table(LISTS);
+}
+
+#[test]
+fn lists_resp3() {
+    let mut d = Diff::new();
+    d.both(&["HELLO", "3"]);
+    d.table(LISTS);
+}
+
+#[test]
+fn zsets_resp2() {
+    Diff::new().table(ZSETS);
+}
+
+#[test]
+fn zsets_resp3() {
+    let mut d = Diff::new();
+    d.both(&["HELLO", "3"]);
+    d.table(ZSETS);
+}
+
+#[test]
+fn wrong_arity() {
+    Diff::new().table(&[
+        "HSET h a",
+        "HGET h",
+        "HDEL h",
+        "LPUSH l",
+        "LRANGE l 0",
+        "LPOP",
+        "LPOP l 1 2",
+        "BLPOP l",
+        "ZADD z",
+        "ZRANGE z 0",
+        "ZSCORE z",
+    ]);
+}
