@@ -82,19 +82,17 @@ impl Drop for ExclusiveGuard<'_> {
     }
 }
 
-impl ExclusiveGuard<'_> {
-    /// Marks the holder as a running script, so that waiters can answer `-BUSY` once it has run
-    /// longer than the threshold.
-    pub fn mark_script(&self, kind: BusyKind) {
-        let us = self.gate.origin.elapsed().as_micros() as u64 + 1;
-        self.gate
-            .script_is_function
-            .store(kind == BusyKind::Function, Ordering::Release);
-        self.gate.script_started.store(us, Ordering::Release);
-    }
-}
-
 impl Gate {
+    /// Marks the current exclusive holder as a running script, so that waiters can answer
+    /// `-BUSY` once it has run longer than the threshold. Only the holder of the exclusive
+    /// guard may call this; the mark is cleared when that guard is dropped.
+    pub fn mark_script(&self, kind: BusyKind) {
+        let us = self.origin.elapsed().as_micros() as u64 + 1;
+        self.script_is_function
+            .store(kind == BusyKind::Function, Ordering::Release);
+        self.script_started.store(us, Ordering::Release);
+    }
+
     /// How long the current script has been running, if one is.
     pub fn script_running_for(&self) -> Option<(BusyKind, Duration)> {
         let started = self.script_started.load(Ordering::Acquire);

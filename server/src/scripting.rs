@@ -1,5 +1,657 @@
-//! Lua scripting state: the interpreter and the cache of scripts by SHA1.
+//! Lua scripting: the interpreter, its Redis-shaped sandbox, the cache of scripts by SHA1, and
+//! the conversions between Lua values and replies.
+//!
+//! One Lua 5.1 state serves every script. It is built once with exactly the environment Redis 7
+//! gives a script (`string`, `table`, `math`, `bit`, `cjson`, and the `redis` table), behind a
+//! read-only global table, so that a script can neither create globals nor reach anything
+//! outside. Scripts run while the execution gate is held exclusively, which is what makes them
+//! atomic; while one runs, a thread-local "run" record tells `redis.call` which client and which
+//! command context it belongs to.
+//!
+//! Errors are shaped the way Redis 7 shapes them: a Lua-level error handler turns whatever was
+//! raised into `{err=..., source=..., line=...}`, and the reply becomes
+//! `-<err> script: <sha>, on @user_script:<line>.`
 
-/// The server's scripting engine.
-#[derive(Debug, Default)]
-pub struct Scripting {}
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use parking_lot::Mutex;
+use sha1::{Digest, Sha1};
+
+use crate::cmd::{self, Ctx};
+use crate::frame::{format_double, Frame};
+
+mod libs;
+
+/// The Lua code that wraps calls into Rust and shapes errors like Redis's error handler.
+const PRELUDE: &str = r#"
+local dbg = debug
+local rcall = __lk_rcall
+local xpcall, error, type, tostring = xpcall, error, type, tostring
+
+local function handler(err)
+  local level = 2
+  local i = dbg.getinfo(level, 'nSl')
+  while i and (i.what == 'C' or i.source == '=latchkey') do
+    level = level + 1
+    i = dbg.getinfo(level, 'nSl')
+  end
+  if type(err) == 'userdata' then
+    -- An error raised by a Rust function: keep its message, drop mlua's decorations.
+    local s = tostring(err)
+    s = s:gsub('^runtime error: ', '')
+    s = s:match('^(.-)\nstack traceback:') or s
+    err = {err = 'ERR ' .. s}
+  elseif type(err) ~= 'table' then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
+
+__lk_run = function(f)
+  return xpcall(f, handler)
+end
+
+-- redis.call itself is a C function that forwards here (see `call_through`), so that a
+-- script's `return redis.call(...)` keeps the script's frame and its error line.
+__lk_call_impl = function(...)
+  local ok, v = rcall(...)
+  if ok then return v end
+  error({err = v})
+end
+
+redis.pcall = function(...)
+  local ok, v = rcall(...)
+  if ok then return v end
+  return {err = v}
+end
+"#;
+
+/// Everything a running script needs from the command that started it.
+struct Run {
+    /// The context of the `EVAL`/`FCALL` command; valid for the whole run (see `run_script`).
+    ctx: *mut Ctx<'static>,
+    /// Replies converted with RESP3 rules (`redis.setresp(3)`).
+    resp3: bool,
+    /// Started by `EVAL_RO`/`EVALSHA_RO`/`FCALL_RO` or a `no-writes` function.
+    read_only: bool,
+    /// Whether the script has written (then `SCRIPT KILL` must refuse).
+    wrote: bool,
+}
+
+thread_local! {
+    static RUN: RefCell<Option<Run>> = const { RefCell::new(None) };
+}
+
+/// A compiled script in the cache.
+#[derive(Debug, Clone)]
+struct Script {
+    function: Function,
+}
+
+/// The server's scripting engine: one Lua state, the script cache, and the kill switch.
+pub struct Scripting {
+    lua: Lua,
+    /// The read-only proxy scripts use as their globals.
+    env: Table,
+    /// The table behind that proxy (where `KEYS` and `ARGV` are set for each run).
+    visible: Table,
+    run_fn: Function,
+    cache: Mutex<HashMap<String, Script>>,
+    kill: Arc<AtomicBool>,
+    /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
+    running: AtomicBool,
+    wrote: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Scripting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripting")
+            .field("scripts", &self.cache.lock().len())
+            .finish()
+    }
+}
+
+impl Default for Scripting {
+    fn default() -> Self {
+        Scripting::new().expect("the Lua sandbox builds")
+    }
+}
+
+/// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
+pub fn sha1_hex(body: &[u8]) -> String {
+    hex::encode(Sha1::digest(body))
+}
+
+impl Scripting {
+    fn new() -> mlua::Result<Scripting> {
+        // SAFETY: `debug` is the only unsafe library loaded. Only the error handler of the
+        // prelude uses it (for the line number of an error, as Redis's handler does); scripts
+        // never see it: their globals are the read-only proxy built below, which omits it.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let g = lua.globals();
+        let redis = lua.create_table()?;
+        libs::install_redis_table(&lua, &redis)?;
+        g.raw_set("redis", redis)?;
+        g.raw_set("bit", libs::bit_library(&lua)?)?;
+        g.raw_set("cjson", libs::cjson_library(&lua)?)?;
+        g.raw_set("__lk_rcall", lua.create_function(redis_call)?)?;
+        lua.load(PRELUDE).set_name("=latchkey").exec()?;
+        let impl_fn: Function = g.raw_get("__lk_call_impl")?;
+        lua.set_named_registry_value("__lk_call_impl", impl_fn)?;
+        // SAFETY: `call_through` only uses the Lua C API on the state it is given.
+        let call = unsafe { lua.create_c_function(call_through)? };
+        let redis_table: Table = g.raw_get("redis")?;
+        redis_table.raw_set("call", call)?;
+        let run_fn: Function = g.raw_get("__lk_run")?;
+        // What a script may see: Redis 7's libraries and nothing more.
+        let visible = lua.create_table()?;
+        for name in [
+            "assert",
+            "error",
+            "getmetatable",
+            "ipairs",
+            "next",
+            "pairs",
+            "pcall",
+            "rawequal",
+            "rawget",
+            "rawset",
+            "select",
+            "setmetatable",
+            "tonumber",
+            "tostring",
+            "type",
+            "unpack",
+            "xpcall",
+            "_VERSION",
+            "gcinfo",
+            "loadstring",
+            "string",
+            "table",
+            "math",
+            "bit",
+            "cjson",
+            "redis",
+        ] {
+            visible.raw_set(name, g.raw_get::<Value>(name)?)?;
+        }
+        let env = read_only_proxy(&lua, &visible)?;
+        // `_G` inside a script is the read-only proxy itself.
+        visible.raw_set("_G", env.clone())?;
+        for lib in ["string", "table", "math", "bit", "cjson", "redis"] {
+            let real: Table = visible.raw_get(lib)?;
+            visible.raw_set(lib, read_only_proxy(&lua, &real)?)?;
+        }
+        let kill = Arc::new(AtomicBool::new(false));
+        let kill_flag = kill.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(100_000),
+            move |_lua, _debug| {
+                if kill_flag.swap(false, Ordering::AcqRel) {
+                    return Err(mlua::Error::RuntimeError(
+                        "Script killed by user with SCRIPT KILL...".into(),
+                    ));
+                }
+                Ok(VmState::Continue)
+            },
+        );
+        Ok(Scripting {
+            lua,
+            env,
+            visible,
+            run_fn,
+            cache: Mutex::new(HashMap::new()),
+            kill,
+            running: AtomicBool::new(false),
+            wrote: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
+    /// returned as Redis's reply.
+    pub fn load(&self, body: &[u8]) -> Result<String, Frame> {
+        let sha = sha1_hex(body);
+        if self.cache.lock().contains_key(&sha) {
+            return Ok(sha);
+        }
+        let function = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                Frame::error(format!("ERR Error compiling script (new function): {msg}"))
+            })?;
+        self.cache.lock().insert(sha.clone(), Script { function });
+        Ok(sha)
+    }
+
+    /// Whether a script with this SHA1 is cached.
+    pub fn exists(&self, sha: &str) -> bool {
+        self.cache.lock().contains_key(&sha.to_ascii_lowercase())
+    }
+
+    /// Forgets every cached script (`SCRIPT FLUSH`).
+    pub fn flush(&self) {
+        self.cache.lock().clear();
+    }
+
+    /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
+    /// nothing to kill or the script has already written.
+    pub fn request_kill(&self) -> Result<(), Frame> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err(Frame::error("NOTBUSY No scripts in execution right now."));
+        }
+        if self.wrote.load(Ordering::Acquire) {
+            return Err(Frame::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
+        }
+        self.kill.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown.
+    pub fn run(
+        &self,
+        ctx: &mut Ctx<'_>,
+        sha: &str,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        read_only: bool,
+    ) -> Option<Frame> {
+        let function = self.cache.lock().get(sha)?.function.clone();
+        Some(self.run_function(ctx, sha, &function, keys, argv, read_only))
+    }
+
+    fn run_function(
+        &self,
+        ctx: &mut Ctx<'_>,
+        sha: &str,
+        function: &Function,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        read_only: bool,
+    ) -> Frame {
+        let set_args = || -> mlua::Result<()> {
+            let strings = |items: &[Bytes]| -> mlua::Result<Table> {
+                let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+                for (i, item) in items.iter().enumerate() {
+                    t.raw_set(i + 1, self.lua.create_string(item)?)?;
+                }
+                Ok(t)
+            };
+            self.visible.raw_set("KEYS", strings(keys)?)?;
+            self.visible.raw_set("ARGV", strings(argv)?)?;
+            Ok(())
+        };
+        if let Err(e) = set_args() {
+            return Frame::error(format!("ERR {e}"));
+        }
+        self.kill.store(false, Ordering::Release);
+        self.wrote.store(false, Ordering::Release);
+        self.running.store(true, Ordering::Release);
+        // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
+        // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
+        // function. It is cleared before this function returns (the guard runs on unwind too).
+        let ptr = (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>();
+        RUN.with(|r| {
+            *r.borrow_mut() = Some(Run {
+                ctx: ptr,
+                resp3: false,
+                read_only,
+                wrote: false,
+            })
+        });
+        struct ClearRun<'a>(&'a AtomicBool);
+        impl Drop for ClearRun<'_> {
+            fn drop(&mut self) {
+                RUN.with(|r| r.borrow_mut().take());
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _clear = ClearRun(&self.running);
+        let result = self.run_fn.call::<MultiValue>(function.clone());
+        match result {
+            Ok(values) => {
+                let mut it = values.into_iter();
+                let ok = matches!(it.next(), Some(Value::Boolean(true)));
+                let value = it.next().unwrap_or(Value::Nil);
+                if ok {
+                    lua_to_frame(&value)
+                } else {
+                    script_error(&value, sha)
+                }
+            }
+            Err(e) => Frame::error(format!("ERR Error running script {sha}: {e}")),
+        }
+    }
+}
+
+/// `redis.call`: a C function that calls the Lua implementation stored in the registry. Being
+/// a C function matters: Lua 5.1 does not drop the caller's frame on a tail call into C, so an
+/// error raised by `return redis.call(...)` still reports the script's line, as in Redis.
+///
+/// No Rust value with a destructor lives in this frame, so the `longjmp` of a Lua error passing
+/// through it is sound.
+unsafe extern "C-unwind" fn call_through(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"__lk_call_impl".as_ptr());
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, ffi::lua_gettop(state) - 1, ffi::LUA_MULTRET);
+    ffi::lua_gettop(state)
+}
+
+/// Marks a write by the running script (for `SCRIPT KILL`'s UNKILLABLE answer).
+fn note_write(scripting_wrote: &AtomicBool) {
+    scripting_wrote.store(true, Ordering::Release);
+}
+
+/// A table that reads through to `real` and refuses every assignment, with Redis's texts.
+fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
+    let proxy = lua.create_table()?;
+    let mt = lua.create_table()?;
+    mt.raw_set("__lk_real", real.clone())?;
+    let is_globals = real.raw_get::<Value>("redis").is_ok_and(|v| !v.is_nil());
+    let index: Function = lua
+        .load(if is_globals {
+            r#"local real = ...
+            return function(_, k)
+              local v = real[k]
+              if v == nil then
+                error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+              end
+              return v
+            end"#
+        } else {
+            r#"local real = ...
+            return function(_, k) return real[k] end"#
+        })
+        .set_name("=latchkey")
+        .call(real.clone())?;
+    let newindex: Function = lua
+        .load(r#"return function() error("Attempt to modify a readonly table", 2) end"#)
+        .set_name("=latchkey")
+        .call(())?;
+    mt.raw_set("__index", index)?;
+    mt.raw_set("__newindex", newindex)?;
+    mt.raw_set("__metatable", false)?;
+    proxy.set_metatable(Some(mt));
+    Ok(proxy)
+}
+
+/// Formats a script failure as Redis 7 does.
+fn script_error(err: &Value, sha: &str) -> Frame {
+    let Value::Table(t) = err else {
+        return Frame::error("ERR execution failure");
+    };
+    let msg = match t.raw_get::<Value>("err") {
+        Ok(Value::String(s)) => s.to_string_lossy().to_string(),
+        _ => "ERR execution failure".into(),
+    };
+    // Errors raised from Rust (the kill hook) arrive wrapped; keep only their message.
+    let msg = if msg.contains("Script killed by user with SCRIPT KILL") {
+        "ERR Script killed by user with SCRIPT KILL...".to_string()
+    } else {
+        msg
+    };
+    let source: Option<String> = t.raw_get("source").ok();
+    let line: Option<i64> = t.raw_get("line").ok();
+    match (source, line) {
+        (Some(src), Some(line)) => Frame::error(format!("{msg} script: {sha}, on {src}:{line}.")),
+        _ => Frame::error(msg),
+    }
+}
+
+/// `redis.call`/`redis.pcall`'s way into the server: returns `(true, value)` or
+/// `(false, error text)`, never raises (the Lua wrapper decides whether to raise).
+fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
+    let fail = |msg: &str| Ok((false, Value::String(lua.create_string(msg)?)));
+    if args.is_empty() {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match a {
+            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
+            Value::Number(n) => argv.push(Bytes::from(lua_number_string(*n))),
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    RUN.with(|r| {
+        let mut guard = r.borrow_mut();
+        let Some(run) = guard.as_mut() else {
+            return fail("ERR redis.call is only available while a script runs");
+        };
+        // SAFETY: see `Scripting::run_function`: the context outlives the run record.
+        let ctx: &mut Ctx<'static> = unsafe { &mut *run.ctx };
+        let Some(spec) = cmd::lookup(&argv[0]) else {
+            return fail("ERR Unknown Redis command called from script");
+        };
+        if !spec.arity_ok(argv.len()) {
+            return fail("ERR Wrong number of args calling Redis command from script");
+        }
+        if spec.has(cmd::NOSCRIPT) {
+            return fail("ERR This Redis command is not allowed from script");
+        }
+        if spec.has(cmd::WRITE) {
+            if run.read_only {
+                return fail("ERR Write commands are not allowed from read-only scripts.");
+            }
+            if let Some(err) = ctx.shared.precheck(ctx.client, spec) {
+                return Ok((false, error_value(lua, &err)?));
+            }
+            run.wrote = true;
+            note_write(&ctx.shared.scripting.wrote);
+        }
+        let resp3 = run.resp3;
+        drop(guard);
+        let reply = cmd::call_spec(ctx, spec, &argv);
+        match reply {
+            Frame::Error(e) => Ok((false, Value::String(lua.create_string(&e)?))),
+            other => Ok((true, frame_to_lua(lua, &other, resp3)?)),
+        }
+    })
+}
+
+fn error_value(lua: &Lua, f: &Frame) -> mlua::Result<Value> {
+    match f {
+        Frame::Error(e) => Ok(Value::String(lua.create_string(e)?)),
+        _ => Ok(Value::Nil),
+    }
+}
+
+/// Lua 5.1's number-to-string (`%.14g`), used when a script passes a number as an argument.
+fn lua_number_string(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        return format!("{}", n as i64);
+    }
+    let s = format!("{:.13e}", n);
+    let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    if (-5..14).contains(&e) {
+        let decimals = (13 - e).max(0) as usize;
+        let f = format!("{:.*}", decimals, n);
+        let f = if f.contains('.') {
+            f.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            f
+        };
+        f
+    } else {
+        let m = m.trim_end_matches('0').trim_end_matches('.');
+        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+    }
+}
+
+/// Converts a reply into the Lua value a script sees, following Redis's rules for RESP2 or,
+/// after `redis.setresp(3)`, RESP3.
+fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
+    Ok(match f {
+        Frame::Integer(i) => Value::Number(*i as f64),
+        Frame::Bulk(b) => Value::String(lua.create_string(b)?),
+        Frame::Null | Frame::NullArray if resp3 => Value::Nil,
+        Frame::Null | Frame::NullArray => Value::Boolean(false),
+        Frame::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(s)?)?;
+            Value::Table(t)
+        }
+        Frame::Error(e) => {
+            let t = lua.create_table()?;
+            t.raw_set("err", lua.create_string(e)?)?;
+            Value::Table(t)
+        }
+        Frame::Array(items) | Frame::Push(items) | Frame::Multi(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, frame_to_lua(lua, item, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Set(items) if resp3 => {
+            let set = lua.create_table()?;
+            for item in items {
+                set.raw_set(frame_to_lua(lua, item, resp3)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", set)?;
+            Value::Table(t)
+        }
+        Frame::Set(items) => frame_to_lua(lua, &Frame::Array(items.clone()), resp3)?,
+        Frame::Map(pairs) if resp3 => {
+            let map = lua.create_table()?;
+            for (k, v) in pairs {
+                map.raw_set(frame_to_lua(lua, k, resp3)?, frame_to_lua(lua, v, resp3)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", map)?;
+            Value::Table(t)
+        }
+        Frame::Map(pairs) => {
+            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                t.raw_set(2 * i + 1, frame_to_lua(lua, k, resp3)?)?;
+                t.raw_set(2 * i + 2, frame_to_lua(lua, v, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Double(d) if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("double", *d)?;
+            Value::Table(t)
+        }
+        Frame::Double(d) => Value::String(lua.create_string(format_double(*d))?),
+        Frame::Boolean(b) if resp3 => Value::Boolean(*b),
+        Frame::Boolean(b) => Value::Number(*b as i64 as f64),
+        Frame::Verbatim(text) if resp3 => {
+            let inner = lua.create_table()?;
+            inner.raw_set("format", "txt")?;
+            inner.raw_set("string", lua.create_string(text)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", inner)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim(text) => Value::String(lua.create_string(text)?),
+    })
+}
+
+/// Converts what a script returned into a reply, following Redis's rules.
+pub fn lua_to_frame(v: &Value) -> Frame {
+    match v {
+        Value::Nil => Frame::Null,
+        Value::Boolean(true) => Frame::Integer(1),
+        Value::Boolean(false) => Frame::Null,
+        Value::Integer(i) => Frame::Integer(*i),
+        Value::Number(n) => Frame::Integer(if n.is_finite() { n.trunc() as i64 } else { 0 }),
+        Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Table(t) => table_to_frame(t),
+        _ => Frame::Null,
+    }
+}
+
+fn table_to_frame(t: &Table) -> Frame {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Frame::error(e.to_string_lossy().to_string());
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        let text = s.to_string_lossy().replace(['\r', '\n'], " ");
+        return Frame::Simple(Bytes::from(text));
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        return Frame::Double(d);
+    }
+    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+        return Frame::Double(d as f64);
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let mut pairs = Vec::new();
+        for (k, v) in m.pairs::<Value, Value>().flatten() {
+            pairs.push((lua_to_frame(&k), lua_to_frame(&v)));
+        }
+        return Frame::Map(pairs);
+    }
+    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+        let items = s
+            .pairs::<Value, Value>()
+            .flatten()
+            .map(|(k, _)| lua_to_frame(&k))
+            .collect();
+        return Frame::Set(items);
+    }
+    let mut items = Vec::new();
+    let mut i = 1;
+    loop {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(lua_to_frame(&v)),
+        }
+        i += 1;
+    }
+    Frame::Array(items)
+}
+
+/// Sets the running script's reply protocol (`redis.setresp`).
+pub(crate) fn set_resp(resp3: bool) {
+    RUN.with(|r| {
+        if let Some(run) = r.borrow_mut().as_mut() {
+            run.resp3 = resp3;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_like_lua() {
+        assert_eq!(lua_number_string(3.0), "3");
+        assert_eq!(lua_number_string(3.5), "3.5");
+        assert_eq!(lua_number_string(0.1), "0.1");
+        assert_eq!(lua_number_string(1e20), "1e+20");
+    }
+
+    #[test]
+    fn sha1_matches_redis() {
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
+}

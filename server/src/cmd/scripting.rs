@@ -1,6 +1,175 @@
-//! Scripting commands (`EVAL`, `EVALSHA`, `SCRIPT`, `FUNCTION`, `FCALL`).
+//! Scripting commands (`EVAL`, `EVALSHA`, their read-only forms, and `SCRIPT`).
+//!
+//! Every lock library in the wild is a set of Lua scripts sent with `EVALSHA` and re-sent with
+//! `EVAL` after `-NOSCRIPT`. A script holds the keyspace to itself while it runs (the command is
+//! flagged EXCLUSIVE), which is what makes check-and-delete release scripts safe.
 
-use super::CommandSpec;
+use bytes::Bytes;
 
-/// The commands of this family.
-pub const COMMANDS: &[CommandSpec] = &[];
+use super::util::{lower, parse_i64};
+use super::{
+    arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, NOSCRIPT, NO_MULTI, STALE,
+};
+use crate::frame::Frame;
+use crate::gate::BusyKind;
+
+/// The scripting commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("eval", -3, NOSCRIPT | STALE | EXCLUSIVE, 0, 0, 0, eval),
+    spec(
+        "evalsha",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE,
+        0,
+        0,
+        0,
+        evalsha,
+    ),
+    spec(
+        "eval_ro",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE,
+        0,
+        0,
+        0,
+        eval_ro,
+    ),
+    spec(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE,
+        0,
+        0,
+        0,
+        evalsha_ro,
+    ),
+    spec(
+        "script",
+        -2,
+        NOSCRIPT | ALLOW_BUSY | NO_MULTI,
+        0,
+        0,
+        0,
+        script,
+    ),
+];
+
+/// Splits `numkeys key... arg...` (starting at `args[2]`) into keys and arguments.
+fn split_keys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Frame> {
+    let n = parse_i64(&args[2])?;
+    if n < 0 {
+        return Err(Frame::error("ERR Number of keys can't be negative"));
+    }
+    let rest = &args[3..];
+    if n as usize > rest.len() {
+        return Err(Frame::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+fn run(ctx: &mut Ctx<'_>, args: &[Bytes], by_sha: bool, read_only: bool) -> Frame {
+    let (keys, argv) = match split_keys(args) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let scripting = &ctx.shared.scripting;
+    let sha = if by_sha {
+        let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+        if sha.len() != 40 || !scripting.exists(&sha) {
+            return Frame::error("NOSCRIPT No matching script. Please use EVAL.");
+        }
+        sha
+    } else {
+        match scripting.load(&args[1]) {
+            Ok(sha) => sha,
+            Err(e) => return e,
+        }
+    };
+    ctx.shared.gate.mark_script(BusyKind::Script);
+    // Time stands still for the whole script: every command it calls sees `ctx.now_ms`.
+    match scripting.run(ctx, &sha, keys, argv, read_only) {
+        Some(reply) => reply,
+        None => Frame::error("NOSCRIPT No matching script. Please use EVAL."),
+    }
+}
+
+fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    run(ctx, args, false, false)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    run(ctx, args, true, false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    run(ctx, args, false, true)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    run(ctx, args, true, true)
+}
+
+/// `SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP`. Runs without the gate (so that `SCRIPT KILL` can reach
+/// a busy script); the other subcommands refuse with `-BUSY` while a script is busy.
+fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let sub = lower(&args[1]);
+    let scripting = &ctx.shared.scripting;
+    if sub != "kill" {
+        if let Some((kind, ran)) = ctx.shared.gate.script_running_for() {
+            if ran >= ctx.shared.config.busy_reply_threshold() {
+                return Frame::error(crate::gate::Busy(kind).message());
+            }
+        }
+    }
+    match sub.as_str() {
+        "load" if args.len() == 3 => match scripting.load(&args[2]) {
+            Ok(sha) => Frame::Bulk(Bytes::from(sha)),
+            Err(e) => e,
+        },
+        "exists" if args.len() >= 3 => Frame::Array(
+            args[2..]
+                .iter()
+                .map(|s| Frame::Integer(scripting.exists(&String::from_utf8_lossy(s)) as i64))
+                .collect(),
+        ),
+        "flush" if args.len() <= 3 => {
+            if let Some(mode) = args.get(2) {
+                let m = lower(mode);
+                if m != "async" && m != "sync" {
+                    return Frame::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                }
+            }
+            scripting.flush();
+            Frame::ok()
+        }
+        "kill" if args.len() == 2 => match scripting.request_kill() {
+            Ok(()) => Frame::ok(),
+            Err(e) => e,
+        },
+        "help" if args.len() == 2 => Frame::Array(
+            [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                "KILL",
+                "    Kill the currently executing Lua script.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|l| Frame::simple(l))
+            .collect(),
+        ),
+        "load" | "exists" | "flush" | "kill" | "help" => arity_error(&format!("script|{sub}")),
+        _ => Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}

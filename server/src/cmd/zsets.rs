@@ -447,11 +447,7 @@ fn range_generic(
 type RangeOptions = (Option<RangeBy>, bool, Option<(i64, i64)>, bool);
 
 /// Parses the trailing `[WITHSCORES] [LIMIT offset count]` (and, for `ZRANGE`, `BYSCORE REV`).
-fn range_options(
-    opts: &[Bytes],
-    allow_by: bool,
-    allow_limit: bool,
-) -> Result<RangeOptions, Frame> {
+fn range_options(opts: &[Bytes], allow_by: bool, allow_limit: bool) -> Result<RangeOptions, Frame> {
     let (mut by, mut rev, mut limit, mut scores) = (None, false, None, false);
     let mut i = 0;
     while i < opts.len() {

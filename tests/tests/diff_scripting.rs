@@ -1,0 +1,181 @@
+//! Differential tests of Lua scripting against a real redis-server: conversions both ways under
+//! RESP2 and RESP3, errors, the sandbox, and the script cache.
+
+use latchkey_tests::Diff;
+
+/// `(script, numkeys and arguments)` pairs run as `EVAL`, compared byte for byte.
+const CASES: &[(&str, &[&str])] = &[
+    // Lua -> reply
+    ("return 1", &["0"]),
+    ("return -3.7", &["0"]),
+    ("return 3.99", &["0"]),
+    ("return 9007199254740993", &["0"]),
+    ("return 'hello'", &["0"]),
+    ("return true", &["0"]),
+    ("return false", &["0"]),
+    ("return nil", &["0"]),
+    ("return {1,2,{3,'x'},nil,5}", &["0"]),
+    ("return {1,2,3.5,'a',true,false,nil,4}", &["0"]),
+    ("return {}", &["0"]),
+    ("return {ok='fine'}", &["0"]),
+    ("return {err='bad thing'}", &["0"]),
+    ("return {err='-WRONGTYPE x'}", &["0"]),
+    ("return redis.error_reply('My err')", &["0"]),
+    ("return redis.status_reply('FINE')", &["0"]),
+    ("return {double=3.5}", &["0"]),
+    ("return {map={a=1}}", &["0"]),
+    ("return KEYS", &["2", "a", "b", "c"]),
+    ("return ARGV", &["1", "a", "b", "c"]),
+    ("return {KEYS[1], ARGV[1], #KEYS, #ARGV}", &["1", "k", "v"]),
+    // reply -> Lua
+    ("return redis.call('set','a','b')", &["0"]),
+    ("return redis.call('get','a')", &["0"]),
+    ("return redis.call('get','nokey')", &["0"]),
+    ("return type(redis.call('get','nokey'))", &["0"]),
+    ("return redis.call('ping')", &["0"]),
+    ("return redis.call('incr','n')", &["0"]),
+    ("return redis.call('hgetall','nohash')", &["0"]),
+    (
+        "redis.call('hset','h','f','v'); return redis.call('hgetall','h')",
+        &["0"],
+    ),
+    ("redis.setresp(3); return redis.call('hgetall','h')", &["0"]),
+    (
+        "redis.setresp(3); return type(redis.call('get','nokey'))",
+        &["0"],
+    ),
+    (
+        "redis.call('zadd','z',1.5,'m'); return redis.call('zscore','z','m')",
+        &["0"],
+    ),
+    (
+        "redis.setresp(3); return redis.call('zscore','z','m')",
+        &["0"],
+    ),
+    ("return redis.call('exists','a','nokey')", &["0"]),
+    ("return redis.pcall('incr','a')", &["0"]),
+    ("local r = redis.pcall('incr','a'); return r.err", &["0"]),
+    ("return redis.pcall('nosuch')", &["0"]),
+    ("return redis.pcall('get')", &["0"]),
+    ("return redis.call('set','num', 3.0)", &["0"]),
+    ("return redis.call('get','num')", &["0"]),
+    ("return redis.call('set','num', 3.5)", &["0"]),
+    ("return redis.call('get','num')", &["0"]),
+    // Errors
+    ("return redis.call('nosuch')", &["0"]),
+    ("return redis.call('get')", &["0"]),
+    ("return redis.call('incr','a')", &["0"]),
+    ("return redis.call('subscribe','a')", &["0"]),
+    ("return redis.call()", &["0"]),
+    ("return redis.call({})", &["0"]),
+    ("error('boom')", &["0"]),
+    ("error({err='custom'})", &["0"]),
+    ("local x = 1\nlocal y = 2\nerror('on line three')", &["0"]),
+    ("return 1 +", &["0"]),
+    ("return redis.setresp(4)", &["0"]),
+    ("return 1", &["-1"]),
+    ("return 1", &["2", "a"]),
+    ("return 1", &["x"]),
+    // Sandbox
+    ("x = 1", &["0"]),
+    ("return print", &["0"]),
+    ("return os", &["0"]),
+    ("return io", &["0"]),
+    ("return require", &["0"]),
+    ("return loadfile", &["0"]),
+    ("return dofile", &["0"]),
+    ("return _G.undefined_thing", &["0"]),
+    ("string.foo = 1", &["0"]),
+    ("redis.call = nil", &["0"]),
+    ("local x = 1; nosuchfn()", &["0"]),
+    // Libraries
+    ("return redis.sha1hex('')", &["0"]),
+    ("return redis.sha1hex('latchkey')", &["0"]),
+    ("return tostring(bit.band(5,3))", &["0"]),
+    (
+        "return {bit.bor(1,2), bit.bxor(7,2), bit.lshift(1,4), bit.rshift(256,4), bit.bnot(0)}",
+        &["0"],
+    ),
+    ("return bit.tohex(255)", &["0"]),
+    ("return cjson.encode({1,2,3})", &["0"]),
+    ("return cjson.decode('{\"a\":[1,2]}').a[2]", &["0"]),
+    ("return string.format('%d-%s', 5, 'x')", &["0"]),
+    ("return math.floor(3.7)", &["0"]),
+    ("return table.concat({'a','b'}, ',')", &["0"]),
+    ("return tonumber('12') + 1", &["0"]),
+    ("return redis.LOG_WARNING", &["0"]),
+    (
+        "redis.log(redis.LOG_NOTICE, 'hello from a test'); return 1",
+        &["0"],
+    ),
+    ("return redis.replicate_commands()", &["0"]),
+    ("return type(redis.call('time')[1])", &["0"]),
+];
+
+#[test]
+fn eval_conversions_errors_and_sandbox_resp2() {
+    let mut d = Diff::new();
+    for (script, rest) in CASES {
+        let mut args = vec!["EVAL", script];
+        args.extend_from_slice(rest);
+        d.check(&args);
+    }
+}
+
+#[test]
+fn eval_conversions_errors_and_sandbox_resp3() {
+    let mut d = Diff::new();
+    d.both(&["HELLO", "3"]);
+    for (script, rest) in CASES {
+        let mut args = vec!["EVAL", script];
+        args.extend_from_slice(rest);
+        d.check(&args);
+    }
+}
+
+#[test]
+fn evalsha_and_the_script_cache() {
+    let mut d = Diff::new();
+    let body = "return redis.call('get', KEYS[1])";
+    let sha = d.check(&["SCRIPT", "LOAD", body]);
+    let sha = String::from_utf8_lossy(&sha)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    d.check(&["SET", "k", "v"]);
+    d.check(&["EVALSHA", &sha, "1", "k"]);
+    d.check(&["EVALSHA", &sha.to_uppercase(), "1", "k"]);
+    d.check(&["EVALSHA_RO", &sha, "1", "k"]);
+    d.check(&[
+        "SCRIPT",
+        "EXISTS",
+        &sha,
+        "0000000000000000000000000000000000000000",
+    ]);
+    d.check(&["EVALSHA", "0000000000000000000000000000000000000000", "0"]);
+    d.check(&["EVALSHA", "abc", "0"]);
+    d.check(&["SCRIPT", "FLUSH"]);
+    d.check(&["SCRIPT", "EXISTS", &sha]);
+    d.check(&["EVALSHA", &sha, "1", "k"]);
+    d.check(&["SCRIPT", "LOAD", "return 1 +"]);
+    d.check(&["SCRIPT", "FLUSH", "BOGUS"]);
+    d.check(&["SCRIPT", "KILL"]);
+    d.check(&["SCRIPT", "FOO"]);
+    d.check(&["SCRIPT", "LOAD"]);
+    d.check(&["EVAL_RO", "return redis.call('set','a','b')", "0"]);
+    d.check(&["EVAL_RO", "return redis.call('get','k')", "0"]);
+    d.check(&["EVAL"]);
+    // EVAL caches too: the sha of an EVAL'd script works with EVALSHA afterwards.
+    d.check(&["EVAL", "return 42", "0"]);
+    d.check(&["EVALSHA", "1fa00e76656cc152ad327c13fe365858fd7be306", "0"]);
+}
+
+#[test]
+fn scripts_inside_multi_and_publish_from_scripts() {
+    let mut d = Diff::new();
+    d.table(&["MULTI"]);
+    d.check(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "c"]);
+    d.check(&["EVAL", "return redis.call('publish', 'ch', 'm')", "0"]);
+    d.table(&["EXEC"]);
+}
