@@ -107,6 +107,8 @@ pub struct Scripting {
     run_fn: Function,
     cache: Mutex<HashMap<String, Script>>,
     kill: Arc<AtomicBool>,
+    /// Whether the running script has already handed its worker's other tasks away.
+    offloaded: Arc<AtomicBool>,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
     wrote: Arc<AtomicBool>,
@@ -198,9 +200,27 @@ impl Scripting {
         }
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
+        let offloaded = Arc::new(AtomicBool::new(false));
+        let offloaded_flag = offloaded.clone();
+        // Every 100k instructions (about a millisecond; lock scripts never get here).
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
             move |_lua, _debug| {
+                if !offloaded_flag.swap(true, Ordering::AcqRel) {
+                    // A long script: hand this worker's other tasks to another thread, so that
+                    // other clients are served (and answered -BUSY) while the script runs.
+                    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                        h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                    });
+                    if multi_thread {
+                        // block_in_place hands this worker's core to a fresh thread; the short
+                        // sleep gives that thread time to take it, so the rest of the script
+                        // runs here without holding up the tasks queued behind it.
+                        tokio::task::block_in_place(|| {
+                            std::thread::sleep(std::time::Duration::from_millis(2))
+                        });
+                    }
+                }
                 if kill_flag.swap(false, Ordering::AcqRel) {
                     return Err(mlua::Error::RuntimeError(
                         "Script killed by user with SCRIPT KILL...".into(),
@@ -216,6 +236,7 @@ impl Scripting {
             run_fn,
             cache: Mutex::new(HashMap::new()),
             kill,
+            offloaded,
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
         })
@@ -306,6 +327,7 @@ impl Scripting {
             return Frame::error(format!("ERR {e}"));
         }
         self.kill.store(false, Ordering::Release);
+        self.offloaded.store(false, Ordering::Release);
         self.wrote.store(false, Ordering::Release);
         self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on

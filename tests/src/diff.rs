@@ -63,6 +63,36 @@ impl Diff {
         r
     }
 
+    /// Like [`Diff::check`], but integer replies (top-level or inside arrays) may differ by up to
+    /// `tolerance` — for TTLs read in separate commands, which real time moves between the two
+    /// servers.
+    #[track_caller]
+    pub fn check_approx<A: AsRef<[u8]>>(&mut self, args: &[A], tolerance: i64) -> Vec<u8> {
+        let (r, l) = self.both(args);
+        let (rs, ls) = (show(&r), show(&l));
+        let rl: Vec<&str> = rs.split("\\r\\n").collect();
+        let ll: Vec<&str> = ls.split("\\r\\n").collect();
+        let close = rl.len() == ll.len()
+            && rl.iter().zip(&ll).all(|(a, b)| {
+                a == b
+                    || match (a.strip_prefix(':'), b.strip_prefix(':')) {
+                        (Some(x), Some(y)) => match (x.parse::<i64>(), y.parse::<i64>()) {
+                            (Ok(x), Ok(y)) => (x - y).abs() <= tolerance,
+                            _ => false,
+                        },
+                        _ => false,
+                    }
+            });
+        assert!(
+            close,
+            "reply differs for {:?}\n  redis:    {rs}\n  latchkey: {ls}",
+            args.iter()
+                .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
+                .collect::<Vec<_>>()
+        );
+        r
+    }
+
     /// Checks each line of a table: whitespace-separated words (use [`Diff::check`] for
     /// arguments with spaces or binary bytes).
     #[track_caller]

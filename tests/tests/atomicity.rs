@@ -1,0 +1,102 @@
+//! Scripts and transactions run as one step: no other client observes them half-done.
+//!
+//! Writers keep two keys equal by updating both in one script (or one MULTI/EXEC); readers
+//! read both in one MGET from other connections. Any moment where the two differ would be a
+//! torn read.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use latchkey_server::{Frame, Server};
+use latchkey_tests::RawConn;
+
+const BUMP_BOTH: &str = "redis.call('incr', KEYS[1]); redis.call('incr', KEYS[2]); return 1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scripts_and_exec_are_never_observed_half_done_in_process() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let mut c = server.client();
+        writers.push(tokio::spawn(async move {
+            for _ in 0..300 {
+                if w % 2 == 0 {
+                    let r = c.cmd(["EVAL", BUMP_BOTH, "2", "a", "b"]).await;
+                    assert_eq!(r, Frame::Integer(1));
+                } else {
+                    c.cmd(["MULTI"]).await;
+                    c.cmd(["INCR", "a"]).await;
+                    c.cmd(["INCR", "b"]).await;
+                    assert!(matches!(c.cmd(["EXEC"]).await, Frame::Array(_)));
+                }
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let mut c = server.client();
+        let stop = stop.clone();
+        readers.push(tokio::spawn(async move {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let r = c.cmd(["MGET", "a", "b"]).await;
+                let Frame::Array(v) = r else {
+                    panic!("MGET reply {r:?}")
+                };
+                assert_eq!(v[0], v[1], "torn read: {v:?}");
+                reads += 1;
+                tokio::task::yield_now().await;
+            }
+            reads
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        assert!(r.await.unwrap() > 0, "the readers must have read");
+    }
+    let mut c = server.client();
+    assert_eq!(c.cmd(["GET", "a"]).await, Frame::bulk("1200"));
+    assert_eq!(c.cmd(["GET", "b"]).await, Frame::bulk("1200"));
+}
+
+#[test]
+fn scripts_are_never_observed_half_done_over_tcp() {
+    let server = Server::builder().start_blocking().unwrap();
+    let addr = server.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = RawConn::connect(addr).unwrap();
+                for _ in 0..300 {
+                    assert_eq!(c.cmd(&["EVAL", BUMP_BOTH, "2", "x", "y"]), b":1\r\n");
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = RawConn::connect(addr).unwrap();
+            let mut reads = 0;
+            while !stop.load(Ordering::Acquire) {
+                let r = String::from_utf8(c.cmd(&["MGET", "x", "y"])).unwrap();
+                let parts: Vec<&str> = r.split("\r\n").collect();
+                assert_eq!(parts[2], parts[4], "torn read: {r:?}");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Release);
+    assert!(reader.join().unwrap() > 0);
+    let mut c = RawConn::connect(addr).unwrap();
+    assert_eq!(c.cmd(&["GET", "x"]), b"$3\r\n900\r\n");
+}
