@@ -373,7 +373,7 @@ impl BlockingServer {
     pub fn cmd<I, A>(&self, args: I) -> Frame
     where
         I: IntoIterator<Item = A>,
-        A: Into<Bytes>,
+        A: AsRef<[u8]>,
     {
         let mut c = self.handle().client();
         let rt = self.rt.as_ref().expect("present until drop");
@@ -408,13 +408,17 @@ impl LocalClient {
         }
     }
 
-    /// Runs one command and returns its reply.
+    /// Runs one command and returns its reply. Arguments are anything byte-like: `&str`,
+    /// `String`, `&[u8]`, `Bytes`...
     pub async fn cmd<I, A>(&mut self, args: I) -> Frame
     where
         I: IntoIterator<Item = A>,
-        A: Into<Bytes>,
+        A: AsRef<[u8]>,
     {
-        let args: Vec<Bytes> = args.into_iter().map(Into::into).collect();
+        let args: Vec<Bytes> = args
+            .into_iter()
+            .map(|a| Bytes::copy_from_slice(a.as_ref()))
+            .collect();
         if args.is_empty() {
             return Frame::error("ERR empty command");
         }

@@ -1,4 +1,8 @@
 //! `latchkey-server`: run the server from the command line with redis-server-like flags.
+//!
+//! Besides its own flags, it accepts any redis-server configuration directive as
+//! `--name value ...` (as `redis-server` does), applied like `CONFIG SET`, so scripts written
+//! for `redis-server --port 7000 --save '' --appendonly no` run it unchanged.
 
 use clap::Parser;
 use latchkey_server::Server;
@@ -19,23 +23,47 @@ struct Args {
     /// Replicate from this master: `--replicaof HOST PORT`.
     #[arg(long, num_args = 2, value_names = ["HOST", "PORT"])]
     replicaof: Option<Vec<String>>,
-    /// Any other redis-server parameter, as `--name value` pairs are not all known here:
-    /// pass them as `--config name=value`.
-    #[arg(long = "config", value_name = "NAME=VALUE")]
-    config: Vec<String>,
-    /// Accepted for compatibility with redis-server scripts (latchkey does not write RDB).
-    #[arg(long)]
-    save: Option<String>,
-    /// `yes` to enable the append-only file.
-    #[arg(long)]
-    appendonly: Option<String>,
     /// Log level filter (tracing syntax), default `info`.
     #[arg(long, default_value = "info")]
     loglevel: String,
 }
 
+/// Flags `Args` parses itself; every other `--name value...` is a configuration directive.
+const OWN_FLAGS: &[&str] = &[
+    "port",
+    "bind",
+    "maxclients",
+    "replicaof",
+    "loglevel",
+    "help",
+    "version",
+];
+
+/// Splits the command line into the arguments for clap and the configuration directives.
+fn split_args(argv: Vec<String>) -> (Vec<String>, Vec<(String, String)>) {
+    let mut own = vec![argv.first().cloned().unwrap_or_default()];
+    let mut directives = Vec::new();
+    let mut i = 1;
+    while i < argv.len() {
+        let arg = &argv[i];
+        let name = arg.strip_prefix("--").unwrap_or("");
+        let mut j = i + 1;
+        while j < argv.len() && !argv[j].starts_with("--") {
+            j += 1;
+        }
+        if name.is_empty() || OWN_FLAGS.contains(&name) || arg == "-h" || arg == "-V" {
+            own.extend(argv[i..j].iter().cloned());
+        } else {
+            directives.push((name.to_string(), argv[i + 1..j].join(" ")));
+        }
+        i = j;
+    }
+    (own, directives)
+}
+
 fn main() -> std::io::Result<()> {
-    let args = Args::parse();
+    let (own, directives) = split_args(std::env::args().collect());
+    let args = Args::parse_from(own);
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&args.loglevel))
         .with_writer(std::io::stderr)
@@ -48,18 +76,11 @@ fn main() -> std::io::Result<()> {
         if let Some(m) = args.maxclients {
             b = b.config("maxclients", m.to_string());
         }
-        if let Some(a) = &args.appendonly {
-            b = b.config("appendonly", a.clone());
-        }
         if args.replicaof.is_some() {
             tracing::warn!("--replicaof is not supported yet; starting as a master");
         }
-        for kv in &args.config {
-            let Some((k, v)) = kv.split_once('=') else {
-                eprintln!("--config expects NAME=VALUE, got {kv}");
-                std::process::exit(2);
-            };
-            b = b.config(k, v);
+        for (name, value) in directives {
+            b = b.config(name, value);
         }
         let server = b.start().await?;
         tracing::info!(
@@ -74,4 +95,43 @@ fn main() -> std::io::Result<()> {
         server.shutdown().await;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_args;
+
+    #[test]
+    fn unknown_flags_become_directives() {
+        let argv = [
+            "x",
+            "--port",
+            "7000",
+            "--save",
+            "",
+            "--hz",
+            "10",
+            "--client-output-buffer-limit",
+            "pubsub",
+            "1mb",
+            "0",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (own, dirs) = split_args(argv);
+        assert_eq!(own, vec!["x", "--port", "7000"]);
+        assert_eq!(
+            dirs,
+            vec![
+                ("save".to_string(), String::new()),
+                ("hz".to_string(), "10".to_string()),
+                (
+                    "client-output-buffer-limit".to_string(),
+                    "pubsub 1mb 0 0".to_string()
+                ),
+            ]
+        );
+    }
 }

@@ -1,0 +1,159 @@
+//! The `latchkey-server` binary, driven by Redis's own tools: `redis-cli` and
+//! `redis-benchmark` must work against it unmodified.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct ServerProcess {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli is installed (apt-get install redis-tools)");
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+fn start(extra: &[&str]) -> ServerProcess {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_latchkey-server"))
+        .args(["--port", &port.to_string()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn latchkey-server");
+    let server = ServerProcess { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cli(port, &["PING"]) != "PONG" {
+        assert!(
+            Instant::now() < deadline,
+            "latchkey-server did not answer PING"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
+#[test]
+fn redis_cli_works_unmodified() {
+    let s = start(&[]);
+    assert_eq!(
+        cli(s.port, &["SET", "lock", "tok", "NX", "PX", "30000"]),
+        "OK"
+    );
+    assert_eq!(
+        cli(s.port, &["SET", "lock", "tok", "NX", "PX", "30000"]),
+        ""
+    );
+    assert_eq!(cli(s.port, &["GET", "lock"]), "tok");
+    let ttl: i64 = cli(s.port, &["PTTL", "lock"]).parse().unwrap();
+    assert!(ttl > 0 && ttl <= 30000);
+    assert!(cli(s.port, &["INFO", "server"]).contains("redis_version:"));
+    assert_eq!(cli(s.port, &["--raw", "HSET", "h", "a", "1"]), "1");
+    assert_eq!(
+        cli(
+            s.port,
+            &["EVAL", "return redis.call('get', KEYS[1])", "1", "lock"]
+        ),
+        "tok"
+    );
+    assert_eq!(
+        cli(s.port, &["CONFIG", "GET", "maxclients"]),
+        "maxclients\n10000"
+    );
+}
+
+#[test]
+fn redis_benchmark_completes_every_row() {
+    let s = start(&[]);
+    let out = Command::new("redis-benchmark")
+        .args(["-p", &s.port.to_string(), "-q", "-n", "2000", "-c", "10"])
+        .args(["-t", "ping,set,get,incr,lpush,rpush,lpop,rpop,hset,mset"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("redis-benchmark is installed (apt-get install redis-tools)");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+    for row in [
+        "PING_INLINE",
+        "PING_MBULK",
+        "SET",
+        "GET",
+        "INCR",
+        "LPUSH",
+        "RPUSH",
+        "LPOP",
+        "RPOP",
+        "HSET",
+        "MSET (10 keys)",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{row}:")) && l.contains("requests per second"))
+            .unwrap_or_else(|| panic!("no result row for {row} in:\n{text}"));
+        assert!(!line.contains(" 0.00 requests"), "{line}");
+    }
+}
+
+#[test]
+fn maxclients_and_shutdown_over_the_wire() {
+    let mut s = start(&["--maxclients", "2"]);
+    // redis-cli's own connection counts: with one held open, a third is refused.
+    let held = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    let held2 = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(cli(s.port, &["PING"]), "ERR max number of clients reached");
+    drop((held, held2));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(cli(s.port, &["PING"]), "PONG");
+    cli(s.port, &["SHUTDOWN", "NOSAVE"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = s.child.try_wait() {
+            assert!(status.success(), "latchkey-server exited with {status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SHUTDOWN did not stop the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn redis_server_style_flags_are_accepted() {
+    let s = start(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--hz",
+        "10",
+        "--bind",
+        "127.0.0.1",
+    ]);
+    assert_eq!(cli(s.port, &["CONFIG", "GET", "hz"]), "hz\n10");
+    assert_eq!(cli(s.port, &["CONFIG", "GET", "save"]), "save");
+}

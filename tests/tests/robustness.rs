@@ -1,0 +1,110 @@
+//! Bad input and bad clients: protocol errors get Redis's text and a closed connection, a
+//! subscriber that never reads is cut off at its output-buffer limit, and nothing of this
+//! disturbs other clients.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use latchkey_server::Server;
+use latchkey_tests::{Diff, RawConn};
+
+/// Sends raw bytes and reads until the server closes the connection.
+fn send_and_read_to_close(addr: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn protocol_errors_match_redis_and_close_the_connection() {
+    let d = Diff::new();
+    for bad in [
+        &b"*3000000000\r\n"[..],
+        b"*1\r\n$600000000\r\n",
+        b"*1\r\n$-5\r\n",
+        b"*1\r\n+foo\r\n",
+        b"*x\r\n",
+        b"SET a \"unbalanced\r\n",
+    ] {
+        let r = send_and_read_to_close(d.redis_proc.addr(), bad);
+        let l = send_and_read_to_close(d.latchkey_server.addr(), bad);
+        assert_eq!(
+            String::from_utf8_lossy(&l),
+            String::from_utf8_lossy(&r),
+            "for {:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert!(r.starts_with(b"-ERR Protocol error"), "{r:?}");
+    }
+    // The server is still fine for everyone else.
+    let mut c = RawConn::connect(d.latchkey_server.addr()).unwrap();
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_claimed_huge_bulk_allocates_nothing_up_front() {
+    let server = Server::builder().start_blocking().unwrap();
+    // Claim 500 MB, send a few bytes, and leave: the server must neither wait for nor reserve
+    // the claimed size, and must keep serving others.
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$500000000\r\nabc")
+        .unwrap();
+    let mut c = RawConn::connect(server.addr()).unwrap();
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    drop(s);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+}
+
+#[test]
+fn a_subscriber_that_never_reads_is_disconnected_at_its_limit() {
+    let server = Server::builder()
+        .config("client-output-buffer-limit", "pubsub 4mb 1mb 60")
+        .start_blocking()
+        .unwrap();
+    let addr = server.addr();
+    // Subscribe, then never read again.
+    let mut sleeper = TcpStream::connect(addr).unwrap();
+    sleeper
+        .write_all(&RawConn::encode(&["SUBSCRIBE", "firehose"]))
+        .unwrap();
+    let mut publisher = RawConn::connect(addr).unwrap();
+    let payload = "x".repeat(1024);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut published = 0u64;
+    loop {
+        let r = publisher.cmd(&["PUBLISH", "firehose", &payload]);
+        published += 1;
+        if r == b":0\r\n" {
+            break; // the subscriber is gone
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow subscriber was never disconnected"
+        );
+        assert!(
+            published < 200_000,
+            "published {published} KiB without a disconnect"
+        );
+    }
+    assert_eq!(
+        publisher.cmd(&["PUBSUB", "NUMSUB", "firehose"]),
+        b"*2\r\n$8\r\nfirehose\r\n:0\r\n"
+    );
+    // What was queued for it is bounded by the limit, and it is gone from the registry.
+    let clients = server.handle().shared().clients.list();
+    for c in clients {
+        let queued = c
+            .queued_push_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            queued < 8 << 20,
+            "client {} still has {queued} bytes queued",
+            c.id
+        );
+    }
+    assert_eq!(publisher.cmd(&["PING"]), b"+PONG\r\n");
+}
