@@ -25,7 +25,10 @@ use sha1::{Digest, Sha1};
 use crate::cmd::{self, Ctx};
 use crate::frame::{format_double, Frame};
 
+mod functions;
 mod libs;
+
+pub use functions::FunctionFlags;
 
 /// The Lua code that wraps calls into Rust and shapes errors like Redis's error handler.
 const PRELUDE: &str = r#"
@@ -58,6 +61,10 @@ end
 
 __lk_run = function(f)
   return xpcall(f, handler)
+end
+
+__lk_run_with = function(f, keys, args)
+  return xpcall(function() return f(keys, args) end, handler)
 end
 
 -- redis.call itself is a C function that forwards here (see `call_through`), so that a
@@ -105,6 +112,11 @@ pub struct Scripting {
     /// The table behind that proxy (where `KEYS` and `ARGV` are set for each run).
     visible: Table,
     run_fn: Function,
+    run_with_fn: Function,
+    /// Function libraries (`FUNCTION LOAD`).
+    libraries: Mutex<functions::Libraries>,
+    /// Globals seen while a library loads: the sandbox plus `redis.register_function`.
+    load_env: Table,
     cache: Mutex<HashMap<String, Script>>,
     kill: Arc<AtomicBool>,
     /// Whether the running script has already handed its worker's other tasks away.
@@ -159,6 +171,7 @@ impl Scripting {
         let redis_table: Table = g.raw_get("redis")?;
         redis_table.raw_set("call", call)?;
         let run_fn: Function = g.raw_get("__lk_run")?;
+        let run_with_fn: Function = g.raw_get("__lk_run_with")?;
         // What a script may see: Redis 7's libraries and nothing more.
         let visible = lua.create_table()?;
         for name in [
@@ -198,6 +211,7 @@ impl Scripting {
             let real: Table = visible.raw_get(lib)?;
             visible.raw_set(lib, read_only_proxy(&lua, &real)?)?;
         }
+        let load_env = functions::load_environment(&lua, &visible)?;
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
         let offloaded = Arc::new(AtomicBool::new(false));
@@ -234,6 +248,9 @@ impl Scripting {
             env,
             visible,
             run_fn,
+            run_with_fn,
+            libraries: Mutex::new(functions::Libraries::default()),
+            load_env,
             cache: Mutex::new(HashMap::new()),
             kill,
             offloaded,
@@ -311,20 +328,41 @@ impl Scripting {
         argv: &[Bytes],
         read_only: bool,
     ) -> Frame {
-        let set_args = || -> mlua::Result<()> {
-            let strings = |items: &[Bytes]| -> mlua::Result<Table> {
-                let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-                for (i, item) in items.iter().enumerate() {
-                    t.raw_set(i + 1, self.lua.create_string(item)?)?;
-                }
-                Ok(t)
-            };
-            self.visible.raw_set("KEYS", strings(keys)?)?;
-            self.visible.raw_set("ARGV", strings(argv)?)?;
-            Ok(())
+        self.execute(ctx, sha, function, keys, argv, read_only, false)
+    }
+
+    /// Runs a script (as `KEYS`/`ARGV` globals) or a function (as its two parameters).
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        function: &Function,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        read_only: bool,
+        as_function: bool,
+    ) -> Frame {
+        let strings = |items: &[Bytes]| -> mlua::Result<Table> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            }
+            Ok(t)
         };
-        if let Err(e) = set_args() {
-            return Frame::error(format!("ERR {e}"));
+        let tables = strings(keys).and_then(|k| Ok((k, strings(argv)?)));
+        let (keys_table, args_table) = match tables {
+            Ok(t) => t,
+            Err(e) => return Frame::error(format!("ERR {e}")),
+        };
+        if !as_function {
+            let set = self
+                .visible
+                .raw_set("KEYS", keys_table.clone())
+                .and_then(|_| self.visible.raw_set("ARGV", args_table.clone()));
+            if let Err(e) = set {
+                return Frame::error(format!("ERR {e}"));
+            }
         }
         self.kill.store(false, Ordering::Release);
         self.offloaded.store(false, Ordering::Release);
@@ -350,7 +388,12 @@ impl Scripting {
             }
         }
         let _clear = ClearRun(&self.running);
-        let result = self.run_fn.call::<MultiValue>(function.clone());
+        let result = if as_function {
+            self.run_with_fn
+                .call::<MultiValue>((function.clone(), keys_table, args_table))
+        } else {
+            self.run_fn.call::<MultiValue>(function.clone())
+        };
         match result {
             Ok(values) => {
                 let mut it = values.into_iter();
@@ -359,10 +402,10 @@ impl Scripting {
                 if ok {
                     lua_to_frame(&value)
                 } else {
-                    script_error(&value, sha)
+                    script_error(&value, name)
                 }
             }
-            Err(e) => Frame::error(format!("ERR Error running script {sha}: {e}")),
+            Err(e) => Frame::error(format!("ERR Error running script {name}: {e}")),
         }
     }
 }

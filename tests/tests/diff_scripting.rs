@@ -179,3 +179,49 @@ fn scripts_inside_multi_and_publish_from_scripts() {
     d.check(&["EVAL", "return redis.call('publish', 'ch', 'm')", "0"]);
     d.table(&["EXEC"]);
 }
+
+#[test]
+fn functions_load_call_list_delete() {
+    let mut d = Diff::new();
+    let lib1 = "#!lua name=lib1\nredis.register_function('f1', function(keys, args) return redis.call('set', keys[1], args[1]) end)\nredis.register_function{function_name='f2', callback=function(keys, args) return redis.call('get', keys[1]) end, flags={'no-writes'}}";
+    d.check(&["FUNCTION", "FLUSH"]);
+    d.check(&[
+        "FUNCTION",
+        "LOAD",
+        "redis.register_function('f', function(k,a) return 1 end)",
+    ]);
+    d.check(&["FUNCTION", "LOAD", lib1]);
+    d.check(&["FUNCTION", "LOAD", lib1]);
+    d.check(&["FUNCTION", "LOAD", "#!lua name=lib2\nreturn 1"]);
+    d.check(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib4\nredis.register_function('f1', function() return 1 end)",
+    ]);
+    d.check(&["FCALL", "f1", "1", "k", "v"]);
+    d.check(&["FCALL_RO", "f2", "1", "k"]);
+    d.check(&["FCALL_RO", "f1", "1", "k", "v"]);
+    d.check(&["FCALL", "nof", "0"]);
+    d.check(&["FCALL", "f1", "-1"]);
+    d.check(&["FUNCTION", "STATS"]);
+    d.check(&["FUNCTION", "DELETE", "nolib"]);
+    d.check(&["EVAL", "redis.register_function('x', function() end)", "0"]);
+    d.check(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib3\nredis.register_function('f3', function(keys, args) error('bad') end)",
+    ]);
+    d.check(&["FCALL", "f3", "0"]);
+    d.check(&["FUNCTION", "LIST", "LIBRARYNAME", "lib3", "WITHCODE"]);
+    d.check(&[
+        "FUNCTION",
+        "LOAD",
+        "REPLACE",
+        "#!lua name=lib1\nredis.register_function('f1', function() return 2 end)",
+    ]);
+    d.check(&["FCALL", "f1", "0"]);
+    d.check(&["FCALL", "f2", "1", "k"]);
+    d.check(&["FUNCTION", "DELETE", "lib1"]);
+    d.check(&["FCALL", "f1", "0"]);
+    d.check(&["FUNCTION", "FOO"]);
+}

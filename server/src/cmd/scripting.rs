@@ -52,6 +52,25 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         script,
     ),
+    spec("fcall", -3, NOSCRIPT | STALE | EXCLUSIVE, 0, 0, 0, fcall),
+    spec(
+        "fcall_ro",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE,
+        0,
+        0,
+        0,
+        fcall_ro,
+    ),
+    spec(
+        "function",
+        -2,
+        NOSCRIPT | ALLOW_BUSY | NO_MULTI,
+        0,
+        0,
+        0,
+        function,
+    ),
 ];
 
 /// Splits `numkeys key... arg...` (starting at `args[2]`) into keys and arguments.
@@ -169,6 +188,101 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "load" | "exists" | "flush" | "kill" | "help" => arity_error(&format!("script|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+fn fcall_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Frame {
+    let (keys, argv) = match split_keys(args) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let name = String::from_utf8_lossy(&args[1]).into_owned();
+    ctx.shared
+        .scripting
+        .call_function(ctx, &name, keys, argv, read_only)
+}
+
+fn fcall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    fcall_generic(ctx, args, false)
+}
+
+fn fcall_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    fcall_generic(ctx, args, true)
+}
+
+/// `FUNCTION LOAD|LIST|DELETE|FLUSH|STATS|KILL|HELP`. Like `SCRIPT`, it runs without the gate
+/// so that `FUNCTION KILL` reaches a busy function; the others answer -BUSY meanwhile.
+fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let sub = lower(&args[1]);
+    let scripting = &ctx.shared.scripting;
+    if sub != "kill" && sub != "stats" {
+        if let Some((kind, ran)) = ctx.shared.gate.script_running_for() {
+            if ran >= ctx.shared.config.busy_reply_threshold() {
+                return Frame::error(crate::gate::Busy(kind).message());
+            }
+        }
+    }
+    match sub.as_str() {
+        "load" if args.len() >= 3 => {
+            let (replace, code) = match args.len() {
+                3 => (false, &args[2]),
+                4 if lower(&args[2]) == "replace" => (true, &args[3]),
+                _ => {
+                    return Frame::error(format!(
+                        "ERR Unknown option given: {}",
+                        String::from_utf8_lossy(&args[2])
+                    ))
+                }
+            };
+            // Loading runs library code: it needs the keyspace's scripting state to itself.
+            match scripting.load_library(code, replace) {
+                Ok(name) => Frame::Bulk(Bytes::from(name)),
+                Err(e) => e,
+            }
+        }
+        "list" => {
+            let mut pattern = None;
+            let mut with_code = false;
+            let mut i = 2;
+            while i < args.len() {
+                match lower(&args[i]).as_str() {
+                    "withcode" => with_code = true,
+                    "libraryname" if i + 1 < args.len() => {
+                        pattern = Some(args[i + 1].clone());
+                        i += 1;
+                    }
+                    _ => {
+                        return Frame::error(format!(
+                            "ERR Unknown argument {}",
+                            String::from_utf8_lossy(&args[i])
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            scripting.list_libraries(pattern.as_deref(), with_code)
+        }
+        "delete" if args.len() == 3 => {
+            if scripting.delete_library(&String::from_utf8_lossy(&args[2])) {
+                Frame::ok()
+            } else {
+                Frame::error("ERR Library not found")
+            }
+        }
+        "flush" if args.len() <= 3 => {
+            scripting.flush_libraries();
+            Frame::ok()
+        }
+        "stats" if args.len() == 2 => scripting.function_stats(),
+        "kill" if args.len() == 2 => match scripting.request_kill() {
+            Ok(()) => Frame::ok(),
+            Err(e) => e,
+        },
+        "load" | "delete" | "flush" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
+        _ => Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&args[1])
         )),
     }

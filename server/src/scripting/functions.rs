@@ -1,0 +1,359 @@
+//! Redis 7 functions: libraries loaded with `FUNCTION LOAD`, whose code registers named
+//! functions with `redis.register_function`, later called with `FCALL`.
+
+use std::cell::RefCell;
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+use mlua::{Function, Lua, MultiValue, Table, Value};
+
+use super::{read_only_proxy, Scripting};
+use crate::cmd::Ctx;
+use crate::frame::Frame;
+use crate::gate::BusyKind;
+
+/// Flags a function declares when it registers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FunctionFlags {
+    /// `no-writes`: the function only reads, so `FCALL_RO` may run it.
+    pub no_writes: bool,
+    /// Every flag as declared, for `FUNCTION LIST`.
+    pub names: Vec<String>,
+}
+
+/// One registered function.
+#[derive(Clone, Debug)]
+pub struct RegisteredFunction {
+    name: String,
+    description: Option<String>,
+    flags: FunctionFlags,
+    callback: Function,
+}
+
+/// One library: its code and its functions.
+#[derive(Clone, Debug)]
+pub struct Library {
+    code: Bytes,
+    functions: Vec<RegisteredFunction>,
+}
+
+/// Every loaded library by name.
+#[derive(Debug, Default)]
+pub struct Libraries {
+    libs: IndexMap<String, Library>,
+}
+
+impl Libraries {
+    fn find(&self, function: &str) -> Option<&RegisteredFunction> {
+        self.libs
+            .values()
+            .flat_map(|l| l.functions.iter())
+            .find(|f| f.name == function)
+    }
+}
+
+thread_local! {
+    /// Functions registered by the library being loaded on this thread.
+    static REGISTERING: RefCell<Option<Vec<RegisteredFunction>>> = const { RefCell::new(None) };
+}
+
+/// Builds the globals a library sees while it loads: the script sandbox with a `redis` table
+/// that also has `register_function`.
+pub fn load_environment(lua: &Lua, visible: &Table) -> mlua::Result<Table> {
+    let load_visible = lua.create_table()?;
+    for pair in visible.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        load_visible.raw_set(k, v)?;
+    }
+    let real_redis: Table = lua.globals().raw_get("redis")?;
+    let redis = lua.create_table()?;
+    for pair in real_redis.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        redis.raw_set(k, v)?;
+    }
+    redis.raw_set("register_function", lua.create_function(register_function)?)?;
+    load_visible.raw_set("redis", read_only_proxy(lua, &redis)?)?;
+    let env = read_only_proxy(lua, &load_visible)?;
+    load_visible.raw_set("_G", env.clone())?;
+    Ok(env)
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn register_function(_lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+    let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
+    let mut it = args.into_iter();
+    let (name, callback, flags, description) = match (it.next(), it.next()) {
+        (Some(Value::String(n)), Some(Value::Function(f))) => (
+            n.to_string_lossy().to_string(),
+            f,
+            FunctionFlags::default(),
+            None,
+        ),
+        (Some(Value::Table(t)), None) => {
+            let name: Option<String> = t.raw_get("function_name")?;
+            let callback: Option<Function> = t.raw_get("callback")?;
+            let (Some(name), Some(callback)) = (name, callback) else {
+                return err("function_name and callback are required");
+            };
+            let mut flags = FunctionFlags::default();
+            if let Some(list) = t.raw_get::<Option<Table>>("flags")? {
+                for f in list.sequence_values::<String>() {
+                    let f = f?;
+                    if !matches!(
+                        f.as_str(),
+                        "no-writes"
+                            | "allow-oom"
+                            | "allow-stale"
+                            | "no-cluster"
+                            | "allow-cross-slot-keys"
+                    ) {
+                        return err("unknown flag given");
+                    }
+                    flags.no_writes |= f == "no-writes";
+                    flags.names.push(f);
+                }
+            }
+            let description: Option<String> = t.raw_get("description")?;
+            (name, callback, flags, description)
+        }
+        _ => return err("wrong number of arguments to redis.register_function"),
+    };
+    if !valid_name(&name) {
+        return err("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+    }
+    REGISTERING.with(|r| {
+        let mut r = r.borrow_mut();
+        let Some(list) = r.as_mut() else {
+            return err("redis.register_function can only be called on FUNCTION LOAD command");
+        };
+        if list.iter().any(|f| f.name == name) {
+            return err("Function already exists in the library");
+        }
+        list.push(RegisteredFunction {
+            name,
+            description,
+            flags,
+            callback,
+        });
+        Ok(())
+    })
+}
+
+/// Parses `#!lua name=<lib>` from the first line.
+fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
+    let first = code.split(|b| *b == b'\n').next().unwrap_or_default();
+    let Some(meta) = first.strip_prefix(b"#!") else {
+        return Err(Frame::error("ERR Missing library metadata"));
+    };
+    let meta = String::from_utf8_lossy(meta);
+    let mut parts = meta.split_whitespace();
+    let engine = parts.next().unwrap_or_default();
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(Frame::error(format!("ERR Engine '{engine}' not found")));
+    }
+    let mut name = None;
+    for p in parts {
+        match p.split_once('=') {
+            Some(("name", v)) => name = Some(v.to_string()),
+            _ => {
+                return Err(Frame::error(format!(
+                    "ERR Invalid metadata value given: {p}"
+                )))
+            }
+        }
+    }
+    let Some(name) = name else {
+        return Err(Frame::error("ERR Library name was not given"));
+    };
+    if !valid_name(&name) {
+        return Err(Frame::error(
+            "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long",
+        ));
+    }
+    Ok(name)
+}
+
+impl Scripting {
+    /// `FUNCTION LOAD [REPLACE] code`: compiles and runs the library, keeping what it registers.
+    pub fn load_library(&self, code: &Bytes, replace: bool) -> Result<String, Frame> {
+        let name = parse_shebang(code)?;
+        if !replace && self.libraries.lock().libs.contains_key(&name) {
+            return Err(Frame::error(format!("ERR Library '{name}' already exists")));
+        }
+        // Lua cannot parse the metadata line: blank it, keeping line numbers.
+        let nl = code.iter().position(|b| *b == b'\n').unwrap_or(code.len());
+        let body = &code[nl..];
+        let chunk = self
+            .lua
+            .load(body)
+            .set_name("@user_function")
+            .set_environment(self.load_env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                Frame::error(format!("ERR Error compiling function: {msg}"))
+            })?;
+        REGISTERING.with(|r| *r.borrow_mut() = Some(Vec::new()));
+        let result = self.run_fn.call::<MultiValue>(chunk);
+        let registered = REGISTERING
+            .with(|r| r.borrow_mut().take())
+            .unwrap_or_default();
+        match result {
+            Ok(values) => {
+                let mut it = values.into_iter();
+                if !matches!(it.next(), Some(Value::Boolean(true))) {
+                    let err = it.next().unwrap_or(Value::Nil);
+                    let text = match super::script_error(&err, "") {
+                        Frame::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+                        _ => "ERR Error registering functions".into(),
+                    };
+                    let text = text.split(" script: ").next().unwrap_or(&text).to_string();
+                    return Err(Frame::error(text));
+                }
+            }
+            Err(e) => {
+                return Err(Frame::error(format!(
+                    "ERR Error registering functions: {e}"
+                )))
+            }
+        }
+        if registered.is_empty() {
+            return Err(Frame::error("ERR No functions registered"));
+        }
+        let mut libs = self.libraries.lock();
+        for f in &registered {
+            let taken = libs
+                .libs
+                .iter()
+                .any(|(lib, l)| *lib != name && l.functions.iter().any(|g| g.name == f.name));
+            if taken {
+                return Err(Frame::error(format!(
+                    "ERR Function {} already exists",
+                    f.name
+                )));
+            }
+        }
+        libs.libs.insert(
+            name.clone(),
+            Library {
+                code: code.clone(),
+                functions: registered,
+            },
+        );
+        Ok(name)
+    }
+
+    /// `FUNCTION DELETE`.
+    pub fn delete_library(&self, name: &str) -> bool {
+        self.libraries.lock().libs.shift_remove(name).is_some()
+    }
+
+    /// `FUNCTION FLUSH`.
+    pub fn flush_libraries(&self) {
+        self.libraries.lock().libs.clear();
+    }
+
+    /// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`.
+    pub fn list_libraries(&self, pattern: Option<&[u8]>, with_code: bool) -> Frame {
+        let libs = self.libraries.lock();
+        let mut out = Vec::new();
+        for (name, lib) in libs.libs.iter() {
+            if pattern.is_some_and(|p| !crate::glob::matches(p, name.as_bytes(), false)) {
+                continue;
+            }
+            let functions = lib
+                .functions
+                .iter()
+                .map(|f| {
+                    Frame::Map(vec![
+                        (Frame::bulk("name"), Frame::bulk(f.name.clone())),
+                        (
+                            Frame::bulk("description"),
+                            f.description.clone().map_or(Frame::Null, Frame::bulk),
+                        ),
+                        (
+                            Frame::bulk("flags"),
+                            Frame::Set(
+                                f.flags
+                                    .names
+                                    .iter()
+                                    .map(|n| Frame::bulk(n.clone()))
+                                    .collect(),
+                            ),
+                        ),
+                    ])
+                })
+                .collect();
+            let mut entry = vec![
+                (Frame::bulk("library_name"), Frame::bulk(name.clone())),
+                (Frame::bulk("engine"), Frame::bulk("LUA")),
+                (Frame::bulk("functions"), Frame::Array(functions)),
+            ];
+            if with_code {
+                entry.push((Frame::bulk("library_code"), Frame::Bulk(lib.code.clone())));
+            }
+            out.push(Frame::Map(entry));
+        }
+        Frame::Array(out)
+    }
+
+    /// `FUNCTION STATS`.
+    pub fn function_stats(&self) -> Frame {
+        let libs = self.libraries.lock();
+        let functions: usize = libs.libs.values().map(|l| l.functions.len()).sum();
+        Frame::Map(vec![
+            (Frame::bulk("running_script"), Frame::Null),
+            (
+                Frame::bulk("engines"),
+                Frame::Map(vec![(
+                    Frame::bulk("LUA"),
+                    Frame::Map(vec![
+                        (
+                            Frame::bulk("libraries_count"),
+                            Frame::Integer(libs.libs.len() as i64),
+                        ),
+                        (
+                            Frame::bulk("functions_count"),
+                            Frame::Integer(functions as i64),
+                        ),
+                    ]),
+                )]),
+            ),
+        ])
+    }
+
+    /// `FCALL` / `FCALL_RO`.
+    pub fn call_function(
+        &self,
+        ctx: &mut Ctx<'_>,
+        name: &str,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        read_only_call: bool,
+    ) -> Frame {
+        let Some(f) = self.libraries.lock().find(name).cloned() else {
+            return Frame::error("ERR Function not found");
+        };
+        if read_only_call && !f.flags.no_writes {
+            return Frame::error(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            );
+        }
+        ctx.shared.gate.mark_script(BusyKind::Function);
+        self.execute(
+            ctx,
+            name,
+            &f.callback,
+            keys,
+            argv,
+            read_only_call || f.flags.no_writes,
+            true,
+        )
+    }
+}
