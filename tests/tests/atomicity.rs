@@ -67,6 +67,8 @@ async fn scripts_and_exec_are_never_observed_half_done_in_process() {
 fn scripts_are_never_observed_half_done_over_tcp() {
     let server = Server::builder().start_blocking().unwrap();
     let addr = server.addr();
+    // Both keys exist from the start, so every MGET reply has the same shape.
+    server.cmd(["MSET", "x", "0", "y", "0"]);
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..3)
         .map(|_| {
