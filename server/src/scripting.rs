@@ -92,6 +92,8 @@ struct Run {
     read_only: bool,
     /// Whether the script has written (then `SCRIPT KILL` must refuse).
     wrote: bool,
+    /// The write commands that changed data, in order: what replication will carry.
+    effects: Vec<Vec<Bytes>>,
 }
 
 thread_local! {
@@ -119,6 +121,8 @@ pub struct Scripting {
     load_env: Table,
     cache: Mutex<HashMap<String, Script>>,
     kill: Arc<AtomicBool>,
+    /// The effects of the last script or function run (see [`Scripting::last_effects`]).
+    last_effects: Mutex<Vec<Vec<Bytes>>>,
     /// Whether the running script has already handed its worker's other tasks away.
     offloaded: Arc<AtomicBool>,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
@@ -254,6 +258,7 @@ impl Scripting {
             cache: Mutex::new(HashMap::new()),
             kill,
             offloaded,
+            last_effects: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
         })
@@ -281,6 +286,13 @@ impl Scripting {
             })?;
         self.cache.lock().insert(sha.clone(), Script { function });
         Ok(sha)
+    }
+
+    /// The write commands the last script (or function) run performed, as Redis 7 replicates
+    /// them: nothing for a read-only run, the bare command for one write, and the writes
+    /// wrapped in `MULTI` ... `EXEC` for more. This is what replication will carry.
+    pub fn last_effects(&self) -> Vec<Vec<Bytes>> {
+        self.last_effects.lock().clone()
     }
 
     /// Whether a script with this SHA1 is cached.
@@ -378,16 +390,19 @@ impl Scripting {
                 resp3: false,
                 read_only,
                 wrote: false,
+                effects: Vec::new(),
             })
         });
-        struct ClearRun<'a>(&'a AtomicBool);
+        struct ClearRun<'a>(&'a Scripting);
         impl Drop for ClearRun<'_> {
             fn drop(&mut self) {
-                RUN.with(|r| r.borrow_mut().take());
-                self.0.store(false, Ordering::Release);
+                if let Some(run) = RUN.with(|r| r.borrow_mut().take()) {
+                    *self.0.last_effects.lock() = wrap_effects(run.effects);
+                }
+                self.0.running.store(false, Ordering::Release);
             }
         }
-        let _clear = ClearRun(&self.running);
+        let _clear = ClearRun(self);
         let result = if as_function {
             self.run_with_fn
                 .call::<MultiValue>((function.clone(), keys_table, args_table))
@@ -462,6 +477,18 @@ fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
     Ok(proxy)
 }
 
+/// Wraps a run's writes the way Redis 7 propagates them.
+fn wrap_effects(effects: Vec<Vec<Bytes>>) -> Vec<Vec<Bytes>> {
+    if effects.len() <= 1 {
+        return effects;
+    }
+    let mut out = Vec::with_capacity(effects.len() + 2);
+    out.push(vec![Bytes::from_static(b"MULTI")]);
+    out.extend(effects);
+    out.push(vec![Bytes::from_static(b"EXEC")]);
+    out
+}
+
 /// Formats a script failure as Redis 7 does.
 fn script_error(err: &Value, sha: &str) -> Frame {
     let Value::Table(t) = err else {
@@ -529,7 +556,15 @@ fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         }
         let resp3 = run.resp3;
         drop(guard);
+        let dirty_before = ctx.dirty;
         let reply = cmd::call_spec(ctx, spec, &argv);
+        if ctx.dirty > dirty_before {
+            RUN.with(|r| {
+                if let Some(run) = r.borrow_mut().as_mut() {
+                    run.effects.push(argv.clone());
+                }
+            });
+        }
         match reply {
             Frame::Error(e) => Ok((false, Value::String(lua.create_string(&e)?))),
             other => Ok((true, frame_to_lua(lua, &other, resp3)?)),

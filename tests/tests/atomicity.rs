@@ -102,3 +102,41 @@ fn scripts_are_never_observed_half_done_over_tcp() {
     let mut c = RawConn::connect(addr).unwrap();
     assert_eq!(c.cmd(&["GET", "x"]), b"$3\r\n900\r\n");
 }
+
+/// What a script run leaves for replication: nothing when it only read, the bare command for
+/// one write, MULTI ... EXEC around several.
+#[tokio::test]
+async fn script_effects_are_recorded_as_redis_7_propagates_them() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    let effects = || server.shared().scripting.last_effects();
+    let strings = |v: Vec<Vec<bytes::Bytes>>| -> Vec<Vec<String>> {
+        v.into_iter()
+            .map(|c| {
+                c.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .collect()
+    };
+    c.cmd(["EVAL", "return redis.call('get', 'a')", "0"]).await;
+    assert!(effects().is_empty());
+    c.cmd(["EVAL", "return redis.call('set', 'a', '1')", "0"])
+        .await;
+    assert_eq!(strings(effects()), vec![vec!["set", "a", "1"]]);
+    c.cmd([
+        "EVAL",
+        "redis.call('incr', 'a'); redis.call('get', 'a'); redis.call('del', 'nokey'); return redis.call('del', 'a')",
+        "0",
+    ])
+    .await;
+    assert_eq!(
+        strings(effects()),
+        vec![
+            vec!["MULTI"],
+            vec!["incr", "a"],
+            vec!["del", "a"],
+            vec!["EXEC"]
+        ]
+    );
+}
