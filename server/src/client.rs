@@ -128,6 +128,11 @@ impl PushReceiver {
         self.rx.try_recv().ok()
     }
 
+    /// A receiver fed by nothing (for a client whose real receiver was handed elsewhere).
+    pub fn detached(rx: mpsc::UnboundedReceiver<Frame>, handle: Arc<ClientHandle>) -> PushReceiver {
+        PushReceiver { rx, handle }
+    }
+
     /// Records that `n` queued bytes have been written out.
     pub fn written(&self, n: usize) {
         let _ =

@@ -399,7 +399,8 @@ pub struct LocalClient {
 }
 
 impl LocalClient {
-    fn new(shared: Arc<Shared>) -> LocalClient {
+    /// A new in-process client of the server that owns `shared` (see [`ServerHandle::shared`]).
+    pub fn new(shared: Arc<Shared>) -> LocalClient {
         let (client, pushes) = shared.clients.register(None, None);
         LocalClient {
             shared,
@@ -432,9 +433,37 @@ impl LocalClient {
         Some(f)
     }
 
+    /// Takes this client's stream of push messages, so that one task can wait for pub/sub
+    /// messages while another runs commands. Afterwards [`next_push`](LocalClient::next_push)
+    /// returns `None`.
+    pub fn take_pushes(&mut self) -> PushStream {
+        let (_, empty) = tokio::sync::mpsc::unbounded_channel();
+        PushStream {
+            inner: std::mem::replace(
+                &mut self.pushes,
+                PushReceiver::detached(empty, self.client.handle.clone()),
+            ),
+        }
+    }
+
     /// The client's id, as `CLIENT ID` reports it.
     pub fn id(&self) -> u64 {
         self.client.handle.id
+    }
+}
+
+/// The push messages of a [`LocalClient`], taken with [`LocalClient::take_pushes`].
+#[derive(Debug)]
+pub struct PushStream {
+    inner: PushReceiver,
+}
+
+impl PushStream {
+    /// Waits for the next push message; `None` once the client is gone.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        let f = self.inner.recv().await?;
+        self.inner.written(crate::pubsub::approx_size(&f));
+        Some(f)
     }
 }
 

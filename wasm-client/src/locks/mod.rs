@@ -1,0 +1,35 @@
+//! The locks. Each returns typed outcomes for the normal cases (held by someone else, expired,
+//! not the owner) and keeps [`crate::Error`] for transport failures.
+
+mod fenced;
+#[cfg(not(target_arch = "wasm32"))]
+mod redlock;
+mod reentrant;
+mod semaphore;
+mod simple;
+#[cfg(not(target_arch = "wasm32"))]
+mod watchdog;
+
+pub use fenced::{FencedLease, FencedLock};
+#[cfg(not(target_arch = "wasm32"))]
+pub use redlock::{RedLease, RedLock};
+pub use reentrant::{ReentrantLock, ReentrantRelease};
+pub use semaphore::{Permit, Semaphore};
+pub use simple::{Backoff, Extended, Lease, Released, SimpleLock};
+#[cfg(not(target_arch = "wasm32"))]
+pub use watchdog::{LeaseWatch, LostReason, Watchdog};
+
+/// The key of a lock named `name`: the whole name is the hash tag, so that every helper key
+/// of the lock (`{name}:fence`, `{name}:unlock`, ...) lands in the same Cluster slot.
+pub fn lock_key(name: &str) -> Vec<u8> {
+    format!("{{{name}}}").into_bytes()
+}
+
+/// A helper key of the lock named `name` (`{name}:suffix`).
+pub fn helper_key(name: &str, suffix: &str) -> Vec<u8> {
+    format!("{{{name}}}:{suffix}").into_bytes()
+}
+
+fn ms(d: std::time::Duration) -> Vec<u8> {
+    d.as_millis().max(1).to_string().into_bytes()
+}

@@ -1,0 +1,256 @@
+//! The simple lock: `SET key token NX PX ttl`, with token-checked release and extend, and a
+//! waiting acquisition that backs off with full jitter and is woken early by the holder's
+//! unlock `PUBLISH`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{helper_key, lock_key, ms};
+use crate::metrics::Metrics;
+use crate::scripts::{EXTEND, RELEASE_AND_PUBLISH};
+use crate::transport::{args, eval, jitter, token};
+use crate::{Error, Reply, Transport};
+
+/// Proof of holding a lock: its key, the owner token, and when and for how long it was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The lock's key.
+    pub key: Vec<u8>,
+    /// The opaque owner token stored in the key.
+    pub token: String,
+    /// Transport time of the acquisition.
+    pub acquired_at: Duration,
+    /// The TTL it was taken (or last extended) with.
+    pub ttl: Duration,
+}
+
+/// What `release` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The lock was ours and is now free.
+    Released,
+    /// The lock had already expired (nobody holds it).
+    AlreadyExpired,
+    /// Someone else holds the lock now; it was left alone.
+    NotOwner,
+}
+
+/// What `extend` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extended {
+    /// The lock is ours for the new TTL.
+    Extended,
+    /// The lock had already expired.
+    AlreadyExpired,
+    /// Someone else holds the lock now.
+    NotOwner,
+}
+
+/// Exponential backoff with full jitter: attempt `n` sleeps a random time in
+/// `0..=min(max, base * 2^n)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first cap.
+    pub base: Duration,
+    /// The largest cap.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Backoff {
+    /// The cap for attempt `n`.
+    pub fn cap(&self, attempt: u32) -> Duration {
+        self.base
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.max)
+    }
+}
+
+/// A named lock on one server.
+///
+/// ```no_run
+/// # async fn demo(t: latchkey_client::native::RedisTransport) -> Result<(), latchkey_client::Error> {
+/// use std::time::Duration;
+/// use latchkey_client::locks::{Backoff, Released, SimpleLock};
+///
+/// let lock = SimpleLock::new(t, "invoice-42");
+/// let lease = lock
+///     .acquire_wait(Duration::from_secs(10), Duration::from_secs(5), Backoff::default())
+///     .await?
+///     .expect("acquired within 5 s");
+/// // ... work ...
+/// assert_eq!(lock.release(&lease).await?, Released::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SimpleLock<T: Transport + Clone> {
+    t: T,
+    key: Vec<u8>,
+    channel: Vec<u8>,
+    metrics: Arc<Metrics>,
+}
+
+impl<T: Transport + Clone> SimpleLock<T> {
+    /// The lock named `name` (key `{name}`, unlock channel `{name}:unlock`).
+    pub fn new(t: T, name: &str) -> Self {
+        SimpleLock {
+            t,
+            key: lock_key(name),
+            channel: helper_key(name, "unlock"),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    /// Shares metrics with other locks.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The counters of this lock.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The lock's key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// One attempt: the lease when the lock was free, `None` when someone holds it.
+    pub async fn try_acquire(&self, ttl: Duration) -> Result<Option<Lease>, Error> {
+        let tok = token(&self.t);
+        let reply = self
+            .t
+            .command(args([
+                &b"SET"[..],
+                &self.key,
+                tok.as_bytes(),
+                b"NX",
+                b"PX",
+                &ms(ttl),
+            ]))
+            .await?
+            .into_result()?;
+        if !reply.is_ok() {
+            return Ok(None);
+        }
+        Ok(Some(Lease {
+            key: self.key.clone(),
+            token: tok,
+            acquired_at: self.t.now(),
+            ttl,
+        }))
+    }
+
+    /// Acquires, waiting up to `deadline`: retries with exponential backoff and full jitter,
+    /// and wakes early when the holder's release publishes on the unlock channel. Each wait is
+    /// also bounded by the holder's remaining TTL, so a lost message costs at most that.
+    pub async fn acquire_wait(
+        &self,
+        ttl: Duration,
+        deadline: Duration,
+        backoff: Backoff,
+    ) -> Result<Option<Lease>, Error> {
+        let start = self.t.now();
+        if let Some(l) = self.try_acquire(ttl).await? {
+            self.metrics.acquired(self.t.now() - start, false);
+            return Ok(Some(l));
+        }
+        // Subscribe before the next try, so an unlock between that try and the wait is seen.
+        let mut sub = self.t.subscribe(&self.channel).await?;
+        let mut attempt = 0;
+        loop {
+            if let Some(l) = self.try_acquire(ttl).await? {
+                self.metrics.acquired(self.t.now() - start, true);
+                return Ok(Some(l));
+            }
+            let elapsed = self.t.now() - start;
+            if elapsed >= deadline {
+                return Ok(None);
+            }
+            let holder_left = self.pttl().await?.unwrap_or(Duration::ZERO);
+            let wait = jitter(&self.t, backoff.cap(attempt))
+                .min(deadline - elapsed)
+                .min(holder_left.max(Duration::from_millis(1)));
+            self.t.wait_message(&mut sub, wait).await;
+            attempt += 1;
+        }
+    }
+
+    /// The lock's remaining TTL, `None` when it is free.
+    pub async fn pttl(&self) -> Result<Option<Duration>, Error> {
+        let r = self
+            .t
+            .command(args([&b"PTTL"[..], &self.key]))
+            .await?
+            .into_result()?
+            .int()?;
+        Ok((r >= 0).then(|| Duration::from_millis(r as u64)))
+    }
+
+    /// Releases the lock if the lease is still the owner, and wakes waiters. Idempotent: a
+    /// second release answers `AlreadyExpired` (or `NotOwner` if someone took it since).
+    pub async fn release(&self, lease: &Lease) -> Result<Released, Error> {
+        let r = eval(
+            &self.t,
+            &RELEASE_AND_PUBLISH,
+            &[&lease.key, &self.channel],
+            &[lease.token.as_bytes()],
+        )
+        .await?
+        .int()?;
+        Ok(match r {
+            1 => {
+                self.metrics
+                    .released(self.t.now().saturating_sub(lease.acquired_at));
+                Released::Released
+            }
+            -1 => Released::AlreadyExpired,
+            _ => Released::NotOwner,
+        })
+    }
+
+    /// Sets a new TTL if the lease is still the owner.
+    pub async fn extend(&self, lease: &mut Lease, ttl: Duration) -> Result<Extended, Error> {
+        let r = eval(
+            &self.t,
+            &EXTEND,
+            &[&lease.key],
+            &[lease.token.as_bytes(), &ms(ttl)],
+        )
+        .await?
+        .int()?;
+        Ok(match r {
+            1 => {
+                lease.ttl = ttl;
+                Extended::Extended
+            }
+            -1 => Extended::AlreadyExpired,
+            _ => Extended::NotOwner,
+        })
+    }
+
+    /// The current holder's token, if any (for diagnostics and tests).
+    pub async fn holder(&self) -> Result<Option<String>, Error> {
+        Ok(
+            match self
+                .t
+                .command(args([&b"GET"[..], &self.key]))
+                .await?
+                .into_result()?
+            {
+                Reply::Bulk(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+                _ => None,
+            },
+        )
+    }
+}
