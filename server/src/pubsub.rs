@@ -150,8 +150,9 @@ impl PubSub {
             ]);
             let size = approx_size(&frame);
             for s in subs.values() {
-                deliver(s, frame.clone(), size, &limits, now_ms);
-                n += 1;
+                if deliver(s, frame.clone(), size, &limits, now_ms) {
+                    n += 1;
+                }
             }
         }
         if kind == Kind::Channel {
@@ -168,8 +169,9 @@ impl PubSub {
                 ]);
                 let size = approx_size(&frame);
                 for s in subs.values() {
-                    deliver(s, frame.clone(), size, &limits, now_ms);
-                    n += 1;
+                    if deliver(s, frame.clone(), size, &limits, now_ms) {
+                        n += 1;
+                    }
                 }
             }
         }
@@ -216,21 +218,22 @@ impl PubSub {
 }
 
 /// Queues one message and disconnects the receiver if it is over its output-buffer limit.
+/// Returns whether the message was queued (a client being disconnected gets nothing).
 fn deliver(
     to: &PushSender,
     frame: Frame,
     size: usize,
     limits: &impl Fn() -> BufferLimits,
     now_ms: u64,
-) {
+) -> bool {
     if to.handle.is_killed() {
-        return;
+        return false;
     }
     let queued = to.send(frame, size);
     // Limits are only looked up once a client has a sizeable backlog.
     if queued < (1 << 20) {
         to.handle.soft_limit_since.store(0, Ordering::Relaxed);
-        return;
+        return true;
     }
     let l = limits();
     if l.hard > 0 && queued > l.hard {
@@ -240,7 +243,7 @@ fn deliver(
             "pub/sub client over its hard output-buffer limit: disconnecting"
         );
         to.handle.kill();
-        return;
+        return true;
     }
     if l.soft > 0 && queued > l.soft {
         let since = to.handle.soft_limit_since.load(Ordering::Relaxed);
@@ -257,6 +260,7 @@ fn deliver(
     } else {
         to.handle.soft_limit_since.store(0, Ordering::Relaxed);
     }
+    true
 }
 
 /// Roughly how many bytes a push message occupies in an output buffer, for the
