@@ -92,3 +92,18 @@ fn hello_and_info_shapes() {
     let (_, l) = d.both(&["CLIENT", "ID"]);
     assert!(l.starts_with(b":"));
 }
+
+#[test]
+fn wait_without_replicas() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SET k v",
+        "WAIT 0 0",
+        "WAIT 1 50",
+        "WAIT -1 10",
+        "WAIT 1 -1",
+        "WAIT x 1",
+        "WAIT 1",
+    ]);
+    d.check(&["EVAL", "return redis.call('wait', 0, 0)", "0"]);
+}

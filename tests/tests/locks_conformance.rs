@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use latchkey_client::locks::{
-    Backoff, Extended, FencedLock, ReentrantLock, ReentrantRelease, Released, Semaphore,
-    SimpleLock, Watchdog,
+    Backoff, Extended, FairLock, FencedLock, MultiLock, ReentrantLock, ReentrantRelease, Released,
+    ReplicatedAcquire, ReplicatedLock, RwLock, Semaphore, SimpleLock, Watchdog,
 };
 use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::transport::args;
@@ -31,6 +31,23 @@ enum Time {
 }
 
 impl Time {
+    /// Keeps a virtual clock moving slowly (50 ms every 100 ms of real time) for scenarios
+    /// whose server-side deadlines must pass while clients keep working; no-op in real time.
+    fn keep_moving(&self) -> Option<tokio::task::JoinHandle<()>> {
+        match self {
+            Time::Virtual(c) => {
+                let c = c.clone();
+                Some(tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        c.advance(Duration::from_millis(50));
+                    }
+                }))
+            }
+            Time::Real => None,
+        }
+    }
+
     async fn pass(&self, d: Duration) {
         match self {
             Time::Virtual(c) => {
@@ -100,6 +117,10 @@ legs!(
     reentrancy_counts,
     semaphore_never_exceeds_its_permits,
     fencing_tokens_increase,
+    multi_lock_is_all_or_none,
+    read_write_exclusion,
+    fair_lock_serves_in_arrival_order_and_survives_a_dead_waiter,
+    replicated_lock_without_replicas_is_given_up,
 );
 
 /// 16 tasks × 200 acquisitions: a non-atomic read-modify-write counter ends exact, fencing
@@ -383,4 +404,110 @@ async fn fencing_tokens_increase<T: Transport + Clone>(t: T, time: Time) {
         .unwrap()
         .unwrap();
     assert!(b.fence > a.fence);
+}
+
+async fn multi_lock_is_all_or_none<T: Transport + Clone>(t: T, _time: Time) {
+    let ttl = Duration::from_secs(30);
+    let single = SimpleLock::new(t.clone(), "acct:b");
+    let b = single.try_acquire(ttl).await.unwrap().unwrap();
+    let both = MultiLock::new(t.clone(), &["{acct:a}", "{acct:b}"]);
+    assert!(both.try_acquire(ttl).await.unwrap().is_none());
+    // None means none: the free key was not taken either.
+    let a_probe = SimpleLock::new(t.clone(), "acct:a");
+    assert_eq!(a_probe.holder().await.unwrap(), None);
+    single.release(&b).await.unwrap();
+    let l = both.try_acquire(ttl).await.unwrap().expect("both free now");
+    assert_eq!(a_probe.holder().await.unwrap(), Some(l.token.clone()));
+    assert_eq!(both.release(&l).await.unwrap(), 2);
+}
+
+async fn read_write_exclusion<T: Transport + Clone>(t: T, _time: Time) {
+    let ttl = Duration::from_secs(30);
+    let rw = RwLock::new(t, "doc");
+    let r1 = rw.try_read(ttl).await.unwrap().expect("free");
+    let r2 = rw.try_read(ttl).await.unwrap().expect("readers share");
+    assert!(
+        rw.try_write(ttl).await.unwrap().is_none(),
+        "a writer entered with readers in"
+    );
+    assert!(rw.release(&r1).await.unwrap());
+    assert!(
+        rw.try_write(ttl).await.unwrap().is_none(),
+        "one reader is still in"
+    );
+    assert!(rw.release(&r2).await.unwrap());
+    let w = rw.try_write(ttl).await.unwrap().expect("free again");
+    assert!(
+        rw.try_read(ttl).await.unwrap().is_none(),
+        "a reader entered with a writer in"
+    );
+    assert!(rw.try_write(ttl).await.unwrap().is_none(), "two writers");
+    assert!(rw.release(&w).await.unwrap());
+    assert!(!rw.release(&w).await.unwrap());
+    assert!(rw.try_read(ttl).await.unwrap().is_some());
+}
+
+async fn fair_lock_serves_in_arrival_order_and_survives_a_dead_waiter<T: Transport + Clone>(
+    t: T,
+    time: Time,
+) {
+    // Queue deadlines are kept by the server's clock: a virtual one must move.
+    let ticker = time.keep_moving();
+    let heartbeat = Duration::from_millis(100);
+    let lock = FairLock::new(t.clone(), "fifo", heartbeat);
+    let ttl = Duration::from_secs(30);
+    let holder = lock
+        .acquire_wait(ttl, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    // A waiter that joins the queue and dies right away.
+    assert!(lock.enqueue_once(ttl).await.unwrap().is_some());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for name in ["first", "second", "third"] {
+        let (lock, order) = (lock.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let l = lock
+                .acquire_wait(ttl, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .expect("served");
+            order.lock().unwrap().push(name);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(lock.release(&l).await.unwrap(), Released::Released);
+        }));
+        // Arrival order: each waiter is queued before the next one starts.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert_eq!(lock.release(&holder).await.unwrap(), Released::Released);
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(20), w)
+            .await
+            .expect("queue stalled")
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec!["first", "second", "third"]);
+    if let Some(t) = ticker {
+        t.abort();
+    }
+}
+
+async fn replicated_lock_without_replicas_is_given_up<T: Transport + Clone>(t: T, _time: Time) {
+    let lock = ReplicatedLock::new(t.clone(), "replicated", 1, Duration::from_millis(50));
+    let zero = ReplicatedLock::new(t.clone(), "replicated", 0, Duration::from_millis(50));
+    match lock.try_acquire(Duration::from_secs(10)).await.unwrap() {
+        ReplicatedAcquire::NotReplicated { acked } => assert_eq!(acked, 0),
+        other => panic!("a master without replicas confirmed a lock: {other:?}"),
+    }
+    // It was released again: the lock is free.
+    assert_eq!(
+        SimpleLock::new(t, "replicated").holder().await.unwrap(),
+        None
+    );
+    // Asking for zero replicas confirms at once.
+    assert!(matches!(
+        zero.try_acquire(Duration::from_secs(10)).await.unwrap(),
+        ReplicatedAcquire::Confirmed(_)
+    ));
 }

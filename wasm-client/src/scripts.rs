@@ -33,8 +33,14 @@ impl Script {
 }
 
 /// Every script, for hosts that allow-list scripts by SHA1.
-pub fn all() -> [&'static Script; 10] {
+pub fn all() -> [&'static Script; 16] {
     [
+        &MULTI_ACQUIRE,
+        &MULTI_RELEASE,
+        &READ_ACQUIRE,
+        &WRITE_ACQUIRE,
+        &RW_RELEASE,
+        &FAIR_ACQUIRE,
         &RELEASE,
         &EXTEND,
         &RELEASE_AND_PUBLISH,
@@ -173,4 +179,105 @@ pub static SEMAPHORE_RELEASE: Script = Script::new(
     r#"local n = redis.call('zrem', KEYS[1], ARGV[1])
 if n == 1 then redis.call('publish', KEYS[2], 'released') end
 return n"#,
+);
+
+/// Takes every key or none: 1 when all were free (and are now ours), 0 otherwise.
+pub static MULTI_ACQUIRE: Script = Script::new(
+    "multi_acquire",
+    r#"for i, key in ipairs(KEYS) do
+  if redis.call('exists', key) == 1 then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+end
+return 1"#,
+);
+
+/// Releases every key that still holds our token; returns how many.
+pub static MULTI_RELEASE: Script = Script::new(
+    "multi_release",
+    r#"local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[1] then
+    redis.call('del', key)
+    n = n + 1
+  end
+end
+return n"#,
+);
+
+/// A reader enters unless a writer holds the lock: 1 entered, 0 refused. The hash holds
+/// `mode` and one count per holder token; its TTL is the longest lease among readers.
+pub static READ_ACQUIRE: Script = Script::new(
+    "read_acquire",
+    r#"local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or mode == 'read' then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
+  return 1
+end
+return 0"#,
+);
+
+/// A writer enters only when nobody holds the lock: 1 entered, 0 refused.
+pub static WRITE_ACQUIRE: Script = Script::new(
+    "write_acquire",
+    r#"if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0"#,
+);
+
+/// A reader or writer leaves: 1 left (the last one out deletes the lock and publishes),
+/// 0 it did not hold the lock.
+pub static RW_RELEASE: Script = Script::new(
+    "rw_release",
+    r#"if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
+  redis.call('hdel', KEYS[1], ARGV[1])
+end
+if redis.call('hlen', KEYS[1]) <= 1 then
+  redis.call('del', KEYS[1])
+  redis.call('publish', KEYS[2], 'unlocked')
+end
+return 1"#,
+);
+
+/// The fair lock: FIFO queue (list) plus per-waiter deadlines (sorted set, server time).
+/// Waiters whose deadline passed are dropped from the head, so a dead waiter stalls the queue
+/// only until its deadline. Returns -1 when acquired, else the holder's remaining TTL (and the
+/// caller is queued, its deadline refreshed to now + ARGV[3]).
+pub static FAIR_ACQUIRE: Script = Script::new(
+    "fair_acquire",
+    r#"local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local first = redis.call('lindex', KEYS[2], 0)
+  if not first then break end
+  local dl = redis.call('zscore', KEYS[3], first)
+  if dl and tonumber(dl) > now then break end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], first)
+end
+local first = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 and ((not first) or first == ARGV[1]) then
+  if first == ARGV[1] then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], ARGV[1])
+  end
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return -1
+end
+if redis.call('zscore', KEYS[3], ARGV[1]) == false then
+  redis.call('rpush', KEYS[2], ARGV[1])
+end
+redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+local ttl = redis.call('pttl', KEYS[1])
+if ttl < 0 then ttl = 0 end
+return ttl"#,
 );

@@ -1,19 +1,27 @@
 //! The locks. Each returns typed outcomes for the normal cases (held by someone else, expired,
 //! not the owner) and keeps [`crate::Error`] for transport failures.
 
+mod fair;
 mod fenced;
+mod multi;
 #[cfg(not(target_arch = "wasm32"))]
 mod redlock;
 mod reentrant;
+mod replicated;
+mod rwlock;
 mod semaphore;
 mod simple;
 #[cfg(not(target_arch = "wasm32"))]
 mod watchdog;
 
+pub use fair::FairLock;
 pub use fenced::{FencedLease, FencedLock};
+pub use multi::{MultiLease, MultiLock};
 #[cfg(not(target_arch = "wasm32"))]
 pub use redlock::{RedLease, RedLock};
 pub use reentrant::{ReentrantLock, ReentrantRelease};
+pub use replicated::{ReplicatedAcquire, ReplicatedLock};
+pub use rwlock::{RwLease, RwLock};
 pub use semaphore::{Permit, Semaphore};
 pub use simple::{Backoff, Extended, Lease, Released, SimpleLock};
 #[cfg(not(target_arch = "wasm32"))]
