@@ -179,8 +179,12 @@ pub struct Client {
     pub push: PushSender,
     /// Close the connection after the current reply is written (`QUIT`, protocol errors).
     pub close_after_reply: bool,
-    /// This connection is a replica's link to us, or our link to a master.
+    /// This connection is our link to a master (its writes bypass the read-only check).
     pub is_replication_link: bool,
+    /// Replication offset right after this client's last write (what `WAIT` waits for).
+    pub repl_offset: u64,
+    /// The port a replica said it listens on (`REPLCONF listening-port`).
+    pub replica_port: u16,
     /// What `sync_info` last published, to skip the lock when nothing changed.
     info_fingerprint: Option<(usize, usize, i64, usize, i64)>,
 }
@@ -284,6 +288,8 @@ impl Clients {
             },
             close_after_reply: false,
             is_replication_link: false,
+            repl_offset: 0,
+            replica_port: 0,
             info_fingerprint: None,
         };
         (client, PushReceiver { rx, handle })

@@ -59,6 +59,9 @@ pub enum Frame {
     /// Several replies to one command, written back to back (`SUBSCRIBE a b` confirms each
     /// channel separately). Not a RESP type of its own.
     Multi(Vec<Frame>),
+    /// Bytes already in wire form, written as they are: the replication stream a master sends
+    /// a replica. Not a RESP type of its own.
+    Raw(Bytes),
 }
 
 impl Frame {
@@ -170,6 +173,7 @@ impl Frame {
                     f.encode(proto, out);
                 }
             }
+            Frame::Raw(bytes) => out.put_slice(bytes),
         }
     }
 

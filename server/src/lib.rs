@@ -21,6 +21,7 @@ pub mod gate;
 pub mod glob;
 pub mod net;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod zset;

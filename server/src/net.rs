@@ -159,6 +159,7 @@ async fn wait_closed(rd: &mut OwnedReadHalf, rbuf: &mut BytesMut) {
 /// Releases everything a departing client held: subscriptions, watches, its registry entry.
 pub fn cleanup_client(shared: &Shared, client: &mut Client) {
     shared.pubsub.remove_client(client);
+    shared.replication.remove_replica(client.handle.id);
     client.unwatch_all(&shared.keyspace);
     shared.clients.unregister(client.handle.id);
 }

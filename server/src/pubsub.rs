@@ -268,6 +268,7 @@ fn deliver(
 pub fn approx_size(f: &Frame) -> usize {
     match f {
         Frame::Bulk(b) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(b) => b.len() + 16,
+        Frame::Raw(b) => b.len(),
         Frame::Array(v) | Frame::Push(v) | Frame::Set(v) | Frame::Multi(v) => {
             16 + v.iter().map(approx_size).sum::<usize>()
         }

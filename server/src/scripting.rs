@@ -670,7 +670,7 @@ fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
             t.raw_set("verbatim_string", inner)?;
             Value::Table(t)
         }
-        Frame::Verbatim(text) => Value::String(lua.create_string(text)?),
+        Frame::Verbatim(text) | Frame::Raw(text) => Value::String(lua.create_string(text)?),
     })
 }
 

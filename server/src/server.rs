@@ -69,6 +69,8 @@ pub struct Shared {
     pub pubsub: PubSub,
     /// Lua scripts and functions.
     pub scripting: Scripting,
+    /// Replication: the stream to replicas, or the link to a master.
+    pub replication: crate::replication::Replication,
     /// `INFO stats` counters.
     pub stats: Stats,
     /// When the server started.
@@ -84,9 +86,12 @@ pub struct Shared {
 impl Shared {
     fn new(clock: Clock) -> Shared {
         let (shutdown_tx, _) = watch::channel(false);
-        let run_id = (0..40)
-            .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
-            .collect();
+        let hex40 = || -> String {
+            (0..40)
+                .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
+                .collect()
+        };
+        let run_id = hex40();
         Shared {
             keyspace: Keyspace::default(),
             clock,
@@ -95,6 +100,7 @@ impl Shared {
             clients: Clients::default(),
             pubsub: PubSub::default(),
             scripting: Scripting::default(),
+            replication: crate::replication::Replication::new(hex40()),
             stats: Stats::default(),
             started: Instant::now(),
             run_id,
@@ -129,23 +135,33 @@ impl Shared {
         None
     }
 
-    /// Called after a command changed something: counts the change (and, once replication
-    /// exists, propagates it).
-    pub fn after_write(&self, _db: usize, _spec: &CommandSpec, _args: &[Bytes], dirty: u64) {
+    /// Called after a command changed something: counts the change and feeds its effect to
+    /// the replicas. Returns the replication offset after it (what `WAIT` waits for).
+    pub fn after_write(&self, db: usize, spec: &CommandSpec, args: &[Bytes], dirty: u64) -> u64 {
         self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
+        if !self.replication.has_replicas() {
+            return self.replication.offset();
+        }
+        let effects = crate::replication::effects(self, db, spec, args);
+        self.replication.feed(db, &effects)
     }
 
-    /// Called after the expiry cycle deleted keys: once replication exists, replicas receive a
-    /// `DEL` for each, since they never expire keys themselves.
-    pub fn propagate_expired(&self, _db: usize, _keys: &[Bytes]) {}
+    /// Called after the expiry cycle deleted keys: replicas receive a `DEL` for each, since
+    /// they never expire keys themselves.
+    pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
+        if keys.is_empty() || !self.replication.has_replicas() {
+            return;
+        }
+        let dels: Vec<Vec<Bytes>> = keys
+            .iter()
+            .map(|k| vec![Bytes::from_static(b"DEL"), k.clone()])
+            .collect();
+        self.replication.feed(db, &dels);
+    }
 
     /// The body of `INFO replication`.
     pub fn replication_info(&self) -> String {
-        let role = if self.is_replica() { "slave" } else { "master" };
-        format!(
-            "role:{role}\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-            self.run_id
-        )
+        self.replication.info()
     }
 
     /// Asks the server to shut down: the listener stops and every connection closes.
@@ -342,6 +358,37 @@ impl ServerHandle {
             // Every task holds a sender; recv returns None once all have finished.
             let _ = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
         }
+    }
+
+    /// Makes this server a replica of `master` (like `REPLICAOF host port`).
+    pub fn replicate_from(&self, master: SocketAddr) {
+        crate::replication::start_replica(&self.shared, master.ip().to_string(), master.port());
+    }
+
+    /// Promotes a replica to master (like `REPLICAOF NO ONE`).
+    pub fn promote(&self) {
+        crate::replication::stop_replica(&self.shared);
+    }
+
+    /// Pauses (or resumes) the replication stream to every replica. While paused, writes are
+    /// held on this master: a crash loses them, as a real network partition would.
+    pub fn pause_replication(&self, paused: bool) {
+        self.shared.replication.set_paused(paused);
+    }
+
+    /// Crashes this master: writes not yet sent to a replica are lost, every connection is
+    /// dropped and the listener closes. The in-process state stays readable for inspection.
+    pub async fn crash(&self) {
+        self.shared.replication.discard_held();
+        self.shutdown().await;
+    }
+
+    /// Whether this replica's link to its master is up (false for a master).
+    pub fn replication_link_up(&self) -> bool {
+        self.shared
+            .replication
+            .master_link()
+            .is_some_and(|(_, _, up, _)| up)
     }
 
     /// Resolves when the server has been asked to shut down (e.g. by `SHUTDOWN`).

@@ -76,13 +76,17 @@ fn main() -> std::io::Result<()> {
         if let Some(m) = args.maxclients {
             b = b.config("maxclients", m.to_string());
         }
-        if args.replicaof.is_some() {
-            tracing::warn!("--replicaof is not supported yet; starting as a master");
-        }
+
         for (name, value) in directives {
             b = b.config(name, value);
         }
         let server = b.start().await?;
+        if let Some(master) = &args.replicaof {
+            let port = master[1].parse::<u16>().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad --replicaof port")
+            })?;
+            latchkey_server::replication::start_replica(server.shared(), master[0].clone(), port);
+        }
         tracing::info!(
             "latchkey-server {} ready to accept connections",
             env!("CARGO_PKG_VERSION")

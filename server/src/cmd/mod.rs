@@ -25,6 +25,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod strings;
@@ -172,8 +173,9 @@ pub const fn spec(
 }
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 10] {
+fn tables() -> [&'static [CommandSpec]; 11] {
     [
+        replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
@@ -380,7 +382,9 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
     let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
         run_handler(shared, client, spec, &args, now_ms)
-    } else if spec.has(EXCLUSIVE) {
+    } else if spec.has(EXCLUSIVE) || (spec.has(WRITE) && shared.replication.has_replicas()) {
+        // With replicas attached, writes run one at a time so that the stream carries them in
+        // the order the keyspace saw them.
         let guard = match shared.gate.exclusive(threshold).await {
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
@@ -416,7 +420,7 @@ fn run_handler(
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
     if dirty > 0 {
-        shared.after_write(client.db, spec, args, dirty);
+        client.repl_offset = shared.after_write(client.db, spec, args, dirty);
     }
     match blocked {
         Some(fut) => Err(fut),
@@ -444,7 +448,7 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
     ctx.blocked = None;
     let dirty = ctx.dirty - before;
     if dirty > 0 {
-        ctx.shared.after_write(ctx.client.db, spec, args, dirty);
+        ctx.client.repl_offset = ctx.shared.after_write(ctx.client.db, spec, args, dirty);
     }
     frame
 }

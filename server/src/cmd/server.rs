@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::util::{is, lower};
 use super::{
-    all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, BLOCKING,
-    EXCLUSIVE, FAST, LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
+    all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
+    LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
 };
 use crate::config::ConfigError;
 use crate::frame::{Frame, Protocol};
@@ -45,7 +45,6 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         debug,
     ),
-    spec("wait", 3, NOSCRIPT | BLOCKING, 0, 0, 0, wait),
     spec(
         "shutdown",
         -1,
@@ -405,36 +404,6 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ]),
         _ => unknown_subcommand(args, "debug"),
     }
-}
-
-/// `WAIT numreplicas timeout`: how many replicas acknowledged this client's writes. Until
-/// replication exists there are none, so a request for one or more waits out its timeout (0
-/// waits forever, as in Redis) and answers 0 — which is exactly what a lock confirmed with
-/// WAIT must learn from a master without replicas.
-fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (Ok(n), Ok(timeout)) = (
-        super::util::parse_i64(&args[1]),
-        super::util::parse_i64(&args[2]),
-    ) else {
-        return super::util::not_integer();
-    };
-    if timeout < 0 {
-        return Frame::error("ERR timeout is negative");
-    }
-    let acked = 0;
-    if n <= acked || !ctx.may_block() {
-        return Frame::Integer(acked);
-    }
-    // WAIT's timeout bounds a network round trip, so it is real time even under a virtual
-    // clock (a hermetic test would otherwise hang until it advanced the clock).
-    ctx.block(async move {
-        if timeout == 0 {
-            std::future::pending::<()>().await;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(timeout as u64)).await;
-        Frame::Integer(acked)
-    });
-    Frame::Integer(acked)
 }
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
