@@ -84,7 +84,7 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// `REPLCONF`: the options a replica announces, and its acknowledgements (which get no reply).
 fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return super::util::syntax_error();
     }
     let mut i = 1;
