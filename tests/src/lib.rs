@@ -2,9 +2,11 @@
 //! port, start a latchkey server, talk raw RESP to both, and compare replies byte for byte.
 
 pub mod diff;
+pub mod fault_proxy;
 pub mod raw;
 pub mod redis_proc;
 
 pub use diff::Diff;
+pub use fault_proxy::FaultProxy;
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;
