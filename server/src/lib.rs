@@ -9,6 +9,7 @@
 //! [`net`] serves a TCP connection, [`cmd`] holds one module per command family, [`db`] is the
 //! keyspace, [`gate`] makes scripts and transactions atomic, [`server`] starts and stops it all.
 
+pub mod aof;
 pub mod client;
 pub mod clock;
 pub mod cmd;

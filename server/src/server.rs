@@ -71,6 +71,8 @@ pub struct Shared {
     pub scripting: Scripting,
     /// Replication: the stream to replicas, or the link to a master.
     pub replication: crate::replication::Replication,
+    /// The append-only file, when `appendonly yes`.
+    pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
     /// `INFO stats` counters.
     pub stats: Stats,
     /// When the server started.
@@ -101,6 +103,7 @@ impl Shared {
             pubsub: PubSub::default(),
             scripting: Scripting::default(),
             replication: crate::replication::Replication::new(hex40()),
+            aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
             started: Instant::now(),
             run_id,
@@ -139,23 +142,31 @@ impl Shared {
     /// the replicas. Returns the replication offset after it (what `WAIT` waits for).
     pub fn after_write(&self, db: usize, spec: &CommandSpec, args: &[Bytes], dirty: u64) -> u64 {
         self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
-        if !self.replication.has_replicas() {
+        let aof = self.aof.read();
+        if !self.replication.has_replicas() && aof.is_none() {
             return self.replication.offset();
         }
         let effects = crate::replication::effects(self, db, spec, args);
+        if let Some(aof) = aof.as_ref() {
+            aof.append(db, &effects);
+        }
         self.replication.feed(db, &effects)
     }
 
     /// Called after the expiry cycle deleted keys: replicas receive a `DEL` for each, since
     /// they never expire keys themselves.
     pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
-        if keys.is_empty() || !self.replication.has_replicas() {
+        let aof = self.aof.read();
+        if keys.is_empty() || (!self.replication.has_replicas() && aof.is_none()) {
             return;
         }
         let dels: Vec<Vec<Bytes>> = keys
             .iter()
             .map(|k| vec![Bytes::from_static(b"DEL"), k.clone()])
             .collect();
+        if let Some(aof) = aof.as_ref() {
+            aof.append(db, &dels);
+        }
         self.replication.feed(db, &dels);
     }
 
@@ -251,6 +262,9 @@ impl Builder {
                 )
             })?;
         }
+        if shared.config.get("appendonly").as_deref() == Some("yes") {
+            open_aof(&shared).await?;
+        }
         let (done_tx, done_rx) = mpsc::channel::<()>(1);
         let addr = if self.listen {
             let listener = TcpListener::bind((self.bind.as_str(), self.port)).await?;
@@ -284,6 +298,41 @@ impl Builder {
             rt: Some(rt),
         })
     }
+}
+
+/// Replays the append-only file, then opens it for appending (and starts the everysec flush).
+async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
+    let name = shared
+        .config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into());
+    let path = std::path::Path::new(&dir).join(name);
+    let commands = crate::aof::load(&path)?;
+    let loaded = commands.len();
+    let (mut loader, _pushes) = shared.clients.register(None, None);
+    loader.is_replication_link = true;
+    for args in commands {
+        cmd::execute(shared, &mut loader, args).await;
+    }
+    crate::net::cleanup_client(shared, &mut loader);
+    let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
+    *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
+    tracing::info!("AOF {} loaded: {loaded} commands", path.display());
+    if fsync == crate::aof::Fsync::EverySec {
+        let weak = Arc::downgrade(shared);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(shared) = weak.upgrade() else { return };
+                let aof = shared.aof.read();
+                if let Some(aof) = aof.as_ref() {
+                    aof.flush_if_dirty();
+                }
+            }
+        });
+    }
+    Ok(())
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, done: mpsc::Sender<()>) {

@@ -12,6 +12,7 @@ pub struct RedisProcess {
     child: Child,
     addr: SocketAddr,
     dir: std::path::PathBuf,
+    args: Vec<String>,
 }
 
 /// Picks a port the OS says is free right now (never 6379).
@@ -47,7 +48,12 @@ impl RedisProcess {
                     panic!("cannot start {bin} ({e}): install redis-server (apt-get install redis-server)")
                 });
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-            let mut p = RedisProcess { child, addr, dir };
+            let mut p = RedisProcess {
+                child,
+                addr,
+                dir,
+                args: extra.iter().map(|a| a.to_string()).collect(),
+            };
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = p.child.try_wait() {
@@ -63,6 +69,38 @@ impl RedisProcess {
             let _ = p.child.kill();
         }
         panic!("redis-server did not start");
+    }
+
+    /// Kills the process (SIGKILL: no shutdown save, like a crash) and starts it again on the
+    /// same port, in the same directory, with the same arguments.
+    pub fn crash_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        self.child = Command::new(bin)
+            .args([
+                "--port",
+                &self.addr.port().to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", self.dir.to_str().expect("utf-8 temp dir")])
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("restart redis-server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut c) = RawConn::connect(self.addr) {
+                if c.cmd(&["PING"]).starts_with(b"+PONG") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not come back");
     }
 
     /// The address it listens on.

@@ -1,0 +1,145 @@
+//! The append-only file: every change is appended as the write commands that reproduce it
+//! (Redis's AOF format), and replayed at start. This is what decides whether a lock survives a
+//! crash-restart: with `appendfsync always` an acknowledged lock is on disk before the reply.
+//!
+//! A torn last command (the process died mid-write) is cut off at start, as
+//! `redis-check-aof --fix` would, instead of refusing to start.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+
+use crate::codec::{Decoder, Parsed};
+
+/// When appended bytes are forced to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    /// After every write, before the reply.
+    Always,
+    /// Once a second, from a background task.
+    EverySec,
+    /// Never explicitly (the OS decides).
+    No,
+}
+
+impl Fsync {
+    /// Parses `appendfsync`'s value.
+    pub fn parse(s: &str) -> Fsync {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Fsync::Always,
+            "no" => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
+
+/// An open append-only file.
+#[derive(Debug)]
+pub struct Aof {
+    file: Mutex<File>,
+    fsync: Fsync,
+    last_db: AtomicI64,
+    dirty: AtomicBool,
+    path: PathBuf,
+}
+
+impl Aof {
+    /// Opens (creating if needed) the file for appending.
+    pub fn open(path: PathBuf, fsync: Fsync) -> std::io::Result<Aof> {
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(Aof {
+            file: Mutex::new(file),
+            fsync,
+            last_db: AtomicI64::new(-1),
+            dirty: AtomicBool::new(false),
+            path,
+        })
+    }
+
+    /// Where the file lives.
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Appends commands (with a `SELECT` when the database changes).
+    pub fn append(&self, db: usize, commands: &[Vec<Bytes>]) {
+        if commands.is_empty() {
+            return;
+        }
+        let mut out = BytesMut::new();
+        if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
+            crate::replication::encode(
+                &[Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())],
+                &mut out,
+            );
+        }
+        for c in commands {
+            crate::replication::encode(c, &mut out);
+        }
+        let mut f = self.file.lock();
+        if let Err(e) = f.write_all(&out) {
+            tracing::error!("AOF write failed: {e}");
+            return;
+        }
+        match self.fsync {
+            Fsync::Always => {
+                if let Err(e) = f.sync_data() {
+                    tracing::error!("AOF fsync failed: {e}");
+                }
+            }
+            Fsync::EverySec => self.dirty.store(true, Ordering::Release),
+            Fsync::No => {}
+        }
+    }
+
+    /// The once-a-second flush of `appendfsync everysec`.
+    pub fn flush_if_dirty(&self) {
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            let _ = self.file.lock().sync_data();
+        }
+    }
+}
+
+/// Reads the commands of an AOF. A torn tail is cut off the file (and reported) so that the
+/// next start sees a clean file.
+pub fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
+    let mut data = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut data)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    }
+    let total = data.len();
+    let mut buf = BytesMut::from(&data[..]);
+    let mut decoder = Decoder::default();
+    let mut commands = Vec::new();
+    let mut good = 0usize;
+    loop {
+        match decoder.parse(&mut buf, u64::MAX) {
+            Ok(Some(Parsed::Command(args))) => {
+                commands.push(args);
+                good = total - buf.len();
+            }
+            Ok(Some(Parsed::Empty)) => good = total - buf.len(),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    if good < total {
+        tracing::warn!(
+            "AOF {} has a torn tail: truncating {} bytes (as redis-check-aof --fix would)",
+            path.display(),
+            total - good
+        );
+        OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(good as u64)?;
+    }
+    Ok(commands)
+}
