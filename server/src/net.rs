@@ -68,6 +68,9 @@ pub async fn serve(
         loop {
             let parsed = decoder.parse(&mut rbuf, shared.config.proto_max_bulk_len());
             match parsed {
+                // A killed client (CLIENT KILL, shutdown, crash) runs nothing more, even what
+                // it had already sent.
+                Ok(Some(Parsed::Command(_))) if handle.is_killed() => break 'conn,
                 Ok(Some(Parsed::Command(args))) => {
                     let reply = if cmd::lookup(&args[0]).is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {

@@ -100,7 +100,11 @@ async fn a_stuck_server_does_not_stall_redlock() {
     let mut keep = Vec::new();
     let mut transports = Vec::new();
     for _ in 0..5 {
-        let h = Server::builder().start().await.unwrap();
+        let h = Server::builder()
+            .config("busy-reply-threshold", "50")
+            .start()
+            .await
+            .unwrap();
         transports.push(RedisTransport::connect(&h.url()).await.unwrap());
         keep.push(h);
     }
@@ -113,7 +117,16 @@ async fn a_stuck_server_does_not_stall_redlock() {
             "0",
         ])
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Wait until the script is really running (the server answers -BUSY).
+    let probe = tokio::task::spawn_blocking(move || {
+        let mut c = latchkey_tests::RawConn::connect(stuck).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !c.cmd(&["GET", "probe"]).starts_with(b"-BUSY") {
+            assert!(Instant::now() < deadline, "the script never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    probe.await.unwrap();
     let redlock = RedLock::new(transports, Duration::from_millis(100));
     let start = Instant::now();
     let l = redlock
