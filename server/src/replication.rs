@@ -65,6 +65,8 @@ pub struct Replication {
     has_replicas: AtomicBool,
     acked: Notify,
     master: Mutex<Option<MasterLink>>,
+    /// Replica side: how long each command of the stream waits before it is applied.
+    lag_ms: AtomicU64,
 }
 
 impl Replication {
@@ -78,7 +80,18 @@ impl Replication {
             has_replicas: AtomicBool::new(false),
             acked: Notify::new(),
             master: Mutex::new(None),
+            lag_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Replica side: delays applying (and acknowledging) the stream by `lag`, to show a lagging
+    /// replica; zero applies at once.
+    pub fn set_lag(&self, lag: Duration) {
+        self.lag_ms.store(lag.as_millis() as u64, Ordering::Release);
+    }
+
+    fn lag(&self) -> Duration {
+        Duration::from_millis(self.lag_ms.load(Ordering::Acquire))
     }
 
     /// `master_repl_offset`.
@@ -538,6 +551,11 @@ async fn follow(
                     Ok(0) => break Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "master closed")),
                     Err(e) => break Err(e),
                     Ok(_) => {}
+                }
+                let lag = shared.replication.lag();
+                if !lag.is_zero() {
+                    // What just arrived is applied `lag` after it arrived.
+                    tokio::time::sleep(lag).await;
                 }
                 loop {
                     let before = buf.len();

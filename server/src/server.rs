@@ -419,6 +419,11 @@ impl ServerHandle {
         crate::replication::stop_replica(&self.shared);
     }
 
+    /// Makes this replica apply its master's stream `lag` late (zero: at once).
+    pub fn set_replication_lag(&self, lag: Duration) {
+        self.shared.replication.set_lag(lag);
+    }
+
     /// Pauses (or resumes) the replication stream to every replica. While paused, writes are
     /// held on this master: a crash loses them, as a real network partition would.
     pub fn pause_replication(&self, paused: bool) {

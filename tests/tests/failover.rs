@@ -316,3 +316,20 @@ async fn a_paused_holder_is_caught_by_fencing() {
     );
     assert_eq!(store.writes, vec!["c2"]);
 }
+
+/// A lagging replica: writes reach it late, and WAIT says so in the meantime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_replica_applies_late() {
+    let (master, replica) = pair().await;
+    replica.set_replication_lag(Duration::from_millis(400));
+    let mut m = master.client();
+    m.cmd(["SET", "late", "v"]).await;
+    assert_eq!(m.cmd(["WAIT", "1", "50"]).await, Frame::Integer(0));
+    assert_eq!(
+        get(&replica, "late").await,
+        Frame::Null,
+        "applied before its lag"
+    );
+    assert_eq!(m.cmd(["WAIT", "1", "5000"]).await, Frame::Integer(1));
+    assert_eq!(get(&replica, "late").await, Frame::bulk("v"));
+}

@@ -127,7 +127,8 @@ fn psync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     replication::attach_replica(ctx.shared, sender, id, port)
 }
 
-/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE`: drive a failover over the wire.
+/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|LAG ms`: drive a failover over the wire.
+/// `LAG ms` (on a replica) applies the stream that much late.
 /// `PAUSE`/`RESUME` hold or release the replication stream on this master, `CRASH` drops what
 /// was held and every connection (the process stays up but serves nothing), `PROMOTE` makes a
 /// replica a master.
@@ -141,9 +142,16 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.client.close_after_reply = true;
         }
         "promote" => replication::stop_replica(ctx.shared),
+        "lag" if args.len() == 3 => match parse_i64(&args[2]) {
+            Ok(ms) if ms >= 0 => ctx
+                .shared
+                .replication
+                .set_lag(Duration::from_millis(ms as u64)),
+            _ => return not_integer(),
+        },
         _ => {
             return Frame::error(format!(
-                "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH or PROMOTE.",
+                "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE or LAG.",
                 String::from_utf8_lossy(&args[1])
             ))
         }
