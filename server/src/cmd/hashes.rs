@@ -5,10 +5,12 @@ use dashmap::mapref::one::RefMut;
 use indexmap::IndexMap;
 
 use super::keys::{parse_scan, scan_page};
-use super::util::{not_integer, parse_f64, parse_i64, wrongtype};
+use super::util::{
+    container_mut, not_integer, parse_f64, parse_i64, read_container, write_container,
+};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
-use crate::db::{Entry, Value};
+use crate::db::Entry;
 use crate::frame::Frame;
 
 /// The hash commands.
@@ -42,13 +44,7 @@ type Hash = IndexMap<Bytes, Bytes>;
 
 /// Runs `f` on the hash at `key`: `Ok(None)` when the key is absent, WRONGTYPE for another type.
 fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&Hash) -> R) -> Result<Option<R>, Frame> {
-    match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::Hash(h) => Ok(Some(f(h))),
-            _ => Err(wrongtype()),
-        },
-    }
+    read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
 /// The hash at `key` for modification, created empty when absent and `create` is set.
@@ -57,25 +53,11 @@ fn write<'a>(
     key: &Bytes,
     create: bool,
 ) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
-    let db = ctx.db();
-    if let Some(e) = db.get_mut(key, ctx.now_ms, ctx.lazy_delete()) {
-        return match e.value {
-            Value::Hash(_) => Ok(Some(e)),
-            _ => Err(wrongtype()),
-        };
-    }
-    if !create {
-        return Ok(None);
-    }
-    db.insert(key.clone(), Entry::new(Value::Hash(IndexMap::new())));
-    Ok(db.get_mut(key, ctx.now_ms, ctx.lazy_delete()))
+    write_container::<Hash>(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
 fn hash_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut Hash {
-    match &mut e.value {
-        Value::Hash(h) => h,
-        _ => unreachable!("write() only returns hashes"),
-    }
+    container_mut(e)
 }
 
 fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame> {

@@ -11,9 +11,11 @@ use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 use tokio::sync::Notify;
 
-use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
+use super::util::{
+    container_mut, is, not_integer, parse_i64, read_container, syntax_error, write_container,
+};
 use super::{lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE};
-use crate::db::{Db, Entry, Value};
+use crate::db::{Db, Entry};
 use crate::frame::Frame;
 use crate::server::Shared;
 
@@ -42,13 +44,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 type List = VecDeque<Bytes>;
 
 fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Option<R>, Frame> {
-    match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::List(l) => Ok(Some(f(l))),
-            _ => Err(wrongtype()),
-        },
-    }
+    read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
 fn write_in<'a>(
@@ -58,17 +54,7 @@ fn write_in<'a>(
     lazy: bool,
     create: bool,
 ) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
-    if let Some(e) = db.get_mut(key, now_ms, lazy) {
-        return match e.value {
-            Value::List(_) => Ok(Some(e)),
-            _ => Err(wrongtype()),
-        };
-    }
-    if !create {
-        return Ok(None);
-    }
-    db.insert(key.clone(), Entry::new(Value::List(VecDeque::new())));
-    Ok(db.get_mut(key, now_ms, lazy))
+    write_container::<List>(db, key, now_ms, lazy, create)
 }
 
 fn write<'a>(
@@ -80,10 +66,7 @@ fn write<'a>(
 }
 
 fn list_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut List {
-    match &mut e.value {
-        Value::List(l) => l,
-        _ => unreachable!("write() only returns lists"),
-    }
+    container_mut(e)
 }
 
 fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Frame {

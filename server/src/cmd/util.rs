@@ -1,8 +1,10 @@
 //! Small helpers shared by command handlers: argument parsing with Redis's error texts.
 
 use bytes::Bytes;
+use dashmap::mapref::one::RefMut;
 
 use crate::codec;
+use crate::db::{Db, Entry, Value};
 use crate::frame::Frame;
 
 /// `-WRONGTYPE Operation against a key holding the wrong kind of value`.
@@ -73,4 +75,110 @@ pub fn int_bytes(i: i64) -> Bytes {
 /// Lowercased UTF-8 (lossy) text of an argument, for error messages and subcommand matching.
 pub fn lower(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).to_ascii_lowercase()
+}
+
+/// A container value type (hash, list, sorted set) that commands read and write in place.
+pub trait Container: Sized {
+    /// The container inside `v`, if `v` holds this type.
+    fn of(v: &Value) -> Option<&Self>;
+    /// The same, mutably.
+    fn of_mut(v: &mut Value) -> Option<&mut Self>;
+    /// A new, empty value of this type.
+    fn empty() -> Value;
+}
+
+impl Container for indexmap::IndexMap<Bytes, Bytes> {
+    fn of(v: &Value) -> Option<&Self> {
+        match v {
+            Value::Hash(h) => Some(h),
+            _ => None,
+        }
+    }
+    fn of_mut(v: &mut Value) -> Option<&mut Self> {
+        match v {
+            Value::Hash(h) => Some(h),
+            _ => None,
+        }
+    }
+    fn empty() -> Value {
+        Value::Hash(Default::default())
+    }
+}
+
+impl Container for std::collections::VecDeque<Bytes> {
+    fn of(v: &Value) -> Option<&Self> {
+        match v {
+            Value::List(l) => Some(l),
+            _ => None,
+        }
+    }
+    fn of_mut(v: &mut Value) -> Option<&mut Self> {
+        match v {
+            Value::List(l) => Some(l),
+            _ => None,
+        }
+    }
+    fn empty() -> Value {
+        Value::List(Default::default())
+    }
+}
+
+impl Container for crate::zset::ZSet {
+    fn of(v: &Value) -> Option<&Self> {
+        match v {
+            Value::ZSet(z) => Some(z),
+            _ => None,
+        }
+    }
+    fn of_mut(v: &mut Value) -> Option<&mut Self> {
+        match v {
+            Value::ZSet(z) => Some(z),
+            _ => None,
+        }
+    }
+    fn empty() -> Value {
+        Value::ZSet(Default::default())
+    }
+}
+
+/// Runs `f` on the container at `key`: `Ok(None)` when the key is absent, WRONGTYPE when it
+/// holds another type.
+pub fn read_container<C: Container, R>(
+    db: &Db,
+    key: &[u8],
+    now_ms: u64,
+    lazy: bool,
+    f: impl FnOnce(&C) -> R,
+) -> Result<Option<R>, Frame> {
+    match db.get(key, now_ms, lazy) {
+        None => Ok(None),
+        Some(e) => C::of(&e.value).map(f).map(Some).ok_or_else(wrongtype),
+    }
+}
+
+/// The entry at `key` for in-place modification of its container, created empty when absent
+/// and `create` is set. WRONGTYPE when it holds another type.
+pub fn write_container<'a, C: Container>(
+    db: &'a Db,
+    key: &Bytes,
+    now_ms: u64,
+    lazy: bool,
+    create: bool,
+) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+    if let Some(e) = db.get_mut(key, now_ms, lazy) {
+        return match C::of(&e.value) {
+            Some(_) => Ok(Some(e)),
+            None => Err(wrongtype()),
+        };
+    }
+    if !create {
+        return Ok(None);
+    }
+    db.insert(key.clone(), Entry::new(C::empty()));
+    Ok(db.get_mut(key, now_ms, lazy))
+}
+
+/// The container inside an entry returned by [`write_container`].
+pub fn container_mut<'e, C: Container>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut C {
+    C::of_mut(&mut e.value).expect("write_container only returns entries of its type")
 }

@@ -4,9 +4,12 @@
 use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 
-use super::util::{is, not_float, not_integer, parse_double, parse_i64, syntax_error, wrongtype};
+use super::util::{
+    container_mut, is, not_float, not_integer, parse_double, parse_i64, read_container,
+    syntax_error, write_container,
+};
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
-use crate::db::{Entry, Value};
+use crate::db::Entry;
 use crate::frame::{Frame, Protocol};
 use crate::zset::ZSet;
 
@@ -32,13 +35,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&ZSet) -> R) -> Result<Option<R>, Frame> {
-    match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::ZSet(z) => Ok(Some(f(z))),
-            _ => Err(wrongtype()),
-        },
-    }
+    read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
 fn write<'a>(
@@ -46,25 +43,11 @@ fn write<'a>(
     key: &Bytes,
     create: bool,
 ) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
-    let db = ctx.db();
-    if let Some(e) = db.get_mut(key, ctx.now_ms, ctx.lazy_delete()) {
-        return match e.value {
-            Value::ZSet(_) => Ok(Some(e)),
-            _ => Err(wrongtype()),
-        };
-    }
-    if !create {
-        return Ok(None);
-    }
-    db.insert(key.clone(), Entry::new(Value::ZSet(ZSet::new())));
-    Ok(db.get_mut(key, ctx.now_ms, ctx.lazy_delete()))
+    write_container::<ZSet>(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
 fn zset_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut ZSet {
-    match &mut e.value {
-        Value::ZSet(z) => z,
-        _ => unreachable!("write() only returns sorted sets"),
-    }
+    container_mut(e)
 }
 
 /// Deletes the key if the sorted set became empty, then records the change.
