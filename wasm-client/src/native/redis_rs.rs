@@ -1,6 +1,7 @@
 //! Real Redis (or any server speaking the protocol, latchkey over TCP included) through the
-//! redis-rs crate: one multiplexed connection for commands, one pub/sub connection shared by
-//! every waiter.
+//! redis-rs crate: one multiplexed connection for commands (or a cluster connection routing by
+//! slot), one pub/sub connection shared by every waiter. A single node, a Sentinel-managed
+//! master, or a Cluster.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +14,17 @@ use super::hub::{Hub, HubCommand, NativeSubscription};
 use super::Runtime;
 use crate::{Error, Reply, Transport};
 
+/// How commands reach the server(s).
+#[derive(Clone)]
+enum Commands {
+    Single(MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
 /// A transport over redis-rs.
 #[derive(Clone)]
 pub struct RedisTransport {
-    conn: MultiplexedConnection,
+    conn: Commands,
     hub: Arc<Hub>,
     rt: Runtime,
 }
@@ -35,10 +43,51 @@ impl RedisTransport {
     /// Connects to `redis://host:port` (commands and the shared subscription connection).
     pub async fn connect(url: &str) -> Result<RedisTransport, Error> {
         let client = redis::Client::open(url).map_err(transport_err)?;
-        let conn = client
-            .get_multiplexed_async_connection()
+        Self::from_client(client).await
+    }
+
+    /// Connects to the master that the Sentinels at `sentinels` (`redis://host:port` each)
+    /// report for `service`.
+    pub async fn connect_sentinel(
+        sentinels: &[String],
+        service: &str,
+    ) -> Result<RedisTransport, Error> {
+        let mut sc = redis::sentinel::SentinelClient::build(
+            sentinels.to_vec(),
+            service.to_string(),
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(transport_err)?;
+        let client = sc.async_get_client().await.map_err(transport_err)?;
+        Self::from_client(client).await
+    }
+
+    /// Connects to a Cluster through any of its nodes. Commands are routed by slot (a lock's
+    /// keys share one through their hash tag); subscriptions use one node, since a Cluster
+    /// broadcasts `PUBLISH` to every node.
+    pub async fn connect_cluster(nodes: &[String]) -> Result<RedisTransport, Error> {
+        let cluster = redis::cluster::ClusterClient::new(nodes.to_vec())
+            .map_err(transport_err)?
+            .get_async_connection()
             .await
             .map_err(transport_err)?;
+        let first = nodes
+            .first()
+            .ok_or_else(|| Error::Transport("no cluster node given".into()))?;
+        let client = redis::Client::open(first.as_str()).map_err(transport_err)?;
+        let mut t = Self::from_client(client).await?;
+        t.conn = Commands::Cluster(cluster);
+        Ok(t)
+    }
+
+    async fn from_client(client: redis::Client) -> Result<RedisTransport, Error> {
+        let conn = Commands::Single(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(transport_err)?,
+        );
         let pubsub = client.get_async_pubsub().await.map_err(transport_err)?;
         let (hub, mut commands) = Hub::new();
         let (mut sink, mut stream) = pubsub.split();
@@ -112,8 +161,11 @@ impl Transport for RedisTransport {
         for a in &args {
             cmd.arg(a.as_slice());
         }
-        let mut conn = self.conn.clone();
-        match cmd.query_async::<Value>(&mut conn).await {
+        let result = match self.conn.clone() {
+            Commands::Single(mut c) => cmd.query_async::<Value>(&mut c).await,
+            Commands::Cluster(mut c) => cmd.query_async::<Value>(&mut c).await,
+        };
+        match result {
             Ok(v) => Ok(to_reply(v)),
             Err(e) => match e.code() {
                 // An error reply from the server: a value, not a transport failure.
