@@ -246,6 +246,11 @@ impl<'a> Ctx<'a> {
     /// A context for one command of `client`, at the current time.
     pub fn new(shared: &'a Arc<Shared>, client: &'a mut Client) -> Ctx<'a> {
         let now_ms = shared.clock.now_ms();
+        Ctx::at(shared, client, now_ms)
+    }
+
+    /// A context for one command of `client`, at a time already read from the clock.
+    pub fn at(shared: &'a Arc<Shared>, client: &'a mut Client, now_ms: u64) -> Ctx<'a> {
         Ctx {
             shared,
             client,
@@ -414,8 +419,7 @@ fn run_handler(
     args: &[Bytes],
     now_ms: u64,
 ) -> Result<Frame, Blocked> {
-    let mut ctx = Ctx::new(shared, client);
-    ctx.now_ms = now_ms;
+    let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
