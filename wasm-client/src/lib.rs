@@ -40,6 +40,9 @@ pub mod transport;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 
+#[cfg(target_arch = "wasm32")]
+pub mod component;
+
 pub use error::Error;
 pub use reply::Reply;
 pub use transport::Transport;
