@@ -520,23 +520,15 @@ fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     )
 }
 
-fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (min, max) = match parse_range(&args[2], &args[3]) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    let key = &args[1];
+/// Removes the members `pick` chooses from the sorted set at `key`; replies with how many.
+fn remove_picked(ctx: &mut Ctx<'_>, key: &Bytes, pick: impl FnOnce(&ZSet) -> Vec<Bytes>) -> Frame {
     let mut e = match write(ctx, key, false) {
         Ok(Some(e)) => e,
         Ok(None) => return Frame::Integer(0),
         Err(err) => return err,
     };
     let z = zset_of(&mut e);
-    let doomed: Vec<Bytes> = z
-        .iter()
-        .filter(|(_, s)| in_range(*s, min, max))
-        .map(|(m, _)| m.clone())
-        .collect();
+    let doomed = pick(z);
     for m in &doomed {
         z.remove(m);
     }
@@ -546,36 +538,36 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::Integer(doomed.len() as i64)
 }
 
+fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (min, max) = match parse_range(&args[2], &args[3]) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    remove_picked(ctx, &args[1], |z| {
+        z.iter()
+            .filter(|(_, s)| in_range(*s, min, max))
+            .map(|(m, _)| m.clone())
+            .collect()
+    })
+}
+
 fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let (Ok(a), Ok(b)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
         return not_integer();
     };
-    let key = &args[1];
-    let mut e = match write(ctx, key, false) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Frame::Integer(0),
-        Err(err) => return err,
-    };
-    let z = zset_of(&mut e);
-    let len = z.len() as i64;
-    let a = if a < 0 { (len + a).max(0) } else { a };
-    let b = if b < 0 { len + b } else { b.min(len - 1) };
-    let doomed: Vec<Bytes> = if a > b || a >= len {
-        Vec::new()
-    } else {
+    remove_picked(ctx, &args[1], |z| {
+        let len = z.len() as i64;
+        let a = if a < 0 { (len + a).max(0) } else { a };
+        let b = if b < 0 { len + b } else { b.min(len - 1) };
+        if a > b || a >= len {
+            return Vec::new();
+        }
         z.iter()
             .skip(a as usize)
             .take((b - a + 1) as usize)
             .map(|(m, _)| m.clone())
             .collect()
-    };
-    for m in &doomed {
-        z.remove(m);
-    }
-    let empty = z.is_empty();
-    drop(e);
-    finish_write(ctx, key, empty, !doomed.is_empty());
-    Frame::Integer(doomed.len() as i64)
+    })
 }
 
 fn pop_generic(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Frame {

@@ -2,6 +2,36 @@
 //! server in-process. Both share one subscription connection per transport among all
 //! waiters, with per-channel reference counting ([`hub`]).
 
+/// The `Transport` methods both native transports share (fields `hub` and `rt`): pub/sub
+/// through the shared hub, tokio's sleep, the monotonic clock, OS randomness.
+macro_rules! native_transport_common {
+    () => {
+        async fn subscribe(&self, channel: &[u8]) -> Result<NativeSubscription, Error> {
+            self.hub.subscribe(channel).await
+        }
+
+        async fn wait_message<'a>(
+            &'a self,
+            sub: &'a mut NativeSubscription,
+            timeout: Duration,
+        ) -> bool {
+            sub.wait(timeout).await
+        }
+
+        async fn sleep(&self, d: Duration) {
+            tokio::time::sleep(d).await
+        }
+
+        fn now(&self) -> Duration {
+            self.rt.now()
+        }
+
+        fn random_bytes(&self, buf: &mut [u8]) {
+            Runtime::random_bytes(buf)
+        }
+    };
+}
+
 mod hub;
 mod local;
 mod redis_rs;

@@ -178,27 +178,5 @@ impl Transport for RedisTransport {
         }
     }
 
-    async fn subscribe(&self, channel: &[u8]) -> Result<NativeSubscription, Error> {
-        self.hub.subscribe(channel).await
-    }
-
-    async fn wait_message<'a>(
-        &'a self,
-        sub: &'a mut NativeSubscription,
-        timeout: Duration,
-    ) -> bool {
-        sub.wait(timeout).await
-    }
-
-    async fn sleep(&self, d: Duration) {
-        tokio::time::sleep(d).await
-    }
-
-    fn now(&self) -> Duration {
-        self.rt.now()
-    }
-
-    fn random_bytes(&self, buf: &mut [u8]) {
-        Runtime::random_bytes(buf)
-    }
+    native_transport_common!();
 }
