@@ -1,109 +1,12 @@
-//! The WebAssembly component: the `locks` interface of `wit/latchkey.wit`, implemented with the
-//! same lock code as the native crate, over a [`Transport`] made of the host's `redis` imports.
-//!
-//! Host calls are synchronous from the component's side (the host suspends it while a call is
-//! pending), so every future the locks create is ready as soon as it is polled; a minimal
-//! executor drives them.
+//! The `locks` interface the component exports: each resource wraps the lock of the same name
+//! from [`crate::locks`], driven over [`HostTransport`].
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::transport::HostTransport;
+use super::{api, block_on, Component};
 use crate::locks::{self, Extended, Released};
-use crate::{Error, Reply, Transport};
-
-wit_bindgen::generate!({
-    world: "lock-client",
-    path: "wit",
-});
-
-use exports::latchkey::locks::locks as api;
-use latchkey::locks::redis as host;
-
-/// Runs a future whose every await is a (synchronous) host call.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
-
-/// Rebuilds a reply tree from the host's prefix-ordered frames.
-fn build(frames: &mut std::slice::Iter<'_, host::Frame>) -> Reply {
-    match frames.next() {
-        None | Some(host::Frame::Nil) => Reply::Nil,
-        Some(host::Frame::Integer(i)) => Reply::Int(*i),
-        Some(host::Frame::Bulk(b)) => Reply::Bulk(b.clone()),
-        Some(host::Frame::Status(s)) => Reply::Status(s.clone()),
-        Some(host::Frame::Error(e)) => Reply::Error(e.clone()),
-        Some(host::Frame::Double(d)) => Reply::Double(*d),
-        Some(host::Frame::Boolean(b)) => Reply::Bool(*b),
-        Some(host::Frame::Array(n)) => Reply::Array((0..*n).map(|_| build(frames)).collect()),
-        Some(host::Frame::Pairs(n)) => {
-            Reply::Map((0..*n).map(|_| (build(frames), build(frames))).collect())
-        }
-    }
-}
-
-/// The transport made of the host's imports.
-#[derive(Debug, Clone, Copy)]
-pub struct HostTransport;
-
-/// A subscription held by the host.
-#[derive(Debug)]
-pub struct HostSubscription(u64);
-
-impl Drop for HostSubscription {
-    fn drop(&mut self) {
-        host::unsubscribe(self.0);
-    }
-}
-
-fn origin() -> Instant {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
-impl Transport for HostTransport {
-    type Subscription = HostSubscription;
-
-    async fn command(&self, args: Vec<Vec<u8>>) -> Result<Reply, Error> {
-        let frames = host::command(&args).map_err(Error::Transport)?;
-        Ok(build(&mut frames.iter()))
-    }
-
-    async fn subscribe(&self, channel: &[u8]) -> Result<HostSubscription, Error> {
-        host::subscribe(channel)
-            .map(HostSubscription)
-            .map_err(Error::Transport)
-    }
-
-    async fn wait_message<'a>(&'a self, sub: &'a mut HostSubscription, timeout: Duration) -> bool {
-        host::wait_message(sub.0, timeout.as_millis() as u64)
-    }
-
-    async fn sleep(&self, d: Duration) {
-        host::sleep(d.as_millis() as u64)
-    }
-
-    fn now(&self) -> Duration {
-        origin().elapsed()
-    }
-
-    fn random_bytes(&self, buf: &mut [u8]) {
-        // wasi:random from the host, through getrandom.
-        if getrandom::fill(buf).is_err() {
-            let t = origin().elapsed().as_nanos().to_le_bytes();
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = t[i % t.len()];
-            }
-        }
-    }
-}
+use crate::{Error, Transport};
 
 fn text(e: Error) -> String {
     e.to_string()
@@ -133,8 +36,6 @@ fn released(r: Released) -> api::Released {
         Released::NotOwner => api::Released::NotOwner,
     }
 }
-
-struct Component;
 
 /// `simple-lock`.
 pub struct SimpleLock(locks::SimpleLock<HostTransport>);
@@ -225,5 +126,3 @@ impl api::Guest for Component {
     type FencedLock = FencedLock;
     type Semaphore = Semaphore;
 }
-
-export!(Component);

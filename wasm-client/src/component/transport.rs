@@ -1,0 +1,79 @@
+//! The component's [`Transport`]: the host's `redis` imports, plus WASI clocks and random.
+
+use std::time::{Duration, Instant};
+
+use super::host;
+use crate::{Error, Reply, Transport};
+
+/// Rebuilds a reply tree from the host's prefix-ordered frames.
+fn build(frames: &mut std::slice::Iter<'_, host::Frame>) -> Reply {
+    match frames.next() {
+        None | Some(host::Frame::Nil) => Reply::Nil,
+        Some(host::Frame::Integer(i)) => Reply::Int(*i),
+        Some(host::Frame::Bulk(b)) => Reply::Bulk(b.clone()),
+        Some(host::Frame::Status(s)) => Reply::Status(s.clone()),
+        Some(host::Frame::Error(e)) => Reply::Error(e.clone()),
+        Some(host::Frame::Double(d)) => Reply::Double(*d),
+        Some(host::Frame::Boolean(b)) => Reply::Bool(*b),
+        Some(host::Frame::Array(n)) => Reply::Array((0..*n).map(|_| build(frames)).collect()),
+        Some(host::Frame::Pairs(n)) => {
+            Reply::Map((0..*n).map(|_| (build(frames), build(frames))).collect())
+        }
+    }
+}
+
+/// The transport made of the host's imports.
+#[derive(Debug, Clone, Copy)]
+pub struct HostTransport;
+
+/// A subscription held by the host.
+#[derive(Debug)]
+pub struct HostSubscription(u64);
+
+impl Drop for HostSubscription {
+    fn drop(&mut self) {
+        host::unsubscribe(self.0);
+    }
+}
+
+fn origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+impl Transport for HostTransport {
+    type Subscription = HostSubscription;
+
+    async fn command(&self, args: Vec<Vec<u8>>) -> Result<Reply, Error> {
+        let frames = host::command(&args).map_err(Error::Transport)?;
+        Ok(build(&mut frames.iter()))
+    }
+
+    async fn subscribe(&self, channel: &[u8]) -> Result<HostSubscription, Error> {
+        host::subscribe(channel)
+            .map(HostSubscription)
+            .map_err(Error::Transport)
+    }
+
+    async fn wait_message<'a>(&'a self, sub: &'a mut HostSubscription, timeout: Duration) -> bool {
+        host::wait_message(sub.0, timeout.as_millis() as u64)
+    }
+
+    async fn sleep(&self, d: Duration) {
+        host::sleep(d.as_millis() as u64)
+    }
+
+    fn now(&self) -> Duration {
+        origin().elapsed()
+    }
+
+    fn random_bytes(&self, buf: &mut [u8]) {
+        // wasi:random from the host, through getrandom.
+        if getrandom::fill(buf).is_err() {
+            let t = origin().elapsed().as_nanos().to_le_bytes();
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = t[i % t.len()];
+            }
+        }
+    }
+}
