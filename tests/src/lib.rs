@@ -3,6 +3,7 @@
 
 pub mod diff;
 pub mod fault_proxy;
+pub mod lock_api;
 pub mod raw;
 pub mod redis_proc;
 
