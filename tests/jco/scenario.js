@@ -14,7 +14,17 @@ const { locks } = await import('./out/latchkey.js');
 const say = (...words) => console.log(words.join(' '));
 const pause = (label, ...words) => {
   say('pause', label, ...words);
-  fs.readSync(0, Buffer.alloc(64)); // the test answers with a line when it has looked
+  // The test answers with a line once it has looked. A pipe may be non-blocking, so a read
+  // can find nothing yet (EAGAIN): nap and read again.
+  for (;;) {
+    try {
+      if (fs.readSync(0, Buffer.alloc(64)) > 0) return;
+      throw new Error('the test closed stdin');
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
 };
 const text = (bytes) => Buffer.from(bytes).toString();
 
