@@ -1,5 +1,7 @@
 //! The `locks` interface the component exports: each resource wraps the lock of the same name
-//! from [`crate::locks`], driven over [`HostTransport`].
+//! from [`crate::locks`], driven over [`HostTransport`]. The simple, fenced and semaphore
+//! resources live here with the conversions every resource shares; the others have a file
+//! each under `locks/`.
 
 use std::time::Duration;
 
@@ -8,10 +10,30 @@ use super::{api, block_on, Component};
 use crate::locks::{self, Extended, Released};
 use crate::{Error, Transport};
 
-fn text(e: Error) -> String {
-    e.to_string()
+mod fair;
+mod multi;
+mod reentrant;
+mod replicated;
+mod rwlock;
+
+pub use fair::FairLock;
+pub use multi::MultiLock;
+pub use reentrant::ReentrantLock;
+pub use replicated::ReplicatedLock;
+pub use rwlock::RwLock;
+
+/// Milliseconds from the WIT side as a [`Duration`].
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
 }
 
+/// Runs one lock operation to completion, turning a transport failure into the `err` string
+/// of the WIT `result`.
+fn run<T>(f: impl std::future::Future<Output = Result<T, Error>>) -> Result<T, String> {
+    block_on(f).map_err(|e| e.to_string())
+}
+
+/// A native lease as the WIT record.
 fn to_wit(l: locks::Lease) -> api::Lease {
     api::Lease {
         key: l.key,
@@ -20,12 +42,14 @@ fn to_wit(l: locks::Lease) -> api::Lease {
     }
 }
 
+/// A WIT lease back as a native one. The acquisition time only feeds metrics, so "now" is
+/// good enough.
 fn from_wit(l: api::Lease) -> locks::Lease {
     locks::Lease {
         key: l.key,
         token: l.token,
         acquired_at: HostTransport.now(),
-        ttl: Duration::from_millis(l.ttl_ms),
+        ttl: ms(l.ttl_ms),
     }
 }
 
@@ -37,7 +61,7 @@ fn released(r: Released) -> api::Released {
     }
 }
 
-/// `simple-lock`.
+/// `simple-lock`: [`locks::SimpleLock`].
 pub struct SimpleLock(locks::SimpleLock<HostTransport>);
 
 impl api::GuestSimpleLock for SimpleLock {
@@ -46,41 +70,56 @@ impl api::GuestSimpleLock for SimpleLock {
     }
 
     fn try_acquire(&self, ttl_ms: u64) -> Result<Option<api::Lease>, String> {
-        block_on(self.0.try_acquire(Duration::from_millis(ttl_ms)))
-            .map(|l| l.map(to_wit))
-            .map_err(text)
+        run(self.0.try_acquire(ms(ttl_ms))).map(|l| l.map(to_wit))
     }
 
     fn acquire_wait(&self, ttl_ms: u64, deadline_ms: u64) -> Result<Option<api::Lease>, String> {
-        block_on(self.0.acquire_wait(
-            Duration::from_millis(ttl_ms),
-            Duration::from_millis(deadline_ms),
-            locks::Backoff::default(),
-        ))
-        .map(|l| l.map(to_wit))
-        .map_err(text)
+        let backoff = locks::Backoff::default();
+        run(self.0.acquire_wait(ms(ttl_ms), ms(deadline_ms), backoff)).map(|l| l.map(to_wit))
+    }
+
+    fn acquire_wait_backoff(
+        &self,
+        ttl_ms: u64,
+        deadline_ms: u64,
+        backoff: api::Backoff,
+    ) -> Result<Option<api::Lease>, String> {
+        let backoff = locks::Backoff {
+            base: ms(backoff.base_ms),
+            max: ms(backoff.max_ms),
+        };
+        run(self.0.acquire_wait(ms(ttl_ms), ms(deadline_ms), backoff)).map(|l| l.map(to_wit))
     }
 
     fn release(&self, lease: api::Lease) -> Result<api::Released, String> {
-        block_on(self.0.release(&from_wit(lease)))
-            .map(released)
-            .map_err(text)
+        run(self.0.release(&from_wit(lease))).map(released)
     }
 
     fn extend(&self, lease: api::Lease, ttl_ms: u64) -> Result<api::Extended, String> {
         let mut l = from_wit(lease);
-        block_on(self.0.extend(&mut l, Duration::from_millis(ttl_ms)))
-            .map(|e| match e {
-                Extended::Extended => api::Extended::Extended,
-                Extended::AlreadyExpired => api::Extended::AlreadyExpired,
-                Extended::NotOwner => api::Extended::NotOwner,
-            })
-            .map_err(text)
+        run(self.0.extend(&mut l, ms(ttl_ms))).map(|e| match e {
+            Extended::Extended => api::Extended::Extended,
+            Extended::AlreadyExpired => api::Extended::AlreadyExpired,
+            Extended::NotOwner => api::Extended::NotOwner,
+        })
+    }
+
+    fn holder(&self) -> Result<Option<String>, String> {
+        run(self.0.holder())
+    }
+
+    fn pttl(&self) -> Result<Option<u64>, String> {
+        run(self.0.pttl()).map(|d| d.map(|d| d.as_millis() as u64))
     }
 }
 
-/// `fenced-lock`.
+/// `fenced-lock`: [`locks::FencedLock`].
 pub struct FencedLock(locks::FencedLock<HostTransport>);
+
+/// A native fenced lease as the WIT pair (lease, fencing token).
+fn fenced_to_wit(f: locks::FencedLease) -> (api::Lease, i64) {
+    (to_wit(f.lease), f.fence)
+}
 
 impl api::GuestFencedLock for FencedLock {
     fn new(name: String) -> Self {
@@ -88,21 +127,29 @@ impl api::GuestFencedLock for FencedLock {
     }
 
     fn try_acquire(&self, ttl_ms: u64) -> Result<Option<(api::Lease, i64)>, String> {
-        block_on(self.0.try_acquire(Duration::from_millis(ttl_ms)))
-            .map(|l| l.map(|f| (to_wit(f.lease), f.fence)))
-            .map_err(text)
+        run(self.0.try_acquire(ms(ttl_ms))).map(|l| l.map(fenced_to_wit))
+    }
+
+    fn acquire_wait(
+        &self,
+        ttl_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<Option<(api::Lease, i64)>, String> {
+        let backoff = locks::Backoff::default();
+        run(self.0.acquire_wait(ms(ttl_ms), ms(deadline_ms), backoff)).map(|l| l.map(fenced_to_wit))
     }
 
     fn release(&self, lease: api::Lease) -> Result<api::Released, String> {
-        let l = from_wit(lease);
-        let fenced = locks::FencedLease { lease: l, fence: 0 };
-        block_on(self.0.release(&fenced))
-            .map(released)
-            .map_err(text)
+        // Release checks the owner token only; the fencing token plays no part.
+        let fenced = locks::FencedLease {
+            lease: from_wit(lease),
+            fence: 0,
+        };
+        run(self.0.release(&fenced)).map(released)
     }
 }
 
-/// `semaphore`.
+/// `semaphore`: [`locks::Semaphore`].
 pub struct Semaphore(locks::Semaphore<HostTransport>);
 
 impl api::GuestSemaphore for Semaphore {
@@ -111,13 +158,11 @@ impl api::GuestSemaphore for Semaphore {
     }
 
     fn try_acquire(&self, ttl_ms: u64) -> Result<Option<String>, String> {
-        block_on(self.0.try_acquire(Duration::from_millis(ttl_ms)))
-            .map(|p| p.map(|p| p.id))
-            .map_err(text)
+        run(self.0.try_acquire(ms(ttl_ms))).map(|p| p.map(|p| p.id))
     }
 
     fn release(&self, permit: String) -> Result<bool, String> {
-        block_on(self.0.release(&locks::Permit { id: permit })).map_err(text)
+        run(self.0.release(&locks::Permit { id: permit }))
     }
 }
 
@@ -125,4 +170,9 @@ impl api::Guest for Component {
     type SimpleLock = SimpleLock;
     type FencedLock = FencedLock;
     type Semaphore = Semaphore;
+    type ReentrantLock = ReentrantLock;
+    type FairLock = FairLock;
+    type RwLock = RwLock;
+    type MultiLock = MultiLock;
+    type ReplicatedLock = ReplicatedLock;
 }

@@ -45,6 +45,13 @@ impl<T: Transport + Clone> ReentrantLock<T> {
     /// The reentrant lock named `name`, for a fresh owner identity.
     pub fn new(t: T, name: &str) -> Self {
         let owner = token(&t);
+        Self::with_owner(t, name, owner)
+    }
+
+    /// The reentrant lock named `name`, acting as an existing owner (an id from
+    /// [`ReentrantLock::owner`]): how a holder hands its holds from one handle to the next,
+    /// for example across calls into a WebAssembly component.
+    pub fn with_owner(t: T, name: &str, owner: String) -> Self {
         ReentrantLock {
             key: lock_key(name),
             channel: helper_key(name, "unlock"),
