@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use wasmtime::component::Instance as WasmInstance;
+use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower};
 use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
 
 use crate::backend::BoxFuture;
@@ -159,6 +159,22 @@ impl Instance {
     /// Leases the host keeps for this instance.
     pub fn kept_leases(&self) -> usize {
         self.store.data().keeper.len()
+    }
+
+    /// Calls the world-level export `name` (for components other than the lock client, such
+    /// as the tests' rogue guest). A missing export or a type mismatch is an error that does not
+    /// poison the instance; a trap does.
+    pub async fn call<P, R>(&mut self, name: &str, params: P) -> Result<R, Trapped>
+    where
+        P: ComponentNamedList + Lower + Send + Sync + 'static,
+        R: ComponentNamedList + Lift + Send + Sync + 'static,
+    {
+        let f = self
+            .instance
+            .get_typed_func::<P, R>(&mut self.store, name)
+            .map_err(|e| Trapped(format!("no export '{name}' of that type: {e:#}")))?;
+        self.run(move |(store, _, _)| Box::pin(async move { f.call_async(&mut *store, params).await }))
+            .await
     }
 
     fn need_locks(p: Option<&LockClient>) -> wasmtime::Result<&LockClient> {
