@@ -16,8 +16,8 @@ pub struct Limits {
     pub tables: usize,
     /// Elements one table may grow to.
     pub table_elements: usize,
-    /// How long a guest may compute without calling the host before it is trapped. Measured
-    /// in epoch ticks of [`Limits::tick`]; each tick the guest first yields to other tenants.
+    /// How long a guest may compute without calling the host before it is trapped (checked
+    /// every [`Limits::tick`], when the guest also yields to other tenants).
     pub cpu_budget: Duration,
     /// The epoch tick: how often a busy guest yields (host-wide; the first host's value wins).
     pub tick: Duration,
@@ -35,17 +35,10 @@ impl Default for Limits {
             tables: 32,
             table_elements: 20_000,
             cpu_budget: Duration::from_millis(50),
-            tick: Duration::from_millis(5),
+            tick: Duration::from_millis(2),
             calls_per_sec: 100_000.0,
             burst: 10_000.0,
         }
-    }
-}
-
-impl Limits {
-    /// The CPU budget in epoch ticks (at least one).
-    pub fn budget_ticks(&self) -> u32 {
-        (self.cpu_budget.as_micros() / self.tick.as_micros().max(1)).max(1) as u32
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use latchkey_client::Reply;
 use wasmtime::component::ResourceTable;
@@ -32,8 +32,9 @@ pub struct TenantState {
     next_sub: u64,
     pub(crate) keeper: LeaseKeeper,
     pub(crate) interrupt: Arc<Interrupt>,
-    /// Epoch ticks the guest has run since it last entered the host (or was called).
-    pub(crate) ticks: u32,
+    /// When the guest last entered or left the host (or was called): the CPU budget counts
+    /// from here.
+    pub(crate) active_since: Instant,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
 }
@@ -67,7 +68,7 @@ impl TenantState {
             subs: HashMap::new(),
             next_sub: 0,
             interrupt,
-            ticks: 0,
+            active_since: Instant::now(),
             calls: 0,
         }
     }
@@ -80,7 +81,7 @@ impl TenantState {
         }
         self.calls += 1;
         self.rate.acquire().await;
-        self.ticks = 0;
+        self.active_since = Instant::now();
         Ok(())
     }
 }
@@ -119,7 +120,7 @@ impl Host for TenantState {
             Err(e) => return Ok(Err(e)),
         };
         let reply = self.backend.command(args).await;
-        self.ticks = 0;
+        self.active_since = Instant::now();
         Ok(reply.map(|r| {
             let mut out = Vec::new();
             flatten(r, &mut out);
@@ -144,7 +145,7 @@ impl Host for TenantState {
             return Ok(false);
         };
         let got = sub.wait(Duration::from_millis(timeout_ms)).await;
-        self.ticks = 0;
+        self.active_since = Instant::now();
         Ok(got)
     }
 
@@ -156,7 +157,7 @@ impl Host for TenantState {
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<()> {
         self.enter().await?;
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        self.ticks = 0;
+        self.active_since = Instant::now();
         // A lease lost while sleeping interrupts at once, not at the next call.
         match self.interrupt.reason() {
             Some(reason) => Err(wasmtime::format_err!("{reason}")),

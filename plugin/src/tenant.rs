@@ -85,10 +85,12 @@ impl Tenant {
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limits);
         // Every epoch tick, a running guest yields to the executor (other tenants run), and
-        // past its budget of ticks without a host call it is trapped. An interrupt (a lost
+        // once it has gone its budget without a host call it is trapped. The budget is wall
+        // time since the guest last left the host (yields included): a lock client calls the
+        // host every few microseconds, so only a runaway ever gets near it. An interrupt (a lost
         // lease) stops it at the next tick too.
-        let budget = l.budget_ticks();
-        let budget_ms = l.cpu_budget.as_millis();
+        let budget = l.cpu_budget;
+        let budget_ms = budget.as_millis();
         let tenant = self.ns.tenant().to_string();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
@@ -96,8 +98,7 @@ impl Tenant {
             if let Some(reason) = s.interrupt.reason() {
                 return Err(wasmtime::format_err!("{reason}"));
             }
-            s.ticks += 1;
-            if s.ticks > budget {
+            if s.active_since.elapsed() > budget {
                 return Err(wasmtime::format_err!(
                     "tenant '{tenant}' ran for over {budget_ms} ms without calling the host; interrupted"
                 ));
@@ -133,7 +134,7 @@ impl Instance {
         if let Some(t) = &self.trapped {
             return Err(Trapped(format!("already trapped ({t}); start a new instance")));
         }
-        self.store.data_mut().ticks = 0;
+        self.store.data_mut().active_since = std::time::Instant::now();
         let r = f((&mut self.store, &self.instance, self.locks.as_ref())).await;
         match r {
             Ok(v) => Ok(v),
