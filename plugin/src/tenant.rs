@@ -91,12 +91,17 @@ impl Tenant {
         // lease) stops it at the next tick too.
         let budget = l.cpu_budget;
         let budget_ms = budget.as_millis();
+        let tick = l.tick;
         let tenant = self.ns.tenant().to_string();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             let s = cx.data_mut();
-            if let Some(reason) = s.interrupt.reason() {
-                return Err(wasmtime::format_err!("{reason}"));
+            // A guest busy when its lease is lost is stopped here; one that just entered (say,
+            // to ask `held()`) gets to finish its short call: its next host call traps.
+            if s.active_since.elapsed() >= tick {
+                if let Some(reason) = s.interrupt.reason() {
+                    return Err(wasmtime::format_err!("{reason}"));
+                }
             }
             if s.active_since.elapsed() > budget {
                 return Err(wasmtime::format_err!(
@@ -135,6 +140,7 @@ impl Instance {
             return Err(Trapped(format!("already trapped ({t}); start a new instance")));
         }
         self.store.data_mut().active_since = std::time::Instant::now();
+        self.store.set_epoch_deadline(1);
         let r = f((&mut self.store, &self.instance, self.locks.as_ref())).await;
         match r {
             Ok(v) => Ok(v),
