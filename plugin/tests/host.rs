@@ -113,3 +113,50 @@ fn the_namespace_refuses_what_a_tenant_may_not_run() {
     let ok = ns.rewrite(cmd(&["PUBLISH", "{lock}:unlock", "x"])).unwrap();
     assert_eq!(ok[1], b"{t1:lock}:unlock".to_vec());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_components_are_cached_on_disk_per_engine_and_component() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("plugin-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = || latchkey_plugin::HostConfig {
+        pool_instances: 8,
+        cache_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), config()).unwrap();
+    let path = latchkey_plugin::component_path().unwrap();
+    assert!(!host.load(&path).unwrap().from_cache, "compiled the first time");
+    // A second engine with the same settings reuses the file.
+    let again = Host::new(<dyn Backend>::local(&server), config()).unwrap();
+    let cached = again.load(&path).unwrap();
+    assert!(cached.from_cache);
+    let mut t = again.tenant("c").instantiate(&cached).await.unwrap();
+    assert!(t.try_lock("x", Duration::from_secs(5)).await.unwrap().unwrap().is_some());
+    // Another component gets a file of its own.
+    assert!(!again.load(&latchkey_plugin::guest::rogue_path().unwrap()).unwrap().from_cache);
+    let files = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok);
+    let cwasm = files.filter(|f| f.path().extension().is_some_and(|e| e == "cwasm")).count();
+    assert_eq!(cwasm, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_cannot_be_reserved_falls_back_to_on_demand_instances() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    // Far more address space than a process has: the reservation fails.
+    let host = Host::new(
+        <dyn Backend>::local(&server),
+        latchkey_plugin::HostConfig {
+            pool_instances: 50_000_000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!host.pooled());
+    let plugin = common::lock_client(&host);
+    let mut t = host.tenant("od").instantiate(&plugin).await.unwrap();
+    assert!(t.try_lock("x", Duration::from_secs(5)).await.unwrap().unwrap().is_some());
+    assert!(common::host(<dyn Backend>::local(&server)).pooled(), "a small pool is reserved");
+}
