@@ -15,16 +15,32 @@ pub struct RedisProcess {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+/// A port the OS says is free right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl RedisProcess {
     /// Starts `redis-server` (persistence off) on a port the OS says is free.
     pub fn spawn() -> RedisProcess {
+        Self::spawn_with(&[])
+    }
+
+    /// [`RedisProcess::spawn`] with extra arguments, in a directory of its own.
+    pub fn spawn_with(extra: &[&str]) -> RedisProcess {
         for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("latchkey-plugin-redis-{port}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -32,6 +48,7 @@ impl RedisProcess {
             let mut p = RedisProcess {
                 child,
                 addr: format!("127.0.0.1:{port}").parse().unwrap(),
+                dir,
             };
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
@@ -58,6 +75,7 @@ impl Drop for RedisProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
