@@ -7,7 +7,8 @@
 //! executor drives them.
 //!
 //! - [`transport`]: the transport over the host's imports;
-//! - [`locks`]: the exported `locks` interface.
+//! - [`locks`]: the exported `locks` interface;
+//! - [`watchdog`]: the exported `watchdog` interface (leases kept alive by the host).
 
 use std::future::Future;
 use std::pin::pin;
@@ -15,6 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 pub mod locks;
 pub mod transport;
+pub mod watchdog;
 
 wit_bindgen::generate!({
     world: "lock-client",

@@ -1,0 +1,146 @@
+//! Numbers for the host: component size, compile time cold and from the disk cache,
+//! instantiation per tenant with and without the pool, memory per live tenant, and an
+//! acquire+release cycle inside wasm against the native client over the same in-process server.
+//!
+//! ```text
+//! cargo build -p latchkey-client --target wasm32-wasip2 --release
+//! cargo run -p latchkey-plugin --release --example host_bench [component.wasm]
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use latchkey_client::locks::SimpleLock;
+use latchkey_client::native::LocalTransport;
+use latchkey_plugin::{component_path, Backend, Host, HostConfig};
+use latchkey_server::Server;
+
+const TENANTS: u32 = 1_000;
+const CYCLES: u32 = 20_000;
+
+/// Resident memory of this process, in bytes (Linux).
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+/// The release component when it was built, else whatever [`component_path`] finds.
+fn component() -> PathBuf {
+    if let Some(p) = std::env::args().nth(1) {
+        return p.into();
+    }
+    let release = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm32-wasip2/release/latchkey_client.wasm");
+    if release.exists() {
+        return release;
+    }
+    component_path().expect("the latchkey-client component")
+}
+
+fn per(d: Duration, n: u32) -> String {
+    format!("{:.2} µs", d.as_secs_f64() * 1e6 / n as f64)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let path = component();
+    let server = Server::builder().no_listener().start().await?;
+    let cache = std::env::temp_dir().join(format!("latchkey-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let config = |pool: u32| HostConfig {
+        pool_instances: pool,
+        cache_dir: Some(cache.clone()),
+        ..HostConfig::default()
+    };
+
+    let host = Host::new(<dyn Backend>::local(&server), config(TENANTS))?;
+    let t = Instant::now();
+    let plugin = host.load(&path)?;
+    let cold = t.elapsed();
+    let t = Instant::now();
+    let cached = host.load(&path)?;
+    let warm = t.elapsed();
+    assert!(!plugin.from_cache && cached.from_cache);
+    println!("component                 {} ({} bytes)", path.display(), plugin.size);
+    println!("compile, cold             {cold:?}");
+    println!("load from the disk cache  {warm:?}");
+    println!("pooling allocator         {}", host.pooled());
+
+    // Instantiation, and memory per live tenant (each has made one call).
+    let before = rss();
+    let mut live = Vec::new();
+    let mut inst_time = Duration::ZERO;
+    for i in 0..TENANTS {
+        let tenant = host.tenant(&format!("t{i}"));
+        let t = Instant::now();
+        let mut inst = tenant.instantiate(&plugin).await?;
+        inst_time += t.elapsed();
+        inst.try_lock("x", Duration::from_secs(60)).await?.map_err(|e| e.to_string())?;
+        live.push(inst);
+    }
+    let grown = rss().saturating_sub(before);
+    println!("instantiate, pooled       {} per tenant", per(inst_time, TENANTS));
+    println!(
+        "memory per live tenant    {:.1} KiB ({TENANTS} tenants, resident)",
+        grown as f64 / 1024.0 / TENANTS as f64
+    );
+    drop(live);
+
+    let od_host = Host::new(<dyn Backend>::local(&server), config(0))?;
+    let od_plugin = od_host.load(&path)?;
+    let mut live = Vec::new();
+    let t = Instant::now();
+    for i in 0..TENANTS {
+        live.push(od_host.tenant(&format!("o{i}")).instantiate(&od_plugin).await?);
+    }
+    println!("instantiate, on demand    {} per tenant", per(t.elapsed(), TENANTS));
+    drop(live);
+
+    // One acquire+release cycle: native SimpleLock over LocalTransport, then the same lock
+    // code inside wasm (one resource, two guest calls per cycle), same server.
+    let native = SimpleLock::new(LocalTransport::new(&server), "bench-native");
+    let ttl = Duration::from_secs(10);
+    for _ in 0..1_000 {
+        let l = native.try_acquire(ttl).await?.expect("free");
+        native.release(&l).await?;
+    }
+    let t = Instant::now();
+    for _ in 0..CYCLES {
+        let l = native.try_acquire(ttl).await?.expect("free");
+        native.release(&l).await?;
+    }
+    let native_d = t.elapsed();
+
+    let mut inst = host.tenant("bench").instantiate(&plugin).await?;
+    let wasm_d = inst
+        .run(|(store, _, l)| {
+            Box::pin(async move {
+                let locks = l.expect("lock client").latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, "bench-wasm").await?;
+                let mut cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
+                    let lease = locks.call_try_acquire(&mut *store, lock, 10_000).await?;
+                    let lease = lease.map_err(wasmtime::Error::msg)?.expect("free");
+                    locks.call_release(&mut *store, lock, &lease).await?.map_err(wasmtime::Error::msg)?;
+                    Ok(())
+                };
+                for _ in 0..1_000 {
+                    cycle(store).await?;
+                }
+                let t = Instant::now();
+                for _ in 0..CYCLES {
+                    cycle(store).await?;
+                }
+                Ok(t.elapsed())
+            })
+        })
+        .await?;
+    println!("cycle, native             {} (SimpleLock over LocalTransport)", per(native_d, CYCLES));
+    println!("cycle, in wasm            {} (same lock in the component)", per(wasm_d, CYCLES));
+    println!(
+        "wasm / native             {:.3}",
+        wasm_d.as_secs_f64() / native_d.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! Finding (and if need be building) the components tenants run: the lock client, and the
+//! misbehaving guest the tests use.
+//!
+//! A nested cargo must not share the outer build's target directory (it would wait on the
+//! outer cargo's lock forever), nor inherit its `CARGO_ENCODED_RUSTFLAGS`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR");
+    c
+}
+
+/// Where the component built by `cargo build -p latchkey-client --target wasm32-wasip2` lies
+/// (debug, then release); builds it (in a target directory of its own) when neither exists.
+pub fn component_path() -> std::io::Result<PathBuf> {
+    let root = root();
+    for profile in ["debug", "release"] {
+        let p = root.join(format!(
+            "target/wasm32-wasip2/{profile}/latchkey_client.wasm"
+        ));
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    let own = root.join("target/component-build");
+    let status = cargo()
+        .current_dir(&root)
+        .args(["build", "-q", "-p", "latchkey-client", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(&own)
+        .status()?;
+    if !status.success() {
+        return Err(std::io::Error::other(
+            "building the latchkey-client component failed",
+        ));
+    }
+    Ok(own.join("wasm32-wasip2/debug/latchkey_client.wasm"))
+}
+
+/// The rogue guest (`plugin/rogue`: spins, allocates without bound, traps holding a lock),
+/// built for wasm32-wasip2. It is a workspace of its own, so the native build never sees it;
+/// cargo rebuilds it only when its sources change.
+pub fn rogue_path() -> std::io::Result<PathBuf> {
+    let root = root();
+    let own = root.join("target/rogue-build");
+    let status = cargo()
+        .current_dir(&root)
+        .args(["build", "-q", "--manifest-path", "plugin/rogue/Cargo.toml", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(&own)
+        .status()?;
+    if !status.success() {
+        return Err(std::io::Error::other("building the rogue guest failed"));
+    }
+    Ok(own.join("wasm32-wasip2/debug/latchkey_rogue.wasm"))
+}

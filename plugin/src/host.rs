@@ -1,0 +1,211 @@
+//! The host: one wasmtime [`Engine`] for every tenant, the components it loaded ([`Plugin`]:
+//! compiled once, cached on disk, pre-linked as an `InstancePre`), the backend tenants talk to,
+//! and the epoch ticker that bounds their CPU.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use sha1::{Digest, Sha1};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::backend::Backend;
+use crate::limits::Limits;
+use crate::state::TenantState;
+use crate::tenant::Tenant;
+use crate::LockClient;
+
+/// How to build a [`Host`].
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Component instances the pooling allocator reserves room for (tenant instances alive at
+    /// once); 0 means no pool (every instance allocated on demand).
+    pub pool_instances: u32,
+    /// Core instances one component may hold: a component is several core instances (the
+    /// program, WASI adapters, shims). The pool is sized in core instances:
+    /// `pool_instances * core_instances_per_component`.
+    pub core_instances_per_component: u32,
+    /// Where compiled components are cached (`None`: compile every time).
+    pub cache_dir: Option<PathBuf>,
+    /// The bounds every tenant runs under.
+    pub limits: Limits,
+}
+
+impl Default for HostConfig {
+    fn default() -> HostConfig {
+        HostConfig {
+            pool_instances: 1_000,
+            core_instances_per_component: 16,
+            cache_dir: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The host-wide parts tenants share.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<TenantState>,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) limits: Limits,
+    pooled: bool,
+    cache_dir: Option<PathBuf>,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs tenants' components against one backend. Cheap to clone.
+#[derive(Clone)]
+pub struct Host {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// A loaded component: compiled (or read from the cache) and pre-linked, ready to be
+/// instantiated for any number of tenants.
+#[derive(Clone)]
+pub struct Plugin {
+    pub(crate) pre: InstancePre<TenantState>,
+    /// Whether the compiled code came from the disk cache.
+    pub from_cache: bool,
+    /// Size of the component, in bytes.
+    pub size: usize,
+}
+
+fn config(limits: &Limits) -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true);
+    c.epoch_interruption(true);
+    // Bounds checks are explicit in this build (no signal handlers), so a memory needs no
+    // address-space reservation beyond its own limit.
+    c.memory_reservation(limits.memory_bytes as u64);
+    c.memory_guard_size(0);
+    c.memory_reservation_for_growth(0);
+    c
+}
+
+impl Host {
+    /// A host sending tenants' commands to `backend`. Tries to reserve the instance pool and
+    /// falls back to on-demand allocation when it cannot (see [`Host::pooled`]). Must be called
+    /// inside a tokio runtime.
+    pub fn new(backend: Arc<dyn Backend>, cfg: HostConfig) -> wasmtime::Result<Host> {
+        let mut engine = None;
+        if cfg.pool_instances > 0 {
+            let n = cfg.pool_instances;
+            let per = cfg.core_instances_per_component.max(1);
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_component_instances(n)
+                .total_core_instances(n.saturating_mul(per))
+                .max_core_instances_per_component(per)
+                .max_memories_per_component(per)
+                .max_tables_per_component(per)
+                .total_memories(n.saturating_mul(2))
+                .total_tables(n.saturating_mul(4))
+                .total_stacks(n)
+                .max_memory_size(cfg.limits.memory_bytes)
+                .table_elements(cfg.limits.table_elements);
+            let mut c = config(&cfg.limits);
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            engine = Engine::new(&c).ok();
+        }
+        let pooled = engine.is_some();
+        let engine = match engine {
+            Some(e) => e,
+            None => Engine::new(&config(&cfg.limits))?,
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        LockClient::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+
+        // The epoch ticker: a plain thread, so that it ticks even when every runtime worker
+        // is busy running guests.
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        let (stop, ticking, tick) = (stop_ticker.clone(), engine.clone(), cfg.limits.tick);
+        std::thread::Builder::new()
+            .name("latchkey-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    ticking.increment_epoch();
+                }
+            })?;
+        Ok(Host {
+            shared: Arc::new(Shared {
+                engine,
+                linker,
+                backend,
+                limits: cfg.limits,
+                pooled,
+                cache_dir: cfg.cache_dir,
+                stop_ticker,
+            }),
+        })
+    }
+
+    /// Whether instances come from the pooling allocator (false: the pool could not be
+    /// reserved, or none was asked for).
+    pub fn pooled(&self) -> bool {
+        self.shared.pooled
+    }
+
+    /// The engine every tenant runs in.
+    pub fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    /// Loads a component: from the disk cache when it holds this component compiled by a
+    /// compatible engine, else compiled (and then cached).
+    pub fn load(&self, path: &Path) -> wasmtime::Result<Plugin> {
+        let bytes = std::fs::read(path)?;
+        self.load_bytes(&bytes)
+    }
+
+    /// [`Host::load`] from the component's bytes.
+    pub fn load_bytes(&self, bytes: &[u8]) -> wasmtime::Result<Plugin> {
+        let engine = &self.shared.engine;
+        let (component, from_cache) = match &self.shared.cache_dir {
+            None => (Component::new(engine, bytes)?, false),
+            Some(dir) => {
+                let file = dir.join(cache_name(engine, bytes));
+                if file.exists() {
+                    // SAFETY: the file was written by `Component::serialize` of an engine with
+                    // the same compatibility hash (it is in the name), by this host.
+                    (unsafe { Component::deserialize_file(engine, &file)? }, true)
+                } else {
+                    let c = Component::new(engine, bytes)?;
+                    std::fs::create_dir_all(dir)?;
+                    // Write then rename, so a concurrent reader never sees half a file.
+                    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+                    std::fs::write(&tmp, c.serialize()?)?;
+                    std::fs::rename(&tmp, &file)?;
+                    (c, false)
+                }
+            }
+        };
+        Ok(Plugin {
+            pre: self.shared.linker.instantiate_pre(&component)?,
+            from_cache,
+            size: bytes.len(),
+        })
+    }
+
+    /// The tenant `name`: a namespace and a rate limit, shared by every instance started for
+    /// it (a tenant may run several workers).
+    pub fn tenant(&self, name: &str) -> Tenant {
+        Tenant::new(self.clone(), name)
+    }
+}
+
+/// `<sha1 of the component>-<engine compatibility hash>.cwasm`: a cached file is used only by
+/// an engine that can run it and only for the very bytes it was compiled from.
+fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
+    let mut h = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    format!("{}-{:016x}.cwasm", hex::encode(Sha1::digest(bytes)), h.finish())
+}

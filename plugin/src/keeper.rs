@@ -1,0 +1,202 @@
+//! The lease keeper: the host renews the leases an instance hands it (`keep-lease`), every
+//! ttl/3, with the lock client's own extend script, so a tenant busy in its critical section
+//! keeps its lock. When a renewal finds the lock gone or taken by another token, the lease is
+//! lost and the instance is interrupted (see [`Interrupt`]).
+//!
+//! A tenant's component has no background tasks of its own, which is why this lives in the
+//! host; the native client does the same from a tokio task ([`latchkey_client::locks::Watchdog`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use latchkey_client::scripts::{Script, EXTEND, RELEASE};
+use latchkey_client::Reply;
+use tokio::task::JoinHandle;
+
+use crate::backend::Backend;
+use crate::namespace::Namespace;
+
+/// Why an instance must stop, once something decided it must. Checked at every host call and
+/// at every epoch tick, so a guest computing without host calls is stopped too.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    raised: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl Interrupt {
+    /// Asks the instance to stop, for `reason` (the first reason wins).
+    pub fn raise(&self, reason: String) {
+        let mut r = self.reason.lock().expect("interrupt lock");
+        if r.is_none() {
+            *r = Some(reason);
+        }
+        self.raised.store(true, Ordering::SeqCst);
+    }
+
+    /// The reason, if the instance was asked to stop.
+    pub fn reason(&self) -> Option<String> {
+        if !self.raised.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.reason.lock().expect("interrupt lock").clone()
+    }
+}
+
+/// One kept lease.
+struct Kept {
+    key: Vec<u8>,
+    token: String,
+    alive: Arc<AtomicBool>,
+    renewer: JoinHandle<()>,
+}
+
+/// The leases one instance asked the host to keep.
+pub struct LeaseKeeper {
+    backend: Arc<dyn Backend>,
+    ns: Namespace,
+    interrupt: Arc<Interrupt>,
+    leases: HashMap<u64, Kept>,
+    next_id: u64,
+}
+
+/// Runs `script` with `EVALSHA`, falling back to `EVAL` when the server does not know it.
+async fn eval(backend: &dyn Backend, script: &Script, key: &[u8], argv: &[&[u8]]) -> Result<Reply, String> {
+    let build = |verb: &str, first: &[u8]| {
+        let mut a = vec![verb.as_bytes().to_vec(), first.to_vec(), b"1".to_vec(), key.to_vec()];
+        a.extend(argv.iter().map(|v| v.to_vec()));
+        a
+    };
+    let reply = backend.command(build("EVALSHA", script.sha().as_bytes())).await?;
+    match &reply {
+        Reply::Error(e) if e.starts_with("NOSCRIPT") => {
+            backend.command(build("EVAL", script.body.as_bytes())).await
+        }
+        _ => Ok(reply),
+    }
+}
+
+impl LeaseKeeper {
+    /// A keeper for one instance of the tenant `ns`, raising `interrupt` when a lease is lost.
+    pub fn new(backend: Arc<dyn Backend>, ns: Namespace, interrupt: Arc<Interrupt>) -> LeaseKeeper {
+        LeaseKeeper {
+            backend,
+            ns,
+            interrupt,
+            leases: HashMap::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Starts renewing `key` (as the component names it) held with `token`, for `ttl` each
+    /// time, every ttl/3. Returns the lease's id.
+    pub fn keep(&mut self, key: &[u8], token: String, ttl: Duration) -> Result<u64, String> {
+        if ttl < Duration::from_millis(3) {
+            return Err("ttl-ms must be at least 3 for the host to renew it".into());
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let key = self.ns.key(key);
+        let alive = Arc::new(AtomicBool::new(true));
+        let renewer = tokio::spawn(renew(
+            self.backend.clone(),
+            key.clone(),
+            token.clone(),
+            ttl,
+            alive.clone(),
+            self.interrupt.clone(),
+        ));
+        self.leases.insert(
+            id,
+            Kept {
+                key,
+                token,
+                alive,
+                renewer,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Stops renewing lease `id` (the tenant releases the lock itself).
+    pub fn drop_lease(&mut self, id: u64) {
+        if let Some(k) = self.leases.remove(&id) {
+            k.renewer.abort();
+        }
+    }
+
+    /// Whether lease `id` is kept and was not found lost.
+    pub fn alive(&self, id: u64) -> bool {
+        self.leases
+            .get(&id)
+            .is_some_and(|k| k.alive.load(Ordering::SeqCst))
+    }
+
+    /// How many leases are kept.
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Whether no lease is kept.
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    /// Stops every renewal and releases every kept lease that is still held (token-checked):
+    /// what the host does for an instance that trapped, so others need not wait for the TTL.
+    pub async fn release_all(&mut self) {
+        for (_, k) in self.leases.drain() {
+            k.renewer.abort();
+            if k.alive.load(Ordering::SeqCst) {
+                let _ = eval(&*self.backend, &RELEASE, &k.key, &[k.token.as_bytes()]).await;
+            }
+        }
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        for k in self.leases.values() {
+            k.renewer.abort();
+        }
+    }
+}
+
+/// The renewal loop of one lease: extend every ttl/3; on a reply saying the lock is gone or
+/// not ours, mark the lease dead and interrupt the instance. A failing connection is retried
+/// until a whole TTL passed without a successful renewal (then the lock may have expired).
+async fn renew(
+    backend: Arc<dyn Backend>,
+    key: Vec<u8>,
+    token: String,
+    ttl: Duration,
+    alive: Arc<AtomicBool>,
+    interrupt: Arc<Interrupt>,
+) {
+    let ttl_ms = ttl.as_millis().to_string();
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let lost = match eval(&*backend, &EXTEND, &key, &[token.as_bytes(), ttl_ms.as_bytes()]).await {
+            Ok(Reply::Int(1)) => {
+                last_ok = Instant::now();
+                None
+            }
+            Ok(Reply::Int(-1)) => Some("the lock expired or was deleted".to_string()),
+            Ok(Reply::Int(_)) => Some("another holder took the lock".to_string()),
+            Ok(other) => Some(format!("unexpected renewal reply {other:?}")),
+            Err(e) if last_ok.elapsed() >= ttl => Some(format!("renewals failed for a whole TTL: {e}")),
+            Err(_) => None,
+        };
+        if let Some(why) = lost {
+            alive.store(false, Ordering::SeqCst);
+            interrupt.raise(format!(
+                "lease on '{}' lost ({why}); tenant interrupted",
+                String::from_utf8_lossy(&key)
+            ));
+            return;
+        }
+    }
+}

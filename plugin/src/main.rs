@@ -1,0 +1,144 @@
+//! `latchkey`: hosts N tenants of a lock-client component against the embedded latchkey
+//! server (default) or a Redis deployment, has each take and release a lock some times, and
+//! prints what each did.
+//!
+//! ```text
+//! latchkey --tenants 4 --workers 2 --cycles 5
+//! latchkey --redis redis://127.0.0.1:6379 --tenants 100
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use latchkey_plugin::{component_path, Backend, Host, HostConfig, Released};
+use latchkey_server::Server;
+
+/// Command-line options.
+#[derive(Parser, Debug)]
+#[command(name = "latchkey", about = "Host lock-client tenants in wasmtime and let them take locks")]
+struct Args {
+    /// How many tenants (each in its own namespace).
+    #[arg(long, default_value_t = 3)]
+    tenants: u32,
+    /// Instances per tenant, contending for the tenant's lock.
+    #[arg(long, default_value_t = 1)]
+    workers: u32,
+    /// Acquire/release cycles per worker.
+    #[arg(long, default_value_t = 3)]
+    cycles: u32,
+    /// Lock TTL in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    ttl_ms: u64,
+    /// A Redis server (`redis://host:port`) instead of the embedded latchkey server.
+    #[arg(long)]
+    redis: Option<String>,
+    /// The component (default: the lock client built from this workspace).
+    #[arg(long)]
+    component: Option<PathBuf>,
+    /// Directory to cache compiled components in.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+}
+
+/// What one worker did.
+struct Report {
+    tenant: u32,
+    worker: u32,
+    acquired: u32,
+    released: u32,
+    host_calls: u64,
+    error: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    // The embedded server lives as long as `_server`.
+    let (backend, _server, target): (Arc<dyn Backend>, _, String) = match &args.redis {
+        Some(url) => (<dyn Backend>::redis(url).await?, None, url.clone()),
+        None => {
+            let server = Server::builder().no_listener().start().await?;
+            (<dyn Backend>::local(&server), Some(server), "the embedded latchkey server".into())
+        }
+    };
+    let host = Host::new(
+        backend,
+        HostConfig {
+            pool_instances: (args.tenants * args.workers).max(1),
+            cache_dir: args.cache.clone(),
+            ..HostConfig::default()
+        },
+    )?;
+    let path = match &args.component {
+        Some(p) => p.clone(),
+        None => component_path()?,
+    };
+    let plugin = host.load(&path)?;
+    println!(
+        "hosting {} tenant(s) x {} worker(s) against {target} (pooled: {}, compiled {})",
+        args.tenants,
+        args.workers,
+        host.pooled(),
+        if plugin.from_cache { "from cache" } else { "now" }
+    );
+    let started = Instant::now();
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let mut tasks = Vec::new();
+    for t in 0..args.tenants {
+        let tenant = host.tenant(&format!("tenant{t}"));
+        for w in 0..args.workers {
+            let (tenant, plugin, cycles) = (tenant.clone(), plugin.clone(), args.cycles);
+            tasks.push(tokio::spawn(async move {
+                let mut r = Report { tenant: t, worker: w, acquired: 0, released: 0, host_calls: 0, error: None };
+                let mut inst = match tenant.instantiate(&plugin).await {
+                    Ok(i) => i,
+                    Err(e) => {
+                        r.error = Some(format!("{e:#}"));
+                        return r;
+                    }
+                };
+                for _ in 0..cycles {
+                    match inst.lock_wait("demo", ttl, ttl * 4).await {
+                        Ok(Ok(Some(lease))) => {
+                            r.acquired += 1;
+                            if let Ok(Ok(Released::Released)) = inst.unlock("demo", lease).await {
+                                r.released += 1;
+                            }
+                        }
+                        Ok(Ok(None)) => {}
+                        Ok(Err(e)) => r.error = Some(e),
+                        Err(e) => {
+                            r.error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                r.host_calls = inst.host_calls();
+                r
+            }));
+        }
+    }
+    let (mut acquired, mut failed) = (0, 0);
+    for task in tasks {
+        let r = task.await?;
+        acquired += r.acquired;
+        print!(
+            "tenant{} worker{}: acquired {}/{}, released {}, host calls {}",
+            r.tenant, r.worker, r.acquired, args.cycles, r.released, r.host_calls
+        );
+        match r.error {
+            Some(e) => {
+                failed += 1;
+                println!(", error: {e}");
+            }
+            None => println!(),
+        }
+    }
+    println!("{acquired} acquisitions in {:?}", started.elapsed());
+    if failed > 0 {
+        return Err(format!("{failed} worker(s) failed").into());
+    }
+    Ok(())
+}

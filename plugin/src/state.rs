@@ -1,0 +1,181 @@
+//! The state of one instance's store, and the host functions (`redis` imports) a tenant's
+//! component calls: every one checks that the instance was not interrupted, takes a token from
+//! the tenant's rate limiter, and goes to the backend through the tenant's namespace.
+//!
+//! Host functions are `async`: while one waits (a slow command, a backoff sleep, an unlock
+//! message), wasmtime suspends the guest's fiber and the tokio worker runs other tenants.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use latchkey_client::Reply;
+use wasmtime::component::ResourceTable;
+use wasmtime::StoreLimits;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::backend::{Backend, Subscription};
+use crate::keeper::{Interrupt, LeaseKeeper};
+use crate::latchkey::locks::redis::{Frame as WitFrame, Host};
+use crate::limits::RateLimiter;
+use crate::namespace::Namespace;
+
+/// Everything one instance's store holds.
+pub struct TenantState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    ns: Namespace,
+    backend: Arc<dyn Backend>,
+    rate: RateLimiter,
+    subs: HashMap<u64, Box<dyn Subscription>>,
+    next_sub: u64,
+    pub(crate) keeper: LeaseKeeper,
+    pub(crate) interrupt: Arc<Interrupt>,
+    /// When the guest last entered or left the host (or was called): the CPU budget counts
+    /// from here.
+    pub(crate) active_since: Instant,
+    /// Host calls made, for statistics.
+    pub(crate) calls: u64,
+}
+
+impl WasiView for TenantState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl TenantState {
+    /// The state of a fresh instance of tenant `ns`.
+    pub(crate) fn new(
+        ns: Namespace,
+        backend: Arc<dyn Backend>,
+        rate: RateLimiter,
+        limits: StoreLimits,
+    ) -> TenantState {
+        let interrupt = Arc::new(Interrupt::default());
+        TenantState {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits,
+            keeper: LeaseKeeper::new(backend.clone(), ns.clone(), interrupt.clone()),
+            ns,
+            backend,
+            rate,
+            subs: HashMap::new(),
+            next_sub: 0,
+            interrupt,
+            active_since: Instant::now(),
+            calls: 0,
+        }
+    }
+
+    /// What every host call does first: trap if the instance was interrupted, then wait for
+    /// the rate limiter. Entering the host also restarts the CPU budget.
+    async fn enter(&mut self) -> wasmtime::Result<()> {
+        if let Some(reason) = self.interrupt.reason() {
+            return Err(wasmtime::format_err!("{reason}"));
+        }
+        self.calls += 1;
+        self.rate.acquire().await;
+        self.active_since = Instant::now();
+        Ok(())
+    }
+}
+
+/// Flattens a reply tree into the prefix-ordered frames of the WIT `frame` variant.
+fn flatten(r: Reply, out: &mut Vec<WitFrame>) {
+    match r {
+        Reply::Nil => out.push(WitFrame::Nil),
+        Reply::Int(i) => out.push(WitFrame::Integer(i)),
+        Reply::Bulk(b) => out.push(WitFrame::Bulk(b)),
+        Reply::Status(s) => out.push(WitFrame::Status(s)),
+        Reply::Error(e) => out.push(WitFrame::Error(e)),
+        Reply::Double(d) => out.push(WitFrame::Double(d)),
+        Reply::Bool(b) => out.push(WitFrame::Boolean(b)),
+        Reply::Array(v) => {
+            out.push(WitFrame::Array(v.len() as u32));
+            for r in v {
+                flatten(r, out);
+            }
+        }
+        Reply::Map(m) => {
+            out.push(WitFrame::Pairs(m.len() as u32));
+            for (k, v) in m {
+                flatten(k, out);
+                flatten(v, out);
+            }
+        }
+    }
+}
+
+impl Host for TenantState {
+    async fn command(&mut self, args: Vec<Vec<u8>>) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
+        self.enter().await?;
+        let args = match self.ns.rewrite(args) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let reply = self.backend.command(args).await;
+        self.active_since = Instant::now();
+        Ok(reply.map(|r| {
+            let mut out = Vec::new();
+            flatten(r, &mut out);
+            out
+        }))
+    }
+
+    async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
+        self.enter().await?;
+        let sub = match self.backend.subscribe(self.ns.key(&channel)).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        self.next_sub += 1;
+        self.subs.insert(self.next_sub, sub);
+        Ok(Ok(self.next_sub))
+    }
+
+    async fn wait_message(&mut self, subscription: u64, timeout_ms: u64) -> wasmtime::Result<bool> {
+        self.enter().await?;
+        let Some(sub) = self.subs.get_mut(&subscription) else {
+            return Ok(false);
+        };
+        let got = sub.wait(Duration::from_millis(timeout_ms)).await;
+        self.active_since = Instant::now();
+        Ok(got)
+    }
+
+    async fn unsubscribe(&mut self, subscription: u64) -> wasmtime::Result<()> {
+        self.subs.remove(&subscription);
+        Ok(())
+    }
+
+    async fn sleep(&mut self, ms: u64) -> wasmtime::Result<()> {
+        self.enter().await?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        self.active_since = Instant::now();
+        // A lease lost while sleeping interrupts at once, not at the next call.
+        match self.interrupt.reason() {
+            Some(reason) => Err(wasmtime::format_err!("{reason}")),
+            None => Ok(()),
+        }
+    }
+
+    async fn keep_lease(&mut self, key: Vec<u8>, token: String, ttl_ms: u64) -> wasmtime::Result<Result<u64, String>> {
+        self.enter().await?;
+        Ok(self.keeper.keep(&key, token, Duration::from_millis(ttl_ms)))
+    }
+
+    async fn drop_lease(&mut self, id: u64) -> wasmtime::Result<()> {
+        self.keeper.drop_lease(id);
+        Ok(())
+    }
+
+    async fn lease_alive(&mut self, id: u64) -> wasmtime::Result<bool> {
+        Ok(self.keeper.alive(id))
+    }
+}

@@ -1,0 +1,287 @@
+//! Tenants and their instances.
+//!
+//! A [`Tenant`] is a name: a namespace on the server and a rate limit. An [`Instance`] is one
+//! running copy of a component for a tenant, in its own store (its own memory, CPU budget and
+//! kept leases); a tenant may run several (workers contending for the same locks).
+//!
+//! A trap poisons an instance: wasmtime cannot re-enter it safely. The host then releases the
+//! leases the instance asked it to keep (others need not wait for their TTL), and refuses every
+//! further call; start a new instance to run the tenant afresh.
+
+use std::time::Duration;
+
+use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower};
+use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
+
+use crate::backend::BoxFuture;
+use crate::host::{Host, Plugin};
+use crate::limits::RateLimiter;
+use crate::namespace::Namespace;
+use crate::state::TenantState;
+use crate::{Extended, Lease, LockClient, Released};
+
+/// A tenant of the host: its namespace and the rate limit all its instances share.
+#[derive(Clone)]
+pub struct Tenant {
+    host: Host,
+    ns: Namespace,
+    rate: RateLimiter,
+}
+
+/// One running instance of a component for a tenant.
+pub struct Instance {
+    store: Store<TenantState>,
+    instance: WasmInstance,
+    locks: Option<LockClient>,
+    trapped: Option<String>,
+}
+
+/// A call into an instance failed: the guest trapped (the instance is now dropped for good)
+/// or had trapped before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trapped(pub String);
+
+impl std::fmt::Display for Trapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tenant instance trapped: {}", self.0)
+    }
+}
+
+impl std::error::Error for Trapped {}
+
+impl Tenant {
+    pub(crate) fn new(host: Host, name: &str) -> Tenant {
+        let l = &host.shared.limits;
+        let rate = RateLimiter::new(l.calls_per_sec, l.burst);
+        Tenant {
+            ns: Namespace::new(name),
+            host,
+            rate,
+        }
+    }
+
+    /// The tenant's namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.ns
+    }
+
+    /// Starts an instance of `plugin` for this tenant.
+    pub async fn instantiate(&self, plugin: &Plugin) -> wasmtime::Result<Instance> {
+        let shared = &self.host.shared;
+        let l = &shared.limits;
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(l.memory_bytes)
+            .instances(l.instances)
+            .tables(l.tables)
+            .table_elements(l.table_elements)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = TenantState::new(
+            self.ns.clone(),
+            shared.backend.clone(),
+            self.rate.clone(),
+            limits,
+        );
+        let mut store = Store::new(&shared.engine, state);
+        store.limiter(|s| &mut s.limits);
+        // Every epoch tick, a running guest yields to the executor (other tenants run), and
+        // once it has gone its budget without a host call it is trapped. The budget is wall
+        // time since the guest last left the host (yields included): a lock client calls the
+        // host every few microseconds, so only a runaway ever gets near it. An interrupt (a lost
+        // lease) stops it at the next tick too.
+        let budget = l.cpu_budget;
+        let budget_ms = budget.as_millis();
+        let tick = l.tick;
+        let tenant = self.ns.tenant().to_string();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut cx| {
+            let s = cx.data_mut();
+            // A guest busy when its lease is lost is stopped here; one that just entered (say,
+            // to ask `held()`) gets to finish its short call: its next host call traps.
+            if s.active_since.elapsed() >= tick {
+                if let Some(reason) = s.interrupt.reason() {
+                    return Err(wasmtime::format_err!("{reason}"));
+                }
+            }
+            if s.active_since.elapsed() > budget {
+                return Err(wasmtime::format_err!(
+                    "tenant '{tenant}' ran for over {budget_ms} ms without calling the host; interrupted"
+                ));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        let instance = plugin.pre.instantiate_async(&mut store).await?;
+        let locks = LockClient::new(&mut store, &instance).ok();
+        Ok(Instance {
+            store,
+            instance,
+            locks,
+            trapped: None,
+        })
+    }
+}
+
+/// What [`Instance::run`] hands its closure: the store, the raw instance (for any export) and
+/// the lock-client bindings (when the component is the lock client).
+pub type Parts<'a> = (
+    &'a mut Store<TenantState>,
+    &'a WasmInstance,
+    Option<&'a LockClient>,
+);
+
+impl Instance {
+    /// Runs `f` (calls into the guest) unless the instance trapped before. If `f` fails, the
+    /// instance is poisoned, and the leases it kept are released.
+    pub async fn run<R>(
+        &mut self,
+        f: impl for<'a> FnOnce(Parts<'a>) -> BoxFuture<'a, wasmtime::Result<R>>,
+    ) -> Result<R, Trapped> {
+        if let Some(t) = &self.trapped {
+            return Err(Trapped(format!("already trapped ({t}); start a new instance")));
+        }
+        self.store.data_mut().active_since = std::time::Instant::now();
+        self.store.set_epoch_deadline(1);
+        let r = f((&mut self.store, &self.instance, self.locks.as_ref())).await;
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let text = format!("{e:#}");
+                self.trapped = Some(text.clone());
+                self.store.data_mut().keeper.release_all().await;
+                Err(Trapped(text))
+            }
+        }
+    }
+
+    /// Whether the instance trapped (and is unusable).
+    pub fn trapped(&self) -> Option<&str> {
+        self.trapped.as_deref()
+    }
+
+    /// Host calls this instance made.
+    pub fn host_calls(&self) -> u64 {
+        self.store.data().calls
+    }
+
+    /// Leases the host keeps for this instance.
+    pub fn kept_leases(&self) -> usize {
+        self.store.data().keeper.len()
+    }
+
+    /// Calls the world-level export `name` (for components other than the lock client, such
+    /// as the tests' rogue guest). A missing export or a type mismatch is an error that does not
+    /// poison the instance; a trap does.
+    pub async fn call<P, R>(&mut self, name: &str, params: P) -> Result<R, Trapped>
+    where
+        P: ComponentNamedList + Lower + Send + Sync + 'static,
+        R: ComponentNamedList + Lift + Send + Sync + 'static,
+    {
+        let f = self
+            .instance
+            .get_typed_func::<P, R>(&mut self.store, name)
+            .map_err(|e| Trapped(format!("no export '{name}' of that type: {e:#}")))?;
+        self.run(move |(store, _, _)| Box::pin(async move { f.call_async(&mut *store, params).await }))
+            .await
+    }
+
+    fn need_locks(p: Option<&LockClient>) -> wasmtime::Result<&LockClient> {
+        p.ok_or_else(|| wasmtime::format_err!("this component does not export the lock client"))
+    }
+
+    /// Tries to take the simple lock `name` for `ttl`.
+    pub async fn try_lock(&mut self, name: &str, ttl: Duration) -> Result<Result<Option<Lease>, String>, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = locks.call_try_acquire(&mut *store, lock, ms(ttl)).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
+    /// Takes the simple lock `name` for `ttl`, waiting up to `deadline` (backoff sleeps and
+    /// unlock messages suspend the guest, not a thread).
+    pub async fn lock_wait(
+        &mut self,
+        name: &str,
+        ttl: Duration,
+        deadline: Duration,
+    ) -> Result<Result<Option<Lease>, String>, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = locks
+                    .call_acquire_wait(&mut *store, lock, ms(ttl), ms(deadline))
+                    .await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
+    /// Releases a lease of the simple lock `name`.
+    pub async fn unlock(&mut self, name: &str, lease: Lease) -> Result<Result<Released, String>, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = locks.call_release(&mut *store, lock, &lease).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
+    /// Extends a lease of the simple lock `name` to `ttl` from now.
+    pub async fn extend(
+        &mut self,
+        name: &str,
+        lease: Lease,
+        ttl: Duration,
+    ) -> Result<Result<Extended, String>, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = locks.call_extend(&mut *store, lock, &lease, ms(ttl)).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
+    /// Takes the fenced lock `name`: its lease and fencing token.
+    pub async fn try_fenced(
+        &mut self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Result<Option<(Lease, i64)>, String>, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().fenced_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = locks.call_try_acquire(&mut *store, lock, ms(ttl)).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+}
+
+/// A duration as WIT's `u64` milliseconds.
+pub fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}

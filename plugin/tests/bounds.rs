@@ -1,0 +1,128 @@
+//! A misbehaving tenant is stopped and the others do not notice: CPU, memory, a trap while
+//! holding a lock, and a thousand tenants in one host.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use latchkey_plugin::{Backend, Host, HostConfig, Limits, Released};
+use latchkey_server::{Frame, Server};
+
+/// On a single-threaded runtime the other tenants progress only if the spinner yields.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let limits = Limits {
+        cpu_budget: Duration::from_millis(30),
+        tick: Duration::from_millis(1),
+        ..Limits::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
+    let plugin = common::lock_client(&host);
+    let rogue = common::rogue(&host);
+    let mut spinner = host.tenant("spinner").instantiate(&rogue).await.unwrap();
+    let mut worker = host.tenant("worker").instantiate(&plugin).await.unwrap();
+
+    let spin = tokio::spawn(async move {
+        let t = Instant::now();
+        let r = spinner.call::<(), ()>("spin", ()).await;
+        (r, t.elapsed(), spinner)
+    });
+    let mut cycles = 0;
+    while !spin.is_finished() {
+        let lease = worker.try_lock("job", Duration::from_secs(5)).await.unwrap().unwrap().unwrap();
+        assert_eq!(worker.unlock("job", lease).await.unwrap().unwrap(), Released::Released);
+        cycles += 1;
+    }
+    let (r, took, mut spinner) = spin.await.unwrap();
+    let err = r.expect_err("spinning forever must be interrupted");
+    assert!(err.0.contains("without calling the host"), "{err}");
+    eprintln!("spinner interrupted after {took:?}; the other tenant meanwhile did {cycles} cycles");
+    // The bound the issue asks for: a 30 ms budget leaves 70 ms for a loaded machine.
+    assert!(took < Duration::from_millis(100), "took {took:?}");
+    assert!(cycles > 0, "the other tenant made no progress while the spinner ran");
+    // The trapped instance is never re-entered; the tenant can start afresh.
+    let again = spinner.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],)).await;
+    assert!(again.unwrap_err().0.contains("already trapped"));
+    let mut fresh = host.tenant("spinner").instantiate(&rogue).await.unwrap();
+    let r = fresh.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],)).await;
+    assert_eq!(r.unwrap().0.unwrap(), "[Frame::Nil]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let limits = Limits {
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
+    let rogue = common::rogue(&host);
+    let tenant = host.tenant("hog");
+    let mut hog = tenant.instantiate(&rogue).await.unwrap();
+    let r = hog.call::<(u32,), (u64,)>("alloc", (256,)).await;
+    let err = r.expect_err("growing past the limit traps");
+    assert!(err.0.contains("growing memory to"), "{err}");
+    // The host and the tenant's next instance are fine.
+    let mut next = tenant.instantiate(&rogue).await.unwrap();
+    let ok = next.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["SET".into(), "a".into(), "1".into()],)).await;
+    assert_eq!(ok.unwrap().0.unwrap(), "[Frame::Status(\"OK\")]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_that_traps_holding_a_lock_blocks_no_one_past_the_ttl() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let host = common::host(<dyn Backend>::local(&server));
+    let plugin = common::lock_client(&host);
+    let rogue = common::rogue(&host);
+    let tenant = host.tenant("t");
+    let mut view = server.client();
+
+    // The host did not know the lease: the lock is left to expire.
+    let mut bad = tenant.instantiate(&rogue).await.unwrap();
+    let r = bad.call::<(String, u64, bool), ()>("trap-holding", ("{left}".into(), 300, false)).await;
+    assert!(r.unwrap_err().0.contains("unreachable"));
+    assert_eq!(view.cmd(["GET", "{t:left}"]).await, Frame::bulk("rogue-token"));
+    let mut worker = tenant.instantiate(&plugin).await.unwrap();
+    let lease = worker
+        .lock_wait("left", Duration::from_secs(10), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("free once the TTL passed");
+    assert_eq!(worker.unlock("left", lease).await.unwrap().unwrap(), Released::Released);
+
+    // The host kept the lease: it releases it as soon as the instance traps.
+    let mut bad = tenant.instantiate(&rogue).await.unwrap();
+    let r = bad.call::<(String, u64, bool), ()>("trap-holding", ("{kept}".into(), 30_000, true)).await;
+    assert!(r.unwrap_err().0.contains("unreachable"));
+    assert_eq!(view.cmd(["EXISTS", "{t:kept}"]).await, Frame::Integer(0));
+    assert_eq!(bad.kept_leases(), 0);
+    assert!(worker.try_lock("kept", Duration::from_secs(10)).await.unwrap().unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_tenants_live_in_one_host_at_once() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let host = Host::new(
+        <dyn Backend>::local(&server),
+        HostConfig {
+            pool_instances: 1_000,
+            ..HostConfig::default()
+        },
+    )
+    .unwrap();
+    let plugin = common::lock_client(&host);
+    let mut live = Vec::new();
+    for i in 0..1_000 {
+        let mut t = host.tenant(&format!("t{i}")).instantiate(&plugin).await.unwrap();
+        assert!(t.try_lock("x", Duration::from_secs(60)).await.unwrap().unwrap().is_some());
+        live.push(t);
+    }
+    assert_eq!(server.client().cmd(["DBSIZE"]).await, Frame::Integer(1_000));
+    // All still answer: each sees its own lock held.
+    for t in live.iter_mut().step_by(97) {
+        assert!(t.try_lock("x", Duration::from_secs(60)).await.unwrap().unwrap().is_none());
+    }
+    eprintln!("pooled: {}", host.pooled());
+}
