@@ -6,6 +6,7 @@ pub mod fault_proxy;
 pub mod lock_api;
 pub mod raw;
 pub mod redis_proc;
+pub mod wasm_api;
 
 pub use diff::Diff;
 pub use fault_proxy::FaultProxy;

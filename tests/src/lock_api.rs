@@ -110,10 +110,10 @@ pub trait ReplicatedOps: Clone + Send + Sync + 'static {
     fn try_acquire(&self, ttl: Duration) -> impl Fut<ReplicatedAcquire>;
 }
 
-/// A lease kept alive in the background, and the news of its loss.
+/// A lock kept alive in the background, and the news of its loss.
 pub trait WatchOps: Send + 'static {
     /// Whether the lease is known to be lost.
-    fn is_lost(&self) -> bool;
+    fn is_lost(&mut self) -> impl Fut<bool>;
     /// Waits until the lease is lost.
     fn lost(&mut self) -> impl Fut<LostReason>;
 }
@@ -157,8 +157,9 @@ pub trait Locks: Clone + Send + Sync + 'static {
     fn fair(&self, name: &str, heartbeat: Duration) -> Self::Fair;
     /// The lock `name` confirmed by `replicas` replicas within `wait`.
     fn replicated(&self, name: &str, replicas: i64, wait: Duration) -> Self::Replicated;
-    /// Keeps `lease` (taken with `ttl`) alive in the background until it is lost.
-    fn watch(&self, lease: &Lease, ttl: Duration) -> impl Fut<Self::Watch>;
+    /// Takes the simple lock `name` for `ttl` and keeps it alive in the background (a
+    /// watchdog natively, the host's lease keeper in wasm) until it is lost; none when held.
+    fn acquire_watched(&self, name: &str, ttl: Duration) -> impl Fut<Option<Self::Watch>>;
     /// Runs one command in the locks' namespace.
     fn command(&self, args: Vec<Vec<u8>>) -> impl Fut<Reply>;
 }
@@ -235,7 +236,7 @@ pub struct NativeWatch {
 }
 
 impl WatchOps for NativeWatch {
-    fn is_lost(&self) -> bool {
+    async fn is_lost(&mut self) -> bool {
         self.watch.is_lost()
     }
 
@@ -279,10 +280,11 @@ impl<T: Transport + Clone> Locks for Native<T> {
     fn replicated(&self, name: &str, replicas: i64, wait: Duration) -> Self::Replicated {
         locks::ReplicatedLock::new(self.0.clone(), name, replicas, wait)
     }
-    async fn watch(&self, lease: &Lease, ttl: Duration) -> NativeWatch {
+    async fn acquire_watched(&self, name: &str, ttl: Duration) -> Option<NativeWatch> {
+        let lease = ok(self.simple(name).try_acquire(ttl).await)?;
         let dog = locks::Watchdog::spawn(self.0.clone(), ttl);
-        let watch = dog.watch(lease);
-        NativeWatch { _dog: dog, watch }
+        let watch = dog.watch(&lease);
+        Some(NativeWatch { _dog: dog, watch })
     }
     async fn command(&self, args: Vec<Vec<u8>>) -> Reply {
         ok(self.0.command(args).await)

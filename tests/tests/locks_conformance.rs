@@ -1,6 +1,8 @@
-//! The lock conformance suite: every scenario written once and run, as separate test cases,
-//! against (1) the latchkey server in-process, (2) latchkey over TCP, (3) a real
-//! `redis-server` spawned on a free port.
+//! The lock conformance suite: every scenario written once (against [`Locks`]) and run, as
+//! separate test cases, with the client native against (1) the latchkey server in-process,
+//! (2) latchkey over TCP, (3) a real `redis-server` spawned on a free port; and with the client
+//! inside the WebAssembly component, in a tenant of the latchkey host, against (4) the latchkey
+//! server in-process and (5) a real `redis-server`.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,8 +12,10 @@ use latchkey_client::locks::{Backoff, Extended, ReentrantRelease, Released, Repl
 use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::transport::args;
 use latchkey_client::Reply;
+use latchkey_plugin::Backend;
 use latchkey_server::{Server, ServerHandle};
 use latchkey_tests::lock_api::*;
+use latchkey_tests::wasm_api::Wasm;
 use latchkey_tests::RedisProcess;
 
 /// Keeps whatever a leg started alive for the length of a test.
@@ -81,7 +85,31 @@ async fn real_redis() -> (Keep, Native<RedisTransport>, Time) {
     (Keep::Redis(r), t, Time::Real)
 }
 
-/// Runs `$scenario(transport, time)` on each leg as its own test.
+/// The lock client inside the wasm component, hosted against the in-process server.
+async fn wasm_in_process() -> (Keep, Wasm, Time) {
+    let s = Server::builder()
+        .virtual_clock()
+        .no_listener()
+        .start()
+        .await
+        .unwrap();
+    let w = Wasm::new(<dyn Backend>::local(&s), "conformance");
+    let time = Time::Virtual(s.clock().clone());
+    (Keep::Latchkey(s), w, time)
+}
+
+/// The lock client inside the wasm component, hosted against a real `redis-server`.
+async fn wasm_real_redis() -> (Keep, Wasm, Time) {
+    let r = RedisProcess::spawn(&[]);
+    let backend = <dyn Backend>::redis(&r.url()).await.unwrap();
+    (
+        Keep::Redis(r),
+        Wasm::new(backend, "conformance"),
+        Time::Real,
+    )
+}
+
+/// Runs `$scenario(locks, time)` on each leg as its own test.
 macro_rules! legs {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
@@ -98,6 +126,16 @@ macro_rules! legs {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn real_redis() {
                 let (_keep, t, time) = super::real_redis().await;
+                super::$scenario(t, time).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn wasm_in_process() {
+                let (_keep, t, time) = super::wasm_in_process().await;
+                super::$scenario(t, time).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn wasm_real_redis() {
+                let (_keep, t, time) = super::wasm_real_redis().await;
                 super::$scenario(t, time).await;
             }
         }
@@ -234,12 +272,12 @@ async fn watchdog_keeps_and_reports_loss<L: Locks>(t: L, time: Time) {
     let _ = time;
     let ttl = Duration::from_millis(300);
     let lock = t.simple("watched");
-    let lease = lock.try_acquire(ttl).await.unwrap();
-    let mut watch = t.watch(&lease, ttl).await;
+    let mut watch = t.acquire_watched("watched", ttl).await.expect("free");
+    let holder = lock.holder().await.expect("taken");
     // Several TTLs later the lease is still ours.
     tokio::time::sleep(ttl * 4).await;
-    assert_eq!(lock.holder().await, Some(lease.token.clone()));
-    assert!(!watch.is_lost());
+    assert_eq!(lock.holder().await, Some(holder));
+    assert!(!watch.is_lost().await);
     // Someone deletes the key: the holder learns within one renewal period.
     t.command(args(["DEL", "{watched}"])).await;
     let reason = tokio::time::timeout(ttl, watch.lost())
