@@ -121,7 +121,12 @@ impl Replication {
         for c in commands {
             encode(c, &mut out);
         }
-        let chunk = out.freeze();
+        self.feed_chunk(out.freeze())
+    }
+
+    /// Numbers an encoded piece of the stream and sends it to every replica (or holds it for
+    /// a paused one). Returns the new offset.
+    fn feed_chunk(&self, chunk: Bytes) -> u64 {
         let mut replicas = self.replicas.lock();
         let offset =
             self.offset.fetch_add(chunk.len() as u64, Ordering::AcqRel) + chunk.len() as u64;
@@ -144,8 +149,12 @@ impl Replication {
             .count() as i64
     }
 
-    /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`).
+    /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`). Like Redis, the
+    /// request is part of the stream and counts in the offset.
     pub fn request_acks(&self) {
+        if !self.has_replicas() {
+            return;
+        }
         let getack = [
             Bytes::from_static(b"REPLCONF"),
             Bytes::from_static(b"GETACK"),
@@ -153,12 +162,7 @@ impl Replication {
         ];
         let mut out = BytesMut::new();
         encode(&getack, &mut out);
-        let chunk = out.freeze();
-        for r in self.replicas.lock().iter() {
-            if !r.paused {
-                r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
-            }
-        }
+        self.feed_chunk(out.freeze());
     }
 
     /// Waits until `n` replicas acknowledged `offset` or the timeout passes; returns the count.
@@ -353,59 +357,19 @@ pub fn effects(shared: &Shared, db: usize, spec: &CommandSpec, args: &[Bytes]) -
     }
 }
 
-/// Builds the full-resync snapshot: every key as commands that recreate it.
-pub fn snapshot(shared: &Shared) -> Bytes {
-    let mut out = BytesMut::new();
-    let now = shared.clock.now_ms();
-    for (i, db) in shared.keyspace.iter() {
-        let entries = db.snapshot(now);
-        if entries.is_empty() {
-            continue;
-        }
-        encode(&[b("SELECT"), b(&i.to_string())], &mut out);
-        for (k, e) in entries {
-            let mut cmd = match &e.value {
-                Value::Str(v) => vec![b("SET"), k.clone(), v.clone()],
-                Value::Hash(h) => {
-                    let mut c = vec![b("HSET"), k.clone()];
-                    for (f, v) in h {
-                        c.extend([f.clone(), v.clone()]);
-                    }
-                    c
-                }
-                Value::List(l) => {
-                    let mut c = vec![b("RPUSH"), k.clone()];
-                    c.extend(l.iter().cloned());
-                    c
-                }
-                Value::ZSet(z) => {
-                    let mut c = vec![b("ZADD"), k.clone()];
-                    for (m, s) in z.iter() {
-                        c.extend([b(&crate::frame::format_double(s)), m.clone()]);
-                    }
-                    c
-                }
-            };
-            let is_str = matches!(e.value, Value::Str(_));
-            match e.expires_at {
-                Some(t) if is_str => cmd.extend([b("PXAT"), b(&t.to_string())]),
-                _ => {}
-            }
-            encode(&cmd, &mut out);
-            if let (Some(t), false) = (e.expires_at, is_str) {
-                encode(&[b("PEXPIREAT"), k.clone(), b(&t.to_string())], &mut out);
-            }
-        }
-    }
-    out.freeze()
-}
-
 /// Attaches the client that sent `PSYNC` as a replica: answers `+FULLRESYNC`, the snapshot,
 /// and from then on every fed chunk. Runs under the exclusive gate, so no write falls between
 /// the snapshot and the stream.
 pub fn attach_replica(shared: &Shared, sender: PushSender, client_id: u64, port: u16) -> Frame {
     let repl = &shared.replication;
-    let payload = snapshot(shared);
+    let payload = crate::rdb::write::snapshot(
+        shared,
+        &crate::rdb::write::ReplInfo {
+            replid: repl.replid.clone(),
+            offset: repl.offset(),
+            stream_db: -1,
+        },
+    );
     let mut out = BytesMut::new();
     out.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", repl.replid, repl.offset()).as_bytes());
     out.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
@@ -472,15 +436,63 @@ pub fn stop_replica(shared: &Shared) {
     shared.set_replica(false);
 }
 
-async fn read_line(r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> std::io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line).await? == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "master closed",
-        ));
+type LinkReader = BufReader<tokio::net::tcp::OwnedReadHalf>;
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "master closed")
+}
+
+/// Reads one reply line of the handshake, skipping the bare newlines a Redis master sends to
+/// keep the link alive while it prepares the snapshot.
+async fn read_line(r: &mut LinkReader) -> std::io::Result<String> {
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await? == 0 {
+            return Err(closed());
+        }
+        let line = line.trim_end();
+        if !line.is_empty() {
+            return Ok(line.to_string());
+        }
     }
-    Ok(line.trim_end().to_string())
+}
+
+/// Reads the snapshot that follows `+FULLRESYNC`: `$<len>` and that many bytes (a snapshot
+/// made on disk first), or `$EOF:<40-byte mark>` and bytes up to the same mark (a diskless
+/// snapshot, streamed as it is made, whose length nobody knows in advance).
+async fn read_snapshot(r: &mut LinkReader) -> std::io::Result<Vec<u8>> {
+    let header = read_line(r).await?;
+    let bad = || std::io::Error::other(format!("unexpected snapshot header {header:?}"));
+    let spec = header.strip_prefix('$').ok_or_else(bad)?;
+    if let Some(mark) = spec.strip_prefix("EOF:") {
+        let mark = mark.as_bytes();
+        if mark.len() != 40 {
+            return Err(bad());
+        }
+        let mut payload = Vec::new();
+        loop {
+            let chunk = r.fill_buf().await?;
+            if chunk.is_empty() {
+                return Err(closed());
+            }
+            let before = payload.len();
+            payload.extend_from_slice(chunk);
+            let n = chunk.len();
+            // The mark may straddle two reads: look from 39 bytes before this one.
+            let from = before.saturating_sub(mark.len() - 1);
+            if let Some(at) = payload[from..].windows(mark.len()).position(|w| w == mark) {
+                let end = from + at;
+                r.consume(end + mark.len() - before);
+                payload.truncate(end);
+                return Ok(payload);
+            }
+            r.consume(n);
+        }
+    }
+    let len: usize = spec.parse().map_err(|_| bad())?;
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload).await?;
+    Ok(payload)
 }
 
 fn command(args: &[&str]) -> Vec<u8> {
@@ -511,7 +523,7 @@ async fn follow(
     ]))
     .await?;
     read_line(&mut rd).await?;
-    wr.write_all(&command(&["REPLCONF", "capa", "psync2"]))
+    wr.write_all(&command(&["REPLCONF", "capa", "eof", "capa", "psync2"]))
         .await?;
     read_line(&mut rd).await?;
     wr.write_all(&command(&["PSYNC", "?", "-1"])).await?;
@@ -521,25 +533,28 @@ async fn follow(
         .nth(2)
         .and_then(|o| o.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("unexpected PSYNC reply {full:?}")))?;
-    let len_line = read_line(&mut rd).await?;
-    let len: usize = len_line
-        .strip_prefix('$')
-        .and_then(|l| l.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("unexpected snapshot header {len_line:?}")))?;
-    let mut payload = vec![0u8; len];
-    rd.read_exact(&mut payload).await?;
+    let payload = read_snapshot(&mut rd).await?;
     // Load the snapshot as the master's link client, over an empty keyspace.
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
-    shared.keyspace.clear_all();
-    let mut buf = BytesMut::from(&payload[..]);
-    let mut decoder = Decoder::default();
-    while let Ok(Some(p)) = decoder.parse(&mut buf, u64::MAX) {
-        if let Parsed::Command(args) = p {
-            cmd::execute(shared, &mut link, args).await;
-        }
+    cmd::execute(shared, &mut link, vec![b("FUNCTION"), b("FLUSH")]).await;
+    let loaded = crate::rdb::read::load(shared, &payload)?;
+    for code in loaded.functions {
+        cmd::execute(
+            shared,
+            &mut link,
+            vec![b("FUNCTION"), b("LOAD"), b("REPLACE"), code],
+        )
+        .await;
     }
-    link.db = 0;
+    link.db = loaded
+        .aux
+        .iter()
+        .find(|(k, _)| &k[..] == b"repl-stream-db")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+        .filter(|db| *db < crate::db::NUM_DBS)
+        .unwrap_or(0);
+    let mut decoder = Decoder::default();
     offset.store(start, Ordering::Release);
     up.store(true, Ordering::Release);
     let mut buf = BytesMut::with_capacity(16 * 1024);
@@ -573,10 +588,11 @@ async fn follow(
                         && args[0].eq_ignore_ascii_case(b"REPLCONF")
                         && args[1].eq_ignore_ascii_case(b"GETACK");
                     if getack {
-                        // GETACK travels outside the numbered stream (the master does not count
-                        // it in its offset), so it does not move ours either.
+                        // As in Redis, GETACK is part of the numbered stream, and the answer
+                        // is the offset before it.
                         let now = offset.load(Ordering::Acquire);
                         wr.write_all(&command(&["REPLCONF", "ACK", &now.to_string()])).await?;
+                        offset.fetch_add(consumed, Ordering::AcqRel);
                         continue;
                     }
                     cmd::execute(shared, &mut link, args).await;

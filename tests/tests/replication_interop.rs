@@ -1,0 +1,249 @@
+//! Replication between latchkey and a real `redis-server`, in both directions: the RDB
+//! snapshot after `+FULLRESYNC`, the command stream after it, `REPLCONF ACK` and `WAIT`.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use latchkey_server::{BlockingServer, Server};
+use latchkey_tests::{raw::show, RawConn, RedisProcess};
+
+/// Polls `f` until it holds; panics with `what` after 20 s (a bound for a loaded machine, not
+/// a speed check).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn conn(addr: SocketAddr) -> RawConn {
+    RawConn::connect(addr).expect("connect")
+}
+
+fn cmd(c: &mut RawConn, args: &[&str]) -> String {
+    String::from_utf8_lossy(&c.cmd(args)).into_owned()
+}
+
+/// One field of `INFO section`.
+fn info(c: &mut RawConn, section: &str, field: &str) -> Option<String> {
+    let text = cmd(c, &["INFO", section]);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+fn int(reply: &str) -> i64 {
+    reply
+        .trim()
+        .strip_prefix(':')
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not an integer reply: {reply:?}"))
+}
+
+const LIBRARY: &str =
+    "#!lua name=interop\nredis.register_function{function_name='interop_get', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}";
+
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Fills a server with one key of each type, TTLs, a second database and a function library.
+fn fill(c: &mut RawConn) {
+    let long = "x".repeat(300);
+    for args in [
+        vec!["SET", "s", "plain"],
+        vec!["SET", "n", "-12345"],
+        vec!["SET", "big", "70000"],
+        vec!["SET", "long", long.as_str()],
+        vec!["SET", "ttl", "v", "PX", "60000"],
+        vec!["HSET", "h", "f1", "v1", "f2", "7"],
+        vec!["EXPIRE", "h", "600"],
+        vec!["RPUSH", "l", "a", "b", "3", "-4"],
+        vec!["ZADD", "z", "1.5", "a", "-2", "b", "inf", "c"],
+        vec!["SELECT", "2"],
+        vec!["SET", "in2", "two"],
+        vec!["SELECT", "0"],
+        vec!["FUNCTION", "LOAD", LIBRARY],
+    ] {
+        let r = cmd(c, &args);
+        assert!(!r.starts_with('-'), "{args:?} failed: {r}");
+    }
+    // Large enough that Redis stores them in its big encodings (hashtable, skiplist,
+    // several quicklist nodes).
+    let mut hset = vec!["HSET".to_string(), "bigh".into()];
+    let mut zadd = vec!["ZADD".to_string(), "bigz".into()];
+    let mut rpush = vec!["RPUSH".to_string(), "bigl".into()];
+    for i in 0..300 {
+        hset.extend([format!("field{i}"), format!("{}", i * 7)]);
+        zadd.extend([format!("{}", i as f64 / 4.0), format!("m{i}")]);
+        rpush.push(if i % 2 == 0 {
+            format!("{i}")
+        } else {
+            format!("element-{i}-{}", "y".repeat(i % 40))
+        });
+    }
+    for args in [hset, zadd, rpush] {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        assert!(!cmd(c, &args).starts_with('-'));
+    }
+}
+
+/// Asserts that `replica` holds what [`fill`] wrote on `master`.
+fn assert_same_data(master: &mut RawConn, replica: &mut RawConn) {
+    for args in [
+        vec!["GET", "s"],
+        vec!["GET", "n"],
+        vec!["GET", "big"],
+        vec!["GET", "long"],
+        vec!["HGETALL", "h"],
+        vec!["LRANGE", "l", "0", "-1"],
+        vec!["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        vec!["HLEN", "bigh"],
+        vec!["HGET", "bigh", "field123"],
+        vec!["ZRANGE", "bigz", "0", "-1", "WITHSCORES"],
+        vec!["LRANGE", "bigl", "0", "-1"],
+        vec!["DBSIZE"],
+        vec!["FCALL_RO", "interop_get", "1", "s"],
+    ] {
+        assert_eq!(
+            show(&master.cmd(&args)),
+            show(&replica.cmd(&args)),
+            "{args:?} differs"
+        );
+    }
+    // (FUNCTION LIST is not compared byte for byte: latchkey encodes the flags as bulk
+    // strings where Redis sends status replies.)
+    let libs = cmd(replica, &["FUNCTION", "LIST"]);
+    assert!(libs.contains("interop_get"), "{libs}");
+    let pttl = int(&cmd(replica, &["PTTL", "ttl"]));
+    assert!(
+        (30_000..=60_000).contains(&pttl),
+        "replica PTTL {pttl} is not close to the master's 60000"
+    );
+    let ttl = int(&cmd(replica, &["TTL", "h"]));
+    assert!((300..=600).contains(&ttl), "replica TTL {ttl}");
+    cmd(master, &["SELECT", "2"]);
+    cmd(replica, &["SELECT", "2"]);
+    assert_eq!(cmd(replica, &["GET", "in2"]), "$3\r\ntwo\r\n");
+    cmd(master, &["SELECT", "0"]);
+    cmd(replica, &["SELECT", "0"]);
+}
+
+/// The live part of a lock's life, written on `master` and checked on `replica`.
+fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
+    assert_eq!(
+        cmd(master, &["SET", "lock", "tok", "NX", "PX", "30000"]),
+        "+OK\r\n"
+    );
+    until("the lock on the replica", || {
+        cmd(replica, &["GET", "lock"]) == "$3\r\ntok\r\n"
+    });
+    let pttl = int(&cmd(replica, &["PTTL", "lock"]));
+    assert!((10_000..=30_000).contains(&pttl), "lock PTTL {pttl}");
+    // Released by the token-checked script: the replica sees the DEL.
+    assert_eq!(
+        cmd(master, &["EVAL", RELEASE, "1", "lock", "tok"]),
+        ":1\r\n"
+    );
+    until("the release on the replica", || {
+        cmd(replica, &["EXISTS", "lock"]) == ":0\r\n"
+    });
+    cmd(master, &["SET", "gone", "1"]);
+    cmd(master, &["DEL", "gone"]);
+    cmd(master, &["HSET", "h2", "a", "b"]);
+    until("HSET on the replica", || {
+        cmd(replica, &["HGET", "h2", "a"]) == "$1\r\nb\r\n"
+    });
+    assert_eq!(cmd(replica, &["EXISTS", "gone"]), ":0\r\n");
+    // A key that expires on the master disappears from the replica's DBSIZE (which counts
+    // logically expired keys): the master's active expiry cycle sent a DEL. (Nothing reads the
+    // key on the master: latchkey does not yet propagate a lazy, on-read deletion.)
+    cmd(master, &["SET", "short", "v", "PX", "30"]);
+    until("the expiry DEL on the replica", || {
+        let (m, r) = (cmd(master, &["DBSIZE"]), cmd(replica, &["DBSIZE"]));
+        m == r && cmd(replica, &["EXISTS", "short"]) == ":0\r\n"
+    });
+    // WAIT counts the replica, which acknowledges with REPLCONF ACK.
+    cmd(master, &["SET", "acked", "1"]);
+    assert_eq!(cmd(master, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+fn latchkey() -> BlockingServer {
+    Server::builder().start_blocking().expect("start latchkey")
+}
+
+#[test]
+fn redis_replicates_from_a_latchkey_master() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    fill(&mut m);
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link to latchkey", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+    // INFO replication, both sides.
+    assert_eq!(
+        info(&mut m, "replication", "role").as_deref(),
+        Some("master")
+    );
+    assert_eq!(
+        info(&mut m, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    let slave0 = info(&mut m, "replication", "slave0").expect("slave0 line");
+    assert!(slave0.contains("state=online"), "{slave0}");
+    assert_eq!(
+        info(&mut r, "replication", "role").as_deref(),
+        Some("slave")
+    );
+    assert_eq!(
+        info(&mut r, "replication", "master_replid"),
+        info(&mut m, "replication", "master_replid")
+    );
+    until("equal offsets on both sides", || {
+        info(&mut r, "replication", "master_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+}
+
+fn redis_master_to_latchkey(extra: &[&str]) {
+    let redis = RedisProcess::spawn(extra);
+    let mut m = conn(redis.addr());
+    fill(&mut m);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    let port = redis.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("latchkey's link to redis-server", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+    assert_eq!(
+        info(&mut m, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    until("equal offsets on both sides", || {
+        info(&mut r, "replication", "slave_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+}
+
+#[test]
+fn latchkey_replicates_from_redis_with_a_disk_snapshot() {
+    redis_master_to_latchkey(&["--repl-diskless-sync", "no"]);
+}
+
+#[test]
+fn latchkey_replicates_from_redis_with_a_diskless_snapshot() {
+    redis_master_to_latchkey(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+}
