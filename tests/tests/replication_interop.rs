@@ -247,3 +247,196 @@ fn latchkey_replicates_from_redis_with_a_diskless_snapshot() {
         "0",
     ]);
 }
+
+/// `INFO stats` counter of resynchronisations.
+fn syncs(c: &mut RawConn, kind: &str) -> i64 {
+    info(c, "stats", kind)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {kind} in INFO stats"))
+}
+
+fn follow(replica: &mut RawConn, master: SocketAddr) {
+    let port = master.port().to_string();
+    assert_eq!(cmd(replica, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("the replication link", || {
+        info(replica, "replication", "master_link_status").as_deref() == Some("up")
+    });
+}
+
+/// Cuts the link of every replica of a latchkey `master` while writes are held on it, so the
+/// writes can only reach the replicas through the backlog, then lets them reconnect.
+fn cut_with_writes_held(master: &BlockingServer, m: &mut RawConn, keys: &[&str]) {
+    assert_eq!(cmd(m, &["LATCHKEY.FAILOVER", "PAUSE"]), "+OK\r\n");
+    for k in keys {
+        assert_eq!(cmd(m, &["SET", k, "while-cut", "PX", "60000"]), "+OK\r\n");
+    }
+    master.handle().shared().replication.disconnect_replicas();
+}
+
+#[test]
+fn a_latchkey_replica_continues_from_the_backlog() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    cmd(&mut m, &["SET", "before", "1"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_first_byte_offset").as_deref(),
+        Some("1")
+    );
+    cut_with_writes_held(&master, &mut m, &["k1", "k2"]);
+    until("the replica to come back with +CONTINUE", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+            && info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    until("the held writes on the replica", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    assert_eq!(cmd(&mut r, &["GET", "before"]), "$1\r\n1\r\n");
+    assert_eq!(
+        syncs(&mut m, "sync_full"),
+        1,
+        "only the first sync was full"
+    );
+    let histlen: u64 = info(&mut m, "replication", "repl_backlog_histlen")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(histlen > 0);
+    // The replica's own backlog and offset follow the master's.
+    until("equal offsets", || {
+        info(&mut r, "replication", "master_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+    assert_eq!(
+        info(&mut r, "replication", "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+}
+
+#[test]
+fn a_backlog_too_small_means_a_full_resync() {
+    let master = Server::builder()
+        .config("repl-backlog-size", "16")
+        .start_blocking()
+        .unwrap();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_size").as_deref(),
+        Some("16")
+    );
+    // (A replica made by REPLICAOF asks to continue its own history first, as Redis's does,
+    // so even its first sync may count as a failed partial one.)
+    let errors_before = syncs(&mut m, "sync_partial_err");
+    cut_with_writes_held(&master, &mut m, &["a-key-longer-than-the-backlog"]);
+    until("a second full sync", || syncs(&mut m, "sync_full") == 2);
+    assert_eq!(syncs(&mut m, "sync_partial_ok"), 0);
+    assert_eq!(syncs(&mut m, "sync_partial_err"), errors_before + 1);
+    until("the write on the replica", || {
+        cmd(&mut r, &["EXISTS", "a-key-longer-than-the-backlog"]) == ":1\r\n"
+    });
+}
+
+#[test]
+fn redis_continues_from_a_latchkey_backlog() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    cut_with_writes_held(&master, &mut m, &["k1", "k2"]);
+    until("redis-server to continue", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+    });
+    until("the held writes on redis-server", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_full"), 1);
+    cmd(&mut m, &["SET", "after", "1"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+#[test]
+fn latchkey_continues_from_a_redis_backlog() {
+    let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let mut m = conn(redis.addr());
+    cmd(&mut m, &["SET", "before", "1"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, redis.addr());
+    assert_eq!(
+        cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]),
+        ":1\r\n"
+    );
+    for k in ["k1", "k2"] {
+        cmd(&mut m, &["SET", k, "while-cut"]);
+    }
+    until("latchkey to continue", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+    });
+    until("the writes on latchkey", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_full"), 1);
+    cmd(&mut m, &["SET", "after", "1"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+/// PSYNC2: after a promotion, the old master's other replica (here a real redis-server)
+/// continues from the promoted latchkey replica instead of resyncing in full.
+#[test]
+fn a_promoted_replica_lets_its_peers_continue() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    cmd(&mut m, &["SET", "k", "v"]);
+    let promoted = latchkey();
+    let mut p = conn(promoted.addr());
+    follow(&mut p, master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    cmd(&mut m, &["SET", "k2", "v2"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "2", "5000"]), ":2\r\n");
+    let old_id = info(&mut m, "replication", "master_replid").unwrap();
+    until("both replicas at the master's offset", || {
+        let o = info(&mut m, "replication", "master_repl_offset");
+        info(&mut p, "replication", "master_repl_offset") == o
+            && info(&mut r, "replication", "master_repl_offset") == o
+    });
+    let offset: i64 = info(&mut p, "replication", "master_repl_offset")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert_eq!(cmd(&mut p, &["REPLICAOF", "NO", "ONE"]), "+OK\r\n");
+    assert_eq!(info(&mut p, "replication", "master_replid2"), Some(old_id));
+    assert_eq!(
+        info(&mut p, "replication", "second_repl_offset"),
+        Some((offset + 1).to_string())
+    );
+    assert_ne!(
+        info(&mut p, "replication", "master_replid"),
+        info(&mut m, "replication", "master_replid")
+    );
+    let port = promoted.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("redis-server to continue from the promoted replica", || {
+        syncs(&mut p, "sync_partial_ok") == 1
+    });
+    assert_eq!(syncs(&mut p, "sync_full"), 0);
+    cmd(&mut p, &["SET", "after-promotion", "1"]);
+    assert_eq!(cmd(&mut p, &["WAIT", "1", "5000"]), ":1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "after-promotion"]), "$1\r\n1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k2"]), "$2\r\nv2\r\n");
+}

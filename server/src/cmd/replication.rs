@@ -116,15 +116,16 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::ok()
 }
 
-/// `PSYNC replid offset`: always a full resynchronisation (no backlog yet).
-fn psync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+/// `PSYNC replid offset`: `+CONTINUE` and what the replica missed when the backlog still
+/// has it, else `+FULLRESYNC` and an RDB snapshot.
+fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if ctx.shared.is_replica() {
         return Frame::error("ERR Replica chaining is not supported by latchkey");
     }
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
-    replication::attach_replica(ctx.shared, sender, id, port)
+    replication::attach_replica(ctx.shared, sender, id, port, &args[1], &args[2])
 }
 
 /// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|LAG ms`: drive a failover over the wire.
