@@ -350,3 +350,110 @@ pub fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
     })?;
     Ok(loaded)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+
+    use super::*;
+    use crate::rdb::write;
+
+    /// A minimal RDB around `body`, with a correct checksum.
+    fn file(body: &[u8]) -> Vec<u8> {
+        let mut out = BytesMut::from(&b"REDIS0010"[..]);
+        out.put_slice(body);
+        out.put_u8(opcode::EOF);
+        let crc = CRC64.checksum(&out);
+        out.put_u64_le(crc);
+        out.to_vec()
+    }
+
+    fn keys(data: &[u8]) -> Result<Vec<(usize, Bytes, Entry)>, RdbError> {
+        let mut out = Vec::new();
+        parse(data, |r| {
+            if let Record::Key { db, key, entry } = r {
+                out.push((db, key, entry));
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn what_latchkey_writes_it_reads_back() {
+        let server = crate::Server::builder()
+            .no_listener()
+            .virtual_clock()
+            .start()
+            .await
+            .unwrap();
+        let mut c = server.client();
+        c.cmd(["SET", "s", "x".repeat(100).as_str()]).await;
+        c.cmd(["SET", "n", "-70000", "PX", "5000"]).await;
+        c.cmd(["HSET", "h", "f", "v"]).await;
+        c.cmd(["RPUSH", "l", "a", "1"]).await;
+        c.cmd(["ZADD", "z", "2.5", "m", "-inf", "lo"]).await;
+        c.cmd(["SELECT", "7"]).await;
+        c.cmd(["SET", "in7", "y"]).await;
+        let info = write::ReplInfo {
+            replid: "a".repeat(40),
+            offset: 42,
+            stream_db: -1,
+        };
+        let data = write::snapshot(server.shared(), &info);
+        let mut got = keys(&data).unwrap();
+        got.sort_by(|a, b| a.1.cmp(&b.1));
+        let names: Vec<_> = got.iter().map(|(db, k, _)| (*db, k.clone())).collect();
+        assert_eq!(
+            names,
+            ["h", "in7", "l", "n", "s", "z"]
+                .iter()
+                .map(|k| (if *k == "in7" { 7 } else { 0 }, Bytes::from(*k)))
+                .collect::<Vec<_>>()
+        );
+        let now = server.clock().now_ms();
+        assert_eq!(got[3].2.expires_at, Some(now + 5000));
+        assert!(matches!(&got[3].2.value, Value::Str(v) if &v[..] == b"-70000"));
+        assert!(
+            matches!(&got[5].2.value, Value::ZSet(z) if z.score(b"lo") == Some(f64::NEG_INFINITY))
+        );
+        // A flipped byte breaks the checksum.
+        let mut bad = data.to_vec();
+        bad[20] ^= 1;
+        assert!(keys(&bad).is_err());
+        // A zero checksum means "not computed" and is accepted.
+        let mut unchecked = data.to_vec();
+        let n = unchecked.len();
+        unchecked[n - 8..].fill(0);
+        assert_eq!(keys(&unchecked).unwrap().len(), 6);
+    }
+
+    #[test]
+    fn lzf_strings_and_second_expiries() {
+        let plain = b"abcabcabcabcabcabcabcabcabcabcabcabc".to_vec();
+        let packed = lzf::compress(&plain).unwrap();
+        let mut body = BytesMut::new();
+        body.put_u8(opcode::EXPIRETIME);
+        body.put_u32_le(1_000);
+        body.put_u8(kind::STRING);
+        write::string(&mut body, b"k");
+        body.put_u8(0xC3);
+        write::len(&mut body, packed.len() as u64);
+        write::len(&mut body, plain.len() as u64);
+        body.put_slice(&packed);
+        let got = keys(&file(&body)).unwrap();
+        assert_eq!(got[0].2.expires_at, Some(1_000_000));
+        assert!(matches!(&got[0].2.value, Value::Str(v) if v[..] == plain[..]));
+    }
+
+    #[test]
+    fn a_set_is_refused_by_name() {
+        let mut body = BytesMut::new();
+        body.put_u8(kind::SET);
+        write::string(&mut body, b"members");
+        write::len(&mut body, 1);
+        write::string(&mut body, b"m");
+        let e = keys(&file(&body)).unwrap_err();
+        assert!(e.0.contains("'members' is a set"), "{e}");
+    }
+}
