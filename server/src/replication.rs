@@ -58,6 +58,8 @@ struct ReplicaLink {
     client_id: u64,
     sender: PushSender,
     ack: Arc<AtomicU64>,
+    /// The offset the replica's own AOF has on disk (`REPLCONF ACK .. FACK offset`).
+    aof_ack: AtomicU64,
     addr: String,
     port: u16,
     /// Stream bytes held back while the link is paused.
@@ -114,6 +116,8 @@ pub struct Replication {
     sync_full: AtomicU64,
     sync_partial_ok: AtomicU64,
     sync_partial_err: AtomicU64,
+    /// Replica side: the master's offset up to which our AOF is on disk (what `FACK` says).
+    fsynced_offset: AtomicU64,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -146,6 +150,7 @@ impl Replication {
             sync_full: AtomicU64::new(0),
             sync_partial_ok: AtomicU64::new(0),
             sync_partial_err: AtomicU64::new(0),
+            fsynced_offset: AtomicU64::new(0),
         }
     }
 
@@ -289,14 +294,35 @@ impl Replication {
         }
     }
 
-    /// Records `REPLCONF ACK offset` from the replica connected as `client_id`.
-    pub fn ack(&self, client_id: u64, offset: u64) {
+    /// How many replicas have `offset` on disk in their own AOF (what `WAITAOF` counts).
+    pub fn aof_acked_count(&self, offset: u64) -> i64 {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| r.aof_ack.load(Ordering::Acquire) >= offset)
+            .count() as i64
+    }
+
+    /// Records `REPLCONF ACK offset [FACK aof-offset]` from the replica connected as
+    /// `client_id`.
+    pub fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
         for r in self.replicas.lock().iter() {
             if r.client_id == client_id {
                 r.ack.fetch_max(offset, Ordering::AcqRel);
+                if let Some(f) = fack {
+                    r.aof_ack.fetch_max(f, Ordering::AcqRel);
+                }
             }
         }
         self.acked.notify_waiters();
+    }
+
+    /// Resolves when a replica acknowledges something, or after `tick` at the latest.
+    pub async fn next_ack(&self, tick: Duration) {
+        tokio::select! {
+            _ = self.acked.notified() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
     }
 
     /// Forgets a replica whose connection closed (the backlog stays, for its return).
@@ -574,6 +600,7 @@ pub fn attach_replica(
         client_id,
         sender,
         ack: Arc::new(AtomicU64::new(ack)),
+        aof_ack: AtomicU64::new(0),
         addr,
         port,
         held: Vec::new(),
@@ -719,6 +746,23 @@ async fn read_snapshot(r: &mut LinkReader) -> std::io::Result<Vec<u8>> {
     let mut payload = vec![0u8; len];
     r.read_exact(&mut payload).await?;
     Ok(payload)
+}
+
+/// `REPLCONF ACK <offset>`, plus `FACK <offset>` when this replica has an AOF: the offset up
+/// to which it is on disk (as Redis 7.2 replicas report it, for `WAITAOF`).
+fn ack_command(shared: &Shared) -> Vec<u8> {
+    let repl = &shared.replication;
+    let offset = repl.offset().to_string();
+    let aof = shared.aof.read();
+    let Some(aof) = aof.as_ref() else {
+        return command(&["REPLCONF", "ACK", &offset]);
+    };
+    if aof.synced() >= aof.appended() {
+        repl.fsynced_offset
+            .fetch_max(repl.offset(), Ordering::AcqRel);
+    }
+    let fack = repl.fsynced_offset.load(Ordering::Acquire).to_string();
+    command(&["REPLCONF", "ACK", &offset, "FACK", &fack])
 }
 
 fn command(args: &[&str]) -> Vec<u8> {
@@ -881,8 +925,7 @@ async fn apply_stream(
                         if getack {
                             // As in Redis, GETACK is part of the numbered stream, and the
                             // answer is the offset before it.
-                            let now = repl.offset();
-                            wr.write_all(&command(&["REPLCONF", "ACK", &now.to_string()])).await?;
+                            wr.write_all(&ack_command(shared)).await?;
                         } else {
                             cmd::execute(shared, link, args).await;
                         }
@@ -891,8 +934,7 @@ async fn apply_stream(
                 }
             }
             _ = ack_tick.tick() => {
-                let now = repl.offset();
-                wr.write_all(&command(&["REPLCONF", "ACK", &now.to_string()])).await?;
+                wr.write_all(&ack_command(shared)).await?;
             }
         }
     }

@@ -440,3 +440,87 @@ fn a_promoted_replica_lets_its_peers_continue() {
     assert_eq!(cmd(&mut r, &["GET", "after-promotion"]), "$1\r\n1\r\n");
     assert_eq!(cmd(&mut r, &["GET", "k2"]), "$2\r\nv2\r\n");
 }
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("latchkey-interop-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn with_aof(dir: &std::path::Path, fsync: &str) -> BlockingServer {
+    Server::builder()
+        .config("dir", dir.to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", fsync)
+        .start_blocking()
+        .unwrap()
+}
+
+/// `WAITAOF` (Redis 7.2; the redis-server 7.0 here has no such command, so latchkey only).
+#[test]
+fn waitaof_counts_local_and_replica_fsyncs() {
+    let plain = latchkey();
+    let mut p = conn(plain.addr());
+    cmd(&mut p, &["SET", "k", "v"]);
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "1", "0", "0"]),
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "0", "0"]),
+        "*2\r\n:0\r\n:0\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "2", "0", "0"]),
+        "-ERR value is out of range, value must between 0 and 1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "-1", "0"]),
+        "-ERR value is out of range, must be positive\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "0", "-1"]),
+        "-ERR timeout is negative\r\n"
+    );
+
+    let dir = temp_dir("waitaof");
+    let (mdir, rdir, edir) = (dir.join("m"), dir.join("r"), dir.join("e"));
+    for d in [&mdir, &rdir, &edir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let master = with_aof(&mdir, "always");
+    let mut m = conn(master.addr());
+    let durable = with_aof(&rdir, "always");
+    let mut d = conn(durable.addr());
+    follow(&mut d, master.addr());
+    let volatile = latchkey();
+    let mut v = conn(volatile.addr());
+    follow(&mut v, master.addr());
+    assert_eq!(cmd(&mut m, &["SET", "lock", "tok"]), "+OK\r\n");
+    // Both replicas acknowledge the write; only the one with an AOF has it on disk.
+    assert_eq!(cmd(&mut m, &["WAIT", "2", "5000"]), ":2\r\n");
+    assert_eq!(
+        cmd(&mut m, &["WAITAOF", "1", "1", "5000"]),
+        "*2\r\n:1\r\n:1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut m, &["WAITAOF", "1", "2", "300"]),
+        "*2\r\n:1\r\n:1\r\n",
+        "the replica without an AOF never counts"
+    );
+    assert_eq!(
+        cmd(&mut d, &["WAITAOF", "0", "0", "0"]),
+        "-ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.\r\n"
+    );
+    // appendfsync everysec: the local acknowledgement comes with the background fsync.
+    let everysec = with_aof(&edir, "everysec");
+    let mut e = conn(everysec.addr());
+    cmd(&mut e, &["SET", "k", "v"]);
+    assert_eq!(
+        cmd(&mut e, &["WAITAOF", "1", "0", "10000"]),
+        "*2\r\n:1\r\n:0\r\n"
+    );
+    drop((master, durable, volatile, everysec));
+    let _ = std::fs::remove_dir_all(&dir);
+}
