@@ -653,11 +653,19 @@ pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
                 _ = stop.notified() => return,
             };
             up.store(false, Ordering::Release);
+            // A snapshot we cannot load will not load better at once: retry once a second,
+            // like a Redis replica, instead of pulling it again and again.
+            let mut retry = Duration::from_millis(100);
             if let Err(e) = r {
-                tracing::info!("replication link to {host}:{port} down: {e}");
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    tracing::warn!("cannot load the snapshot of {host}:{port}: {e}");
+                    retry = Duration::from_secs(1);
+                } else {
+                    tracing::info!("replication link to {host}:{port} down: {e}");
+                }
             }
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = tokio::time::sleep(retry) => {}
                 _ = stop.notified() => return,
             }
         }
@@ -852,8 +860,8 @@ async fn full_resync(
         )));
     };
     let payload = read_snapshot(rd).await?;
-    cmd::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
     let loaded = crate::rdb::read::load(shared, &payload)?;
+    cmd::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
     for code in loaded.functions {
         cmd::execute(
             shared,

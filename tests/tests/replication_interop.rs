@@ -524,3 +524,34 @@ fn waitaof_counts_local_and_replica_fsyncs() {
     drop((master, durable, volatile, everysec));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// latchkey has no set type: a snapshot holding a set is refused as a whole (and retried),
+/// and the server stays up and serves.
+#[test]
+fn a_snapshot_with_a_set_is_refused_and_the_replica_stays_up() {
+    let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let mut m = conn(redis.addr());
+    cmd(&mut m, &["SET", "s", "v"]);
+    cmd(&mut m, &["SADD", "members", "a", "b"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    let port = redis.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    // A second full sync means the first snapshot was refused and the replica tried again.
+    until("a retried full sync", || syncs(&mut m, "sync_full") >= 2);
+    assert_eq!(
+        info(&mut r, "replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+    assert_eq!(cmd(&mut r, &["PING"]), "+PONG\r\n");
+    assert_eq!(
+        cmd(&mut r, &["DBSIZE"]),
+        ":0\r\n",
+        "nothing of a refused snapshot is loaded"
+    );
+    cmd(&mut m, &["DEL", "members"]);
+    until("the link once the set is gone", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(cmd(&mut r, &["GET", "s"]), "$1\r\nv\r\n");
+}

@@ -332,22 +332,26 @@ pub struct Loaded {
     pub aux: Vec<(Bytes, Bytes)>,
 }
 
-/// Empties the keyspace and fills it from `data`. Keys already past their expiry are loaded
-/// too, as a replica does: the master's `DEL` removes them.
+/// Replaces the keyspace with the keys of `data`. The whole payload is parsed (and its
+/// checksum checked) before anything is touched, so a snapshot that cannot be loaded leaves
+/// the keyspace as it was. Keys already past their expiry are loaded too, as a replica does:
+/// the master's `DEL` removes them.
 pub fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
-    shared.keyspace.clear_all();
     let mut loaded = Loaded::default();
+    let mut keys = Vec::new();
     parse(data, |rec| {
         match rec {
             Record::Aux(k, v) => loaded.aux.push((k, v)),
             Record::Function(code) => loaded.functions.push(code),
-            Record::Key { db, key, entry } => {
-                shared.keyspace.db(db).insert(key, entry);
-                loaded.keys += 1;
-            }
+            Record::Key { db, key, entry } => keys.push((db, key, entry)),
         }
         Ok(())
     })?;
+    shared.keyspace.clear_all();
+    loaded.keys = keys.len();
+    for (db, key, entry) in keys {
+        shared.keyspace.db(db).insert(key, entry);
+    }
     Ok(loaded)
 }
 
