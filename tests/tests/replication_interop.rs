@@ -274,6 +274,22 @@ fn cut_with_writes_held(master: &BlockingServer, m: &mut RawConn, keys: &[&str])
 }
 
 #[test]
+fn disconnect_over_the_wire_then_continue() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(cmd(&mut m, &["LATCHKEY.FAILOVER", "PAUSE"]), "+OK\r\n");
+    cmd(&mut m, &["RPUSH", "q", "job"]);
+    assert_eq!(cmd(&mut m, &["LATCHKEY.FAILOVER", "DISCONNECT"]), "+OK\r\n");
+    until("the job on the replica", || {
+        cmd(&mut r, &["LRANGE", "q", "0", "-1"]) == "*1\r\n$3\r\njob\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_partial_ok"), 1);
+}
+
+#[test]
 fn a_latchkey_replica_continues_from_the_backlog() {
     let master = latchkey();
     let mut m = conn(master.addr());

@@ -212,8 +212,10 @@ fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     replication::attach_replica(ctx.shared, sender, id, port, &args[1], &args[2])
 }
 
-/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|LAG ms`: drive a failover over the wire.
-/// `LAG ms` (on a replica) applies the stream that much late.
+/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|DISCONNECT|LAG ms`: drive a failover over
+/// the wire. `LAG ms` (on a replica) applies the stream that much late. `DISCONNECT` (on a
+/// master) cuts every replica's link, as `CLIENT KILL TYPE replica` does in Redis; they come
+/// back with `PSYNC` and continue from the backlog.
 /// `PAUSE`/`RESUME` hold or release the replication stream on this master, `CRASH` drops what
 /// was held and every connection (the process stays up but serves nothing), `PROMOTE` makes a
 /// replica a master.
@@ -227,6 +229,7 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.client.close_after_reply = true;
         }
         "promote" => replication::stop_replica(ctx.shared),
+        "disconnect" => ctx.shared.replication.disconnect_replicas(),
         "lag" if args.len() == 3 => match parse_i64(&args[2]) {
             Ok(ms) if ms >= 0 => ctx
                 .shared
@@ -234,12 +237,10 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .set_lag(Duration::from_millis(ms as u64)),
             _ => return not_integer(),
         },
-        _ => {
-            return Frame::error(format!(
-                "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE or LAG.",
-                String::from_utf8_lossy(&args[1])
-            ))
-        }
+        _ => return Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE, DISCONNECT or LAG.",
+            String::from_utf8_lossy(&args[1])
+        )),
     }
     Frame::ok()
 }
