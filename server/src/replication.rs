@@ -118,10 +118,13 @@ pub struct Replication {
     sync_partial_err: AtomicU64,
     /// Replica side: the master's offset up to which our AOF is on disk (what `FACK` says).
     fsynced_offset: AtomicU64,
+    /// Replica side: the database the master's stream last selected, so that a continued
+    /// stream (`+CONTINUE`) applies to the same one.
+    stream_db: AtomicU64,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
-enum Sync {
+enum Resync {
     /// `+CONTINUE`: the bytes it missed.
     Partial(Vec<Bytes>),
     /// `+FULLRESYNC`: a snapshot.
@@ -151,6 +154,7 @@ impl Replication {
             sync_partial_ok: AtomicU64::new(0),
             sync_partial_err: AtomicU64::new(0),
             fsynced_offset: AtomicU64::new(0),
+            stream_db: AtomicU64::new(0),
         }
     }
 
@@ -428,26 +432,19 @@ impl Replication {
     /// Answers a `PSYNC replid offset`: a partial resync when `replid` is this server's
     /// history (its id, or its previous id up to where that history ended) and the backlog
     /// still holds every byte from `offset` on; else a full one.
-    fn try_partial(&self, replid: &str, offset: Option<u64>) -> Sync {
+    fn try_partial(&self, replid: &str, offset: Option<u64>) -> Resync {
         let Some(offset) = offset else {
-            return Sync::Full;
+            return Resync::Full;
         };
         let ids = self.ids.lock();
         let ours =
             replid == ids.replid || (replid == ids.replid2 && offset as i64 <= ids.second_offset);
         if !ours {
-            return Sync::Full;
+            return Resync::Full;
         }
         match self.backlog.lock().as_ref().and_then(|b| b.since(offset)) {
-            Some(missing) => Sync::Partial(missing),
-            None => Sync::Full,
-        }
-    }
-
-    /// Applies a new `repl-backlog-size` to the running backlog.
-    pub fn resize_backlog(&self, size: u64) {
-        if let Some(b) = self.backlog.lock().as_mut() {
-            b.resize(size);
+            Some(missing) => Resync::Partial(missing),
+            None => Resync::Full,
         }
     }
 
@@ -556,9 +553,12 @@ pub fn attach_replica(
     let asked_offset = std::str::from_utf8(offset)
         .ok()
         .and_then(|o| o.parse::<u64>().ok());
+    // Held until the replica is in the list: a chunk fed meanwhile (a GETACK, a PING) must
+    // be either in what it gets now or in what it gets next.
+    let mut replicas = repl.replicas.lock();
     let mut out = BytesMut::new();
     let ack = match repl.try_partial(&asked_id, asked_offset) {
-        Sync::Partial(missing) => {
+        Resync::Partial(missing) => {
             repl.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
             out.extend_from_slice(format!("+CONTINUE {}\r\n", repl.replid()).as_bytes());
             for chunk in missing {
@@ -566,7 +566,7 @@ pub fn attach_replica(
             }
             asked_offset.unwrap_or(1) - 1
         }
-        Sync::Full => {
+        Resync::Full => {
             repl.sync_full.fetch_add(1, Ordering::Relaxed);
             if asked_id != "?" {
                 repl.sync_partial_err.fetch_add(1, Ordering::Relaxed);
@@ -596,7 +596,7 @@ pub fn attach_replica(
         .handle
         .addr
         .map_or_else(|| "local".to_string(), |a| a.ip().to_string());
-    repl.replicas.lock().push(ReplicaLink {
+    replicas.push(ReplicaLink {
         client_id,
         sender,
         ack: Arc::new(AtomicU64::new(ack)),
@@ -607,6 +607,7 @@ pub fn attach_replica(
         paused: false,
     });
     repl.recording.store(true, Ordering::Release);
+    drop(replicas);
     start_pinging(shared);
     Frame::Raw(out.freeze())
 }
@@ -816,6 +817,7 @@ async fn follow(
     let result = async {
         if let Some(rest) = reply.strip_prefix("+CONTINUE") {
             continue_from(shared, rest.trim());
+            link.db = repl.stream_db.load(Ordering::Acquire) as usize;
         } else if reply.starts_with("+FULLRESYNC") {
             full_resync(shared, &mut link, &mut rd, &reply).await?;
         } else {
@@ -878,6 +880,7 @@ async fn full_resync(
         .filter(|db| *db < crate::db::NUM_DBS)
         .unwrap_or(0);
     let repl = &shared.replication;
+    repl.stream_db.store(link.db as u64, Ordering::Release);
     *repl.ids.lock() = Ids {
         replid: replid.to_string(),
         replid2: NO_ID.to_string(),
@@ -936,6 +939,7 @@ async fn apply_stream(
                             wr.write_all(&ack_command(shared)).await?;
                         } else {
                             cmd::execute(shared, link, args).await;
+                            repl.stream_db.store(link.db as u64, Ordering::Release);
                         }
                     }
                     repl.record_from_master(chunk);

@@ -305,15 +305,25 @@ fn a_latchkey_replica_continues_from_the_backlog() {
         info(&mut m, "replication", "repl_backlog_first_byte_offset").as_deref(),
         Some("1")
     );
+    // The stream is in database 3 when the link is cut, and goes on there without a new
+    // SELECT: the continued stream must still apply to database 3.
+    cmd(&mut m, &["SELECT", "3"]);
+    cmd(&mut m, &["SET", "in3", "x"]);
+    cmd(&mut r, &["SELECT", "3"]);
+    until("the write in database 3", || {
+        cmd(&mut r, &["GET", "in3"]) == "$1\r\nx\r\n"
+    });
     cut_with_writes_held(&master, &mut m, &["k1", "k2"]);
     until("the replica to come back with +CONTINUE", || {
         syncs(&mut m, "sync_partial_ok") == 1
             && info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
     });
-    until("the held writes on the replica", || {
+    until("the held writes on the replica, in database 3", || {
         cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
     });
+    cmd(&mut r, &["SELECT", "0"]);
     assert_eq!(cmd(&mut r, &["GET", "before"]), "$1\r\n1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k2"]), "$-1\r\n");
     assert_eq!(
         syncs(&mut m, "sync_full"),
         1,
@@ -390,6 +400,12 @@ fn latchkey_continues_from_a_redis_backlog() {
     let replica = latchkey();
     let mut r = conn(replica.addr());
     follow(&mut r, redis.addr());
+    cmd(&mut m, &["SELECT", "5"]);
+    cmd(&mut m, &["SET", "in5", "x"]);
+    cmd(&mut r, &["SELECT", "5"]);
+    until("the write in database 5", || {
+        cmd(&mut r, &["GET", "in5"]) == "$1\r\nx\r\n"
+    });
     assert_eq!(
         cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]),
         ":1\r\n"
@@ -400,7 +416,7 @@ fn latchkey_continues_from_a_redis_backlog() {
     until("latchkey to continue", || {
         syncs(&mut m, "sync_partial_ok") == 1
     });
-    until("the writes on latchkey", || {
+    until("the writes on latchkey, in database 5", || {
         cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
     });
     assert_eq!(syncs(&mut m, "sync_full"), 1);

@@ -237,10 +237,12 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .set_lag(Duration::from_millis(ms as u64)),
             _ => return not_integer(),
         },
-        _ => return Frame::error(format!(
+        _ => {
+            return Frame::error(format!(
             "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE, DISCONNECT or LAG.",
             String::from_utf8_lossy(&args[1])
-        )),
+        ))
+        }
     }
     Frame::ok()
 }
