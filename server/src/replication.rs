@@ -33,7 +33,7 @@ pub use backlog::Backlog;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -121,6 +121,11 @@ pub struct Replication {
     /// Replica side: the database the master's stream last selected, so that a continued
     /// stream (`+CONTINUE`) applies to the same one.
     stream_db: AtomicU64,
+    /// Replica side: milliseconds after `epoch` when the master last sent something, and when
+    /// the link went down (`INFO`'s `master_last_io_seconds_ago`, `..._down_since_seconds`).
+    last_io_ms: AtomicU64,
+    down_since_ms: AtomicU64,
+    epoch: Instant,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -155,6 +160,9 @@ impl Replication {
             sync_partial_err: AtomicU64::new(0),
             fsynced_offset: AtomicU64::new(0),
             stream_db: AtomicU64::new(0),
+            last_io_ms: AtomicU64::new(0),
+            down_since_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
     }
 
@@ -376,6 +384,15 @@ impl Replication {
         })
     }
 
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Whole seconds since `ms` (a time from [`now_ms`](Replication::now_ms)).
+    fn seconds_since(&self, ms: u64) -> u64 {
+        self.now_ms().saturating_sub(ms) / 1000
+    }
+
     /// The replication lines of `INFO stats`: full and partial resynchronisations served.
     pub fn stats_info(&self) -> String {
         format!(
@@ -391,10 +408,24 @@ impl Replication {
         let mut s = String::new();
         match self.master_link() {
             Some((host, port, up, offset)) => {
+                // The fields and order of Redis 7.0's replica section.
+                let last_io = match up {
+                    true => self.seconds_since(self.last_io_ms.load(Ordering::Acquire)) as i64,
+                    false => -1,
+                };
                 s.push_str(&format!(
-                    "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\nslave_read_only:1\r\nconnected_slaves:0\r\n",
+                    "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
                     if up { "up" } else { "down" }
                 ));
+                if !up {
+                    // -1 until the link has been up once, as in Redis.
+                    let since = match self.down_since_ms.load(Ordering::Acquire) {
+                        0 => -1,
+                        ms => self.seconds_since(ms) as i64,
+                    };
+                    s.push_str(&format!("master_link_down_since_seconds:{since}\r\n"));
+                }
+                s.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
             }
             None => {
                 let replicas = self.replicas.lock();
@@ -638,6 +669,7 @@ pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
     stop_link(shared);
     shared.set_replica(true);
     shared.replication.following.store(true, Ordering::Release);
+    shared.replication.down_since_ms.store(0, Ordering::Release);
     let stop = Arc::new(Notify::new());
     let up = Arc::new(AtomicBool::new(false));
     *shared.replication.master.lock() = Some(MasterLink {
@@ -654,6 +686,9 @@ pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
                 _ = stop.notified() => return,
             };
             up.store(false, Ordering::Release);
+            let repl = &shared.replication;
+            repl.down_since_ms
+                .store(repl.now_ms().max(1), Ordering::Release);
             // A snapshot we cannot load will not load better at once: retry once a second,
             // like a Redis replica, instead of pulling it again and again.
             let mut retry = Duration::from_millis(100);
@@ -825,6 +860,7 @@ async fn follow(
                 "unexpected PSYNC reply {reply:?}"
             )));
         }
+        repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
         up.store(true, Ordering::Release);
         apply_stream(shared, &mut link, &mut rd, &mut wr).await
     }
@@ -911,6 +947,7 @@ async fn apply_stream(
                 if n? == 0 {
                     return Err(closed());
                 }
+                repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
                 let lag = repl.lag();
                 if !lag.is_zero() {
                     // What just arrived is applied `lag` after it arrived.

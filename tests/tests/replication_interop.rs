@@ -587,3 +587,30 @@ fn a_snapshot_with_a_set_is_refused_and_the_replica_stays_up() {
     });
     assert_eq!(cmd(&mut r, &["GET", "s"]), "$1\r\nv\r\n");
 }
+
+fn field_names(c: &mut RawConn, section: &str) -> Vec<String> {
+    cmd(c, &["INFO", section])
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// A latchkey replica and a redis-server replica of the same master print the same
+/// `INFO replication` fields, in the same order, so tools that read one read the other.
+#[test]
+fn info_replication_of_a_replica_has_redis_fields() {
+    let master = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    let replica = latchkey();
+    let mut l = conn(replica.addr());
+    follow(&mut l, master.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(
+        field_names(&mut l, "replication"),
+        field_names(&mut r, "replication")
+    );
+}
