@@ -11,7 +11,7 @@
 //! first byte are `11`, a small integer (8, 16 or 32 bits, little-endian) or an LZF-compressed
 //! blob.
 //!
-//! [`write`] produces what redis-server 7.0 loads (plain, legacy encodings, which every
+//! [`write`](mod@write) produces what redis-server 7.0 loads (plain, legacy encodings, which every
 //! version still reads); [`read`] parses what redis-server 7.0 writes, including the compact
 //! listpack, ziplist and quicklist encodings that [`packed`] decodes.
 

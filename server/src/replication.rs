@@ -7,7 +7,9 @@
 //! capa psync2`, `PSYNC <replid> <offset+1>`) and gets either `+CONTINUE` and the bytes it
 //! missed, when they are still in the backlog, or `+FULLRESYNC`, an RDB snapshot (see
 //! [`crate::rdb`]) and the stream from there. It acknowledges offsets with `REPLCONF ACK` once
-//! a second and on `REPLCONF GETACK`, which is what `WAIT` counts.
+//! a second and on `REPLCONF GETACK` (which, as in Redis, is part of the numbered stream), and
+//! adds `FACK <offset>` when it has an AOF; `WAIT` counts the first, `WAITAOF` the second. The
+//! master sends `PING` down the stream every ten seconds, so an idle link stays alive.
 //!
 //! Like Redis's PSYNC2, a replica keeps the stream it applied in a backlog of its own and
 //! takes its master's replication id; when promoted it gets a new id and keeps the old one as
@@ -15,13 +17,15 @@
 //! continue from it without a full resync.
 //!
 //! This is what makes latchkey and real `redis-server` (7.0) replicate from each other in both
-//! directions. Where this differs from Redis: a replica cannot have replicas of its own (no
-//! chaining); the master keeps its backlog for as long as it runs (no `repl-backlog-ttl`), and
-//! keeps feeding it when every replica is gone; a latchkey replica refuses a snapshot that holds
-//! a type latchkey lacks (sets, streams, module values) and retries; the snapshot latchkey
-//! writes uses the plain RDB encodings (no LZF, no listpacks), which Redis converts on load;
-//! a lazy, on-read expiry on a latchkey master is not sent to replicas (the active expiry
-//! cycle's deletions are).
+//! directions, snapshot, stream, backlog and promotion included. Where this differs from
+//! Redis: a replica cannot have replicas of its own (no chaining); the master keeps its backlog
+//! for as long as it runs (no `repl-backlog-ttl`), and a new `repl-backlog-size` applies at the
+//! next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
+//! latchkey lacks (sets, streams, module values) and retries it once a second, where Redis
+//! would load it; the snapshot latchkey writes uses the plain RDB encodings (no LZF, no
+//! listpacks), which Redis converts as it loads; a replica with an AOF appends the stream to
+//! it but not the snapshot (Redis rewrites its AOF after a full sync); and a lazy, on-read
+//! expiry on a latchkey master reaches no replica (the active expiry cycle's deletions do).
 //!
 //! The failover controls (pause the stream to a replica, crash the master, promote a replica)
 //! act where the real failure would: a paused stream is held on the master, so a crash loses
