@@ -571,19 +571,32 @@ fn backlog_size(shared: &Shared) -> u64 {
         .unwrap_or(1 << 20)
 }
 
+/// What a replica asked for: `PSYNC replid offset`, or the pre-2.8 `SYNC` (a snapshot with no
+/// `+FULLRESYNC` line before it, which is also how `redis-cli --rdb` downloads one).
+#[derive(Debug, Clone, Copy)]
+pub enum SyncRequest<'a> {
+    /// `PSYNC replid offset`.
+    Psync(&'a [u8], &'a [u8]),
+    /// `SYNC`.
+    Sync,
+}
+
 /// Attaches the client that sent `PSYNC replid offset` as a replica: `+CONTINUE` and the bytes
 /// it missed when the backlog has them, else `+FULLRESYNC`, an RDB snapshot and, from then on,
-/// every fed chunk. Runs under the exclusive gate, so no write falls between the snapshot (or
-/// the backlog's end) and the stream.
+/// every fed chunk (`SYNC`: the snapshot alone, then the stream). Runs under the exclusive
+/// gate, so no write falls between the snapshot (or the backlog's end) and the stream.
 pub fn attach_replica(
     shared: &Arc<Shared>,
     sender: PushSender,
     client_id: u64,
     port: u16,
-    replid: &[u8],
-    offset: &[u8],
+    request: SyncRequest<'_>,
 ) -> Frame {
     let repl = &shared.replication;
+    let (replid, offset, legacy) = match request {
+        SyncRequest::Psync(id, offset) => (id, offset, false),
+        SyncRequest::Sync => (&b"?"[..], &b"-1"[..], true),
+    };
     let asked_id = String::from_utf8_lossy(replid).into_owned();
     let asked_offset = std::str::from_utf8(offset)
         .ok()
@@ -619,7 +632,9 @@ pub fn attach_replica(
                     stream_db: -1,
                 },
             );
-            out.extend_from_slice(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+            if !legacy {
+                out.extend_from_slice(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+            }
             out.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
             out.extend_from_slice(&payload);
             // The stream restarts with an explicit SELECT for the new replica.

@@ -614,3 +614,30 @@ fn info_replication_of_a_replica_has_redis_fields() {
         field_names(&mut r, "replication")
     );
 }
+
+/// `redis-cli --rdb` downloads latchkey's snapshot (with `SYNC`); `redis-check-rdb` accepts the
+/// file and a redis-server started on it holds the same data.
+#[test]
+fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    fill(&mut m);
+    let dir = temp_dir("rdbfile");
+    let file = dir.join("dump.rdb");
+    let port = master.addr().port().to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "--rdb", file.to_str().unwrap()])
+        .output()
+        .expect("run redis-cli");
+    assert!(out.status.success(), "redis-cli --rdb: {out:?}");
+    let check = std::process::Command::new("redis-check-rdb")
+        .arg(&file)
+        .output()
+        .expect("run redis-check-rdb");
+    assert!(check.status.success(), "redis-check-rdb: {check:?}");
+    let redis = RedisProcess::spawn(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
+    let mut r = conn(redis.addr());
+    assert_same_data(&mut m, &mut r);
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,6 +29,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         replconf,
     ),
     spec("psync", -3, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, psync),
+    spec("sync", 1, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, sync),
     spec(
         "latchkey.failover",
         -2,
@@ -209,7 +210,20 @@ fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
-    replication::attach_replica(ctx.shared, sender, id, port, &args[1], &args[2])
+    let request = replication::SyncRequest::Psync(&args[1], &args[2]);
+    replication::attach_replica(ctx.shared, sender, id, port, request)
+}
+
+/// `SYNC`: the pre-PSYNC handshake, a snapshot with no `+FULLRESYNC` line, then the stream.
+/// `redis-cli --rdb` uses it to download a snapshot.
+fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    if ctx.shared.is_replica() {
+        return Frame::error("ERR Replica chaining is not supported by latchkey");
+    }
+    let sender = ctx.client.push.clone();
+    let id = ctx.client.handle.id;
+    let port = ctx.client.replica_port;
+    replication::attach_replica(ctx.shared, sender, id, port, replication::SyncRequest::Sync)
 }
 
 /// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|DISCONNECT|LAG ms`: drive a failover over
