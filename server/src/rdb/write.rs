@@ -40,8 +40,14 @@ pub fn len(out: &mut BytesMut, n: u64) {
     }
 }
 
+/// Strings from this length on are LZF-compressed. Redis compresses from 21 bytes, but the
+/// `lzf` crate allocates and clears a 512 KB hash table on every call, which costs far more than it saves on
+/// short strings, and the snapshot is taken while every client waits.
+const LZF_MIN_LEN: usize = 4096;
+
 /// Appends a string. Like Redis, a string that is the canonical decimal form of a small
-/// integer is stored as that integer (one to four bytes after a marker).
+/// integer is stored as that integer (one to four bytes after a marker), and a long one is
+/// LZF-compressed when that saves at least 4 bytes.
 pub fn string(out: &mut BytesMut, s: &[u8]) {
     if let Some(v) = small_int(s) {
         if let Ok(v) = i8::try_from(v) {
@@ -55,6 +61,17 @@ pub fn string(out: &mut BytesMut, s: &[u8]) {
             out.put_i32_le(v);
         }
         return;
+    }
+    if s.len() >= LZF_MIN_LEN {
+        if let Ok(packed) = lzf::compress(s) {
+            if packed.len() + 4 <= s.len() {
+                out.put_u8(0xC3);
+                len(out, packed.len() as u64);
+                len(out, s.len() as u64);
+                out.put_slice(&packed);
+                return;
+            }
+        }
     }
     len(out, s.len() as u64);
     out.put_slice(s);
@@ -196,6 +213,10 @@ mod tests {
         let mut out = BytesMut::new();
         string(&mut out, b"-5");
         assert_eq!(&out[..], &[0xC0, 0xFB]);
+        let mut out = BytesMut::new();
+        string(&mut out, &[b'z'; LZF_MIN_LEN]);
+        assert_eq!(out[0], 0xC3, "a long repetitive string is compressed");
+        assert!(out.len() < 200);
         for not_canonical in [&b"007"[..], b"+1", b"-0", b"1 ", b"99999999999"] {
             assert_eq!(small_int(not_canonical), None, "{not_canonical:?}");
         }
