@@ -193,16 +193,16 @@ impl Replication {
 
     /// Whether writes must be fed to the stream: a replica is attached, or a backlog is kept
     /// for replicas that may come back. Then writes take the gate exclusively, so the stream
-    /// order is the order the keyspace saw.
+    /// order is the order the keyspace saw. Never on a replica, which feeds nothing: it
+    /// records its master's stream as it arrives instead.
     pub fn has_replicas(&self) -> bool {
-        self.recording.load(Ordering::Acquire)
+        self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
     /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends
-    /// them to every replica. Returns the new offset. A replica feeds nothing: it records its
-    /// master's stream as it arrives instead.
+    /// them to every replica. Returns the new offset.
     pub fn feed(&self, db: usize, commands: &[Vec<Bytes>]) -> u64 {
-        if !self.has_replicas() || commands.is_empty() || self.following.load(Ordering::Acquire) {
+        if !self.has_replicas() || commands.is_empty() {
             return self.offset();
         }
         let mut out = BytesMut::new();
