@@ -64,6 +64,9 @@ struct ReplicaLink {
     ack: Arc<AtomicU64>,
     /// The offset the replica's own AOF has on disk (`REPLCONF ACK .. FACK offset`).
     aof_ack: AtomicU64,
+    /// When it last acknowledged (milliseconds after the replication state's epoch): `INFO`'s
+    /// `lag` is the seconds since.
+    last_ack_ms: AtomicU64,
     addr: String,
     port: u16,
     /// Stream bytes held back while the link is paused.
@@ -325,6 +328,7 @@ impl Replication {
         for r in self.replicas.lock().iter() {
             if r.client_id == client_id {
                 r.ack.fetch_max(offset, Ordering::AcqRel);
+                r.last_ack_ms.store(self.now_ms(), Ordering::Release);
                 if let Some(f) = fack {
                     r.aof_ack.fetch_max(f, Ordering::AcqRel);
                 }
@@ -437,14 +441,12 @@ impl Replication {
                     "role:master\r\nconnected_slaves:{}\r\n",
                     replicas.len()
                 ));
-                let offset = self.offset();
                 for (i, r) in replicas.iter().enumerate() {
                     let ack = r.ack.load(Ordering::Acquire);
+                    let lag = self.seconds_since(r.last_ack_ms.load(Ordering::Acquire));
                     s.push_str(&format!(
-                        "slave{i}:ip={},port={},state=online,offset={ack},lag={}\r\n",
-                        r.addr,
-                        r.port,
-                        if ack >= offset { 0 } else { 1 }
+                        "slave{i}:ip={},port={},state=online,offset={ack},lag={lag}\r\n",
+                        r.addr, r.port,
                     ));
                 }
             }
@@ -651,6 +653,7 @@ pub fn attach_replica(
         sender,
         ack: Arc::new(AtomicU64::new(ack)),
         aof_ack: AtomicU64::new(0),
+        last_ack_ms: AtomicU64::new(repl.now_ms()),
         addr,
         port,
         held: Vec::new(),
