@@ -8,7 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -45,6 +45,10 @@ pub struct Aof {
     last_db: AtomicI64,
     dirty: AtomicBool,
     path: PathBuf,
+    /// Bytes appended since the file was opened.
+    appended: AtomicU64,
+    /// Of those, how many are known to be on disk (what `WAITAOF` waits for).
+    synced: AtomicU64,
 }
 
 impl Aof {
@@ -57,6 +61,8 @@ impl Aof {
             last_db: AtomicI64::new(-1),
             dirty: AtomicBool::new(false),
             path,
+            appended: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
         })
     }
 
@@ -85,21 +91,37 @@ impl Aof {
             tracing::error!("AOF write failed: {e}");
             return;
         }
+        let appended =
+            self.appended.fetch_add(out.len() as u64, Ordering::AcqRel) + out.len() as u64;
         match self.fsync {
-            Fsync::Always => {
-                if let Err(e) = f.sync_data() {
-                    tracing::error!("AOF fsync failed: {e}");
-                }
-            }
+            Fsync::Always => match f.sync_data() {
+                Ok(()) => self.synced.store(appended, Ordering::Release),
+                Err(e) => tracing::error!("AOF fsync failed: {e}"),
+            },
             Fsync::EverySec => self.dirty.store(true, Ordering::Release),
-            Fsync::No => {}
+            // Nothing ever forces these bytes to disk: count them as written once written.
+            Fsync::No => self.synced.store(appended, Ordering::Release),
         }
+    }
+
+    /// Bytes appended since the file was opened.
+    pub fn appended(&self) -> u64 {
+        self.appended.load(Ordering::Acquire)
+    }
+
+    /// Bytes known to be on disk (`appendfsync no`: bytes written).
+    pub fn synced(&self) -> u64 {
+        self.synced.load(Ordering::Acquire)
     }
 
     /// The once-a-second flush of `appendfsync everysec`.
     pub fn flush_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            let _ = self.file.lock().sync_data();
+            let f = self.file.lock();
+            let appended = self.appended();
+            if f.sync_data().is_ok() {
+                self.synced.fetch_max(appended, Ordering::AcqRel);
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod gate;
 pub mod glob;
 pub mod net;
 pub mod pubsub;
+pub mod rdb;
 pub mod replication;
 pub mod scripting;
 pub mod server;

@@ -1,22 +1,43 @@
 //! Asynchronous replication, and the controls that make a failover lose a lock on purpose.
 //!
 //! The master turns every change into a stream of write commands (relative expiries made
-//! absolute, expired keys as `DEL`), numbers its bytes with a replication offset, and sends it
-//! to each replica. A replica connects like Redis's own (`PING`, `REPLCONF`, `PSYNC ? -1`),
-//! loads a snapshot, applies the stream, and acknowledges offsets with `REPLCONF ACK`, which is
-//! what `WAIT` counts.
+//! absolute, expired keys as `DEL`), numbers its bytes with a replication offset, keeps the
+//! last `repl-backlog-size` bytes in a [`Backlog`], and sends the stream to each replica. A
+//! replica connects like Redis's own (`PING`, `REPLCONF listening-port`, `REPLCONF capa eof
+//! capa psync2`, `PSYNC <replid> <offset+1>`) and gets either `+CONTINUE` and the bytes it
+//! missed, when they are still in the backlog, or `+FULLRESYNC`, an RDB snapshot (see
+//! [`crate::rdb`]) and the stream from there. It acknowledges offsets with `REPLCONF ACK` once
+//! a second and on `REPLCONF GETACK` (which, as in Redis, is part of the numbered stream), and
+//! adds `FACK <offset>` when it has an AOF; `WAIT` counts the first, `WAITAOF` the second. The
+//! master sends `PING` down the stream every ten seconds, so an idle link stays alive.
 //!
-//! Where this differs from Redis: the snapshot after `+FULLRESYNC` is a dump of RESP commands,
-//! not an RDB file, so a real `redis-server` cannot replicate from latchkey (nor latchkey from
-//! it) yet; there is no backlog, so a reconnecting replica always resyncs in full.
+//! Like Redis's PSYNC2, a replica keeps the stream it applied in a backlog of its own and
+//! takes its master's replication id; when promoted it gets a new id and keeps the old one as
+//! `master_replid2` up to `second_repl_offset`, so the other replicas of the old master can
+//! continue from it without a full resync.
+//!
+//! This is what makes latchkey and real `redis-server` (7.0) replicate from each other in both
+//! directions, snapshot, stream, backlog and promotion included. Where this differs from
+//! Redis: a replica cannot have replicas of its own (no chaining); the master keeps its backlog
+//! for as long as it runs (no `repl-backlog-ttl`), and a new `repl-backlog-size` applies at the
+//! next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
+//! latchkey lacks (sets, streams, module values) and retries it once a second, where Redis
+//! would load it; the snapshot latchkey writes uses the plain RDB encodings (no LZF, no
+//! listpacks), which Redis converts as it loads; a replica with an AOF appends the stream to
+//! it but not the snapshot (Redis rewrites its AOF after a full sync); and a lazy, on-read
+//! expiry on a latchkey master reaches no replica (the active expiry cycle's deletions do).
 //!
 //! The failover controls (pause the stream to a replica, crash the master, promote a replica)
 //! act where the real failure would: a paused stream is held on the master, so a crash loses
 //! exactly the writes no replica has received.
 
+mod backlog;
+
+pub use backlog::Backlog;
+
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -31,12 +52,21 @@ use crate::db::{Entry, Value};
 use crate::frame::{Frame, Protocol};
 use crate::server::Shared;
 
+/// How often a master sends `PING` down the stream (Redis's `repl-ping-replica-period`), so
+/// that an idle link does not look dead to a replica's `repl-timeout`.
+const PING_PERIOD: Duration = Duration::from_secs(10);
+
 /// One replica connected to this master.
 #[derive(Debug)]
 struct ReplicaLink {
     client_id: u64,
     sender: PushSender,
     ack: Arc<AtomicU64>,
+    /// The offset the replica's own AOF has on disk (`REPLCONF ACK .. FACK offset`).
+    aof_ack: AtomicU64,
+    /// When it last acknowledged (milliseconds after the replication state's epoch): `INFO`'s
+    /// `lag` is the seconds since.
+    last_ack_ms: AtomicU64,
     addr: String,
     port: u16,
     /// Stream bytes held back while the link is paused.
@@ -51,37 +81,101 @@ struct MasterLink {
     port: u16,
     stop: Arc<Notify>,
     up: Arc<AtomicBool>,
-    offset: Arc<AtomicU64>,
+}
+
+/// The replication ids of this server's history (Redis's PSYNC2 pair).
+#[derive(Debug, Clone)]
+struct Ids {
+    /// The id of the stream this server serves (a replica: its master's).
+    replid: String,
+    /// The id of the stream it served before its last promotion, or forty zeros.
+    replid2: String,
+    /// The first offset that `replid2` does *not* cover, or -1.
+    second_offset: i64,
+}
+
+const NO_ID: &str = "0000000000000000000000000000000000000000";
+
+/// A fresh random replication id (40 hex characters).
+pub fn new_replid() -> String {
+    (0..40)
+        .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
+        .collect()
 }
 
 /// Replication state of one server, master side and replica side.
 #[derive(Debug)]
 pub struct Replication {
-    /// Replication id (40 hex characters).
-    pub replid: String,
+    ids: Mutex<Ids>,
     offset: AtomicU64,
     last_db: AtomicI64,
     replicas: Mutex<Vec<ReplicaLink>>,
-    has_replicas: AtomicBool,
+    backlog: Mutex<Option<Backlog>>,
+    /// Whether the stream is recorded: a replica is attached, or a backlog is kept.
+    recording: AtomicBool,
+    /// Whether this server applies a master's stream (then its own writes feed nothing).
+    following: AtomicBool,
+    pinging: AtomicBool,
     acked: Notify,
     master: Mutex<Option<MasterLink>>,
     /// Replica side: how long each command of the stream waits before it is applied.
     lag_ms: AtomicU64,
+    sync_full: AtomicU64,
+    sync_partial_ok: AtomicU64,
+    sync_partial_err: AtomicU64,
+    /// Replica side: the master's offset up to which our AOF is on disk (what `FACK` says).
+    fsynced_offset: AtomicU64,
+    /// Replica side: the database the master's stream last selected, so that a continued
+    /// stream (`+CONTINUE`) applies to the same one.
+    stream_db: AtomicU64,
+    /// Replica side: milliseconds after `epoch` when the master last sent something, and when
+    /// the link went down (`INFO`'s `master_last_io_seconds_ago`, `..._down_since_seconds`).
+    last_io_ms: AtomicU64,
+    down_since_ms: AtomicU64,
+    epoch: Instant,
+}
+
+/// What a replica asked for with `PSYNC`, and what it gets.
+enum Resync {
+    /// `+CONTINUE`: the bytes it missed.
+    Partial(Vec<Bytes>),
+    /// `+FULLRESYNC`: a snapshot.
+    Full,
 }
 
 impl Replication {
     /// Fresh state for a master with no replicas.
     pub fn new(replid: String) -> Replication {
         Replication {
-            replid,
+            ids: Mutex::new(Ids {
+                replid,
+                replid2: NO_ID.to_string(),
+                second_offset: -1,
+            }),
             offset: AtomicU64::new(0),
             last_db: AtomicI64::new(-1),
             replicas: Mutex::new(Vec::new()),
-            has_replicas: AtomicBool::new(false),
+            backlog: Mutex::new(None),
+            recording: AtomicBool::new(false),
+            following: AtomicBool::new(false),
+            pinging: AtomicBool::new(false),
             acked: Notify::new(),
             master: Mutex::new(None),
             lag_ms: AtomicU64::new(0),
+            sync_full: AtomicU64::new(0),
+            sync_partial_ok: AtomicU64::new(0),
+            sync_partial_err: AtomicU64::new(0),
+            fsynced_offset: AtomicU64::new(0),
+            stream_db: AtomicU64::new(0),
+            last_io_ms: AtomicU64::new(0),
+            down_since_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    /// The replication id (`master_replid`).
+    pub fn replid(&self) -> String {
+        self.ids.lock().replid.clone()
     }
 
     /// Replica side: delays applying (and acknowledging) the stream by `lag`, to show a lagging
@@ -94,15 +188,18 @@ impl Replication {
         Duration::from_millis(self.lag_ms.load(Ordering::Acquire))
     }
 
-    /// `master_repl_offset`.
+    /// `master_repl_offset`: the offset of the last byte of the stream (a replica: the last
+    /// byte of its master's stream it applied).
     pub fn offset(&self) -> u64 {
         self.offset.load(Ordering::Acquire)
     }
 
-    /// Whether any replica is attached (then writes take the gate exclusively, so the stream
-    /// order is the order the keyspace saw).
+    /// Whether writes must be fed to the stream: a replica is attached, or a backlog is kept
+    /// for replicas that may come back. Then writes take the gate exclusively, so the stream
+    /// order is the order the keyspace saw. Never on a replica, which feeds nothing: it
+    /// records its master's stream as it arrives instead.
     pub fn has_replicas(&self) -> bool {
-        self.has_replicas.load(Ordering::Acquire)
+        self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
     /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends
@@ -121,8 +218,16 @@ impl Replication {
         for c in commands {
             encode(c, &mut out);
         }
-        let chunk = out.freeze();
+        self.feed_chunk(out.freeze())
+    }
+
+    /// Numbers an encoded piece of the stream, keeps it in the backlog and sends it to every
+    /// replica (or holds it for a paused one). Returns the new offset.
+    fn feed_chunk(&self, chunk: Bytes) -> u64 {
         let mut replicas = self.replicas.lock();
+        if let Some(b) = self.backlog.lock().as_mut() {
+            b.push(chunk.clone());
+        }
         let offset =
             self.offset.fetch_add(chunk.len() as u64, Ordering::AcqRel) + chunk.len() as u64;
         for r in replicas.iter_mut() {
@@ -135,6 +240,25 @@ impl Replication {
         offset
     }
 
+    /// Replica side: records bytes of the master's stream that were just applied.
+    fn record_from_master(&self, chunk: Bytes) {
+        let _replicas = self.replicas.lock();
+        let len = chunk.len() as u64;
+        if let Some(b) = self.backlog.lock().as_mut() {
+            b.push(chunk);
+        }
+        self.offset.fetch_add(len, Ordering::AcqRel);
+    }
+
+    /// Starts a backlog if there is none (sized from `repl-backlog-size`).
+    fn ensure_backlog(&self, shared: &Shared) {
+        let mut b = self.backlog.lock();
+        if b.is_none() {
+            *b = Some(Backlog::new(backlog_size(shared), self.offset()));
+        }
+        self.recording.store(true, Ordering::Release);
+    }
+
     /// How many replicas have acknowledged `offset`.
     pub fn acked_count(&self, offset: u64) -> i64 {
         self.replicas
@@ -144,8 +268,12 @@ impl Replication {
             .count() as i64
     }
 
-    /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`).
+    /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`). Like Redis, the
+    /// request is part of the stream and counts in the offset.
     pub fn request_acks(&self) {
+        if self.replicas.lock().is_empty() || self.following.load(Ordering::Acquire) {
+            return;
+        }
         let getack = [
             Bytes::from_static(b"REPLCONF"),
             Bytes::from_static(b"GETACK"),
@@ -153,12 +281,7 @@ impl Replication {
         ];
         let mut out = BytesMut::new();
         encode(&getack, &mut out);
-        let chunk = out.freeze();
-        for r in self.replicas.lock().iter() {
-            if !r.paused {
-                r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
-            }
-        }
+        self.feed_chunk(out.freeze());
     }
 
     /// Waits until `n` replicas acknowledged `offset` or the timeout passes; returns the count.
@@ -190,21 +313,52 @@ impl Replication {
         }
     }
 
-    /// Records `REPLCONF ACK offset` from the replica connected as `client_id`.
-    pub fn ack(&self, client_id: u64, offset: u64) {
+    /// How many replicas have `offset` on disk in their own AOF (what `WAITAOF` counts).
+    pub fn aof_acked_count(&self, offset: u64) -> i64 {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| r.aof_ack.load(Ordering::Acquire) >= offset)
+            .count() as i64
+    }
+
+    /// Records `REPLCONF ACK offset [FACK aof-offset]` from the replica connected as
+    /// `client_id`.
+    pub fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
         for r in self.replicas.lock().iter() {
             if r.client_id == client_id {
                 r.ack.fetch_max(offset, Ordering::AcqRel);
+                r.last_ack_ms.store(self.now_ms(), Ordering::Release);
+                if let Some(f) = fack {
+                    r.aof_ack.fetch_max(f, Ordering::AcqRel);
+                }
             }
         }
         self.acked.notify_waiters();
     }
 
-    /// Forgets a replica whose connection closed.
+    /// Resolves when a replica acknowledges something, or after `tick` at the latest.
+    pub async fn next_ack(&self, tick: Duration) {
+        tokio::select! {
+            _ = self.acked.notified() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+    }
+
+    /// Forgets a replica whose connection closed (the backlog stays, for its return).
     pub fn remove_replica(&self, client_id: u64) {
         let mut r = self.replicas.lock();
         r.retain(|l| l.client_id != client_id);
-        self.has_replicas.store(!r.is_empty(), Ordering::Release);
+        let keep = !r.is_empty() || self.backlog.lock().is_some();
+        self.recording.store(keep, Ordering::Release);
+    }
+
+    /// Closes the connection of every replica, as `CLIENT KILL TYPE replica` does: they
+    /// reconnect and resynchronise (partially, if the backlog still covers them).
+    pub fn disconnect_replicas(&self) {
+        for r in self.replicas.lock().iter() {
+            r.sender.handle.kill();
+        }
     }
 
     /// Pauses or resumes the stream to every replica (held on this master meanwhile).
@@ -233,9 +387,28 @@ impl Replication {
                 m.host.clone(),
                 m.port,
                 m.up.load(Ordering::Acquire),
-                m.offset.load(Ordering::Acquire),
+                self.offset(),
             )
         })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Whole seconds since `ms` (a time from [`now_ms`](Replication::now_ms)).
+    fn seconds_since(&self, ms: u64) -> u64 {
+        self.now_ms().saturating_sub(ms) / 1000
+    }
+
+    /// The replication lines of `INFO stats`: full and partial resynchronisations served.
+    pub fn stats_info(&self) -> String {
+        format!(
+            "sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n",
+            self.sync_full.load(Ordering::Relaxed),
+            self.sync_partial_ok.load(Ordering::Relaxed),
+            self.sync_partial_err.load(Ordering::Relaxed),
+        )
     }
 
     /// The body of `INFO replication`.
@@ -243,10 +416,24 @@ impl Replication {
         let mut s = String::new();
         match self.master_link() {
             Some((host, port, up, offset)) => {
+                // The fields and order of Redis 7.0's replica section.
+                let last_io = match up {
+                    true => self.seconds_since(self.last_io_ms.load(Ordering::Acquire)) as i64,
+                    false => -1,
+                };
                 s.push_str(&format!(
-                    "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nslave_repl_offset:{offset}\r\nslave_read_only:1\r\nconnected_slaves:0\r\n",
+                    "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
                     if up { "up" } else { "down" }
                 ));
+                if !up {
+                    // -1 until the link has been up once, as in Redis.
+                    let since = match self.down_since_ms.load(Ordering::Acquire) {
+                        0 => -1,
+                        ms => self.seconds_since(ms) as i64,
+                    };
+                    s.push_str(&format!("master_link_down_since_seconds:{since}\r\n"));
+                }
+                s.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
             }
             None => {
                 let replicas = self.replicas.lock();
@@ -254,24 +441,48 @@ impl Replication {
                     "role:master\r\nconnected_slaves:{}\r\n",
                     replicas.len()
                 ));
-                let offset = self.offset();
                 for (i, r) in replicas.iter().enumerate() {
                     let ack = r.ack.load(Ordering::Acquire);
+                    let lag = self.seconds_since(r.last_ack_ms.load(Ordering::Acquire));
                     s.push_str(&format!(
-                        "slave{i}:ip={},port={},state=online,offset={ack},lag={}\r\n",
-                        r.addr,
-                        r.port,
-                        if ack >= offset { 0 } else { 1 }
+                        "slave{i}:ip={},port={},state=online,offset={ack},lag={lag}\r\n",
+                        r.addr, r.port,
                     ));
                 }
             }
         }
+        let ids = self.ids.lock().clone();
+        let (active, size, first, histlen) = match self.backlog.lock().as_ref() {
+            Some(b) => (1, b.size(), b.first_byte_offset(), b.histlen()),
+            None => (0, 1 << 20, 0, 0),
+        };
         s.push_str(&format!(
-            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-            self.replid,
-            self.offset()
+            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            ids.replid,
+            ids.replid2,
+            self.offset(),
+            ids.second_offset,
         ));
         s
+    }
+
+    /// Answers a `PSYNC replid offset`: a partial resync when `replid` is this server's
+    /// history (its id, or its previous id up to where that history ended) and the backlog
+    /// still holds every byte from `offset` on; else a full one.
+    fn try_partial(&self, replid: &str, offset: Option<u64>) -> Resync {
+        let Some(offset) = offset else {
+            return Resync::Full;
+        };
+        let ids = self.ids.lock();
+        let ours =
+            replid == ids.replid || (replid == ids.replid2 && offset as i64 <= ids.second_offset);
+        if !ours {
+            return Resync::Full;
+        }
+        match self.backlog.lock().as_ref().and_then(|b| b.since(offset)) {
+            Some(missing) => Resync::Partial(missing),
+            None => Resync::Full,
+        }
     }
 
     /// `ROLE`.
@@ -353,134 +564,271 @@ pub fn effects(shared: &Shared, db: usize, spec: &CommandSpec, args: &[Bytes]) -
     }
 }
 
-/// Builds the full-resync snapshot: every key as commands that recreate it.
-pub fn snapshot(shared: &Shared) -> Bytes {
-    let mut out = BytesMut::new();
-    let now = shared.clock.now_ms();
-    for (i, db) in shared.keyspace.iter() {
-        let entries = db.snapshot(now);
-        if entries.is_empty() {
-            continue;
-        }
-        encode(&[b("SELECT"), b(&i.to_string())], &mut out);
-        for (k, e) in entries {
-            let mut cmd = match &e.value {
-                Value::Str(v) => vec![b("SET"), k.clone(), v.clone()],
-                Value::Hash(h) => {
-                    let mut c = vec![b("HSET"), k.clone()];
-                    for (f, v) in h {
-                        c.extend([f.clone(), v.clone()]);
-                    }
-                    c
-                }
-                Value::List(l) => {
-                    let mut c = vec![b("RPUSH"), k.clone()];
-                    c.extend(l.iter().cloned());
-                    c
-                }
-                Value::ZSet(z) => {
-                    let mut c = vec![b("ZADD"), k.clone()];
-                    for (m, s) in z.iter() {
-                        c.extend([b(&crate::frame::format_double(s)), m.clone()]);
-                    }
-                    c
-                }
-            };
-            let is_str = matches!(e.value, Value::Str(_));
-            match e.expires_at {
-                Some(t) if is_str => cmd.extend([b("PXAT"), b(&t.to_string())]),
-                _ => {}
-            }
-            encode(&cmd, &mut out);
-            if let (Some(t), false) = (e.expires_at, is_str) {
-                encode(&[b("PEXPIREAT"), k.clone(), b(&t.to_string())], &mut out);
-            }
-        }
-    }
-    out.freeze()
+/// `repl-backlog-size` in bytes (Redis's default, 1mb, if unreadable).
+fn backlog_size(shared: &Shared) -> u64 {
+    shared
+        .config
+        .get("repl-backlog-size")
+        .and_then(|v| crate::config::parse_memory(&v))
+        .unwrap_or(1 << 20)
 }
 
-/// Attaches the client that sent `PSYNC` as a replica: answers `+FULLRESYNC`, the snapshot,
-/// and from then on every fed chunk. Runs under the exclusive gate, so no write falls between
-/// the snapshot and the stream.
-pub fn attach_replica(shared: &Shared, sender: PushSender, client_id: u64, port: u16) -> Frame {
+/// What a replica asked for: `PSYNC replid offset`, or the pre-2.8 `SYNC` (a snapshot with no
+/// `+FULLRESYNC` line before it, which is also how `redis-cli --rdb` downloads one).
+#[derive(Debug, Clone, Copy)]
+pub enum SyncRequest<'a> {
+    /// `PSYNC replid offset`.
+    Psync(&'a [u8], &'a [u8]),
+    /// `SYNC`.
+    Sync,
+}
+
+/// Attaches the client that sent `PSYNC replid offset` as a replica: `+CONTINUE` and the bytes
+/// it missed when the backlog has them, else `+FULLRESYNC`, an RDB snapshot and, from then on,
+/// every fed chunk (`SYNC`: the snapshot alone, then the stream). Runs under the exclusive
+/// gate, so no write falls between the snapshot (or the backlog's end) and the stream.
+pub fn attach_replica(
+    shared: &Arc<Shared>,
+    sender: PushSender,
+    client_id: u64,
+    port: u16,
+    request: SyncRequest<'_>,
+) -> Frame {
     let repl = &shared.replication;
-    let payload = snapshot(shared);
+    let (replid, offset, legacy) = match request {
+        SyncRequest::Psync(id, offset) => (id, offset, false),
+        SyncRequest::Sync => (&b"?"[..], &b"-1"[..], true),
+    };
+    let asked_id = String::from_utf8_lossy(replid).into_owned();
+    let asked_offset = std::str::from_utf8(offset)
+        .ok()
+        .and_then(|o| o.parse::<u64>().ok());
+    // Held until the replica is in the list: a chunk fed meanwhile (a GETACK, a PING) must
+    // be either in what it gets now or in what it gets next.
+    let mut replicas = repl.replicas.lock();
     let mut out = BytesMut::new();
-    out.extend_from_slice(format!("+FULLRESYNC {} {}\r\n", repl.replid, repl.offset()).as_bytes());
-    out.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
-    out.extend_from_slice(&payload);
+    let ack = match repl.try_partial(&asked_id, asked_offset) {
+        Resync::Partial(missing) => {
+            repl.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
+            out.extend_from_slice(format!("+CONTINUE {}\r\n", repl.replid()).as_bytes());
+            for chunk in missing {
+                out.extend_from_slice(&chunk);
+            }
+            asked_offset.unwrap_or(1) - 1
+        }
+        Resync::Full => {
+            repl.sync_full.fetch_add(1, Ordering::Relaxed);
+            if asked_id != "?" {
+                repl.sync_partial_err.fetch_add(1, Ordering::Relaxed);
+            }
+            repl.ensure_backlog(shared);
+            if let Some(b) = repl.backlog.lock().as_mut() {
+                b.resize(backlog_size(shared));
+            }
+            let (replid, offset) = (repl.replid(), repl.offset());
+            let payload = crate::rdb::write::snapshot(
+                shared,
+                &crate::rdb::write::ReplInfo {
+                    replid: replid.clone(),
+                    offset,
+                    stream_db: -1,
+                },
+            );
+            if !legacy {
+                out.extend_from_slice(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+            }
+            out.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
+            out.extend_from_slice(&payload);
+            // The stream restarts with an explicit SELECT for the new replica.
+            repl.last_db.store(-1, Ordering::Release);
+            offset
+        }
+    };
     let addr = sender
         .handle
         .addr
         .map_or_else(|| "local".to_string(), |a| a.ip().to_string());
-    let mut replicas = repl.replicas.lock();
     replicas.push(ReplicaLink {
         client_id,
         sender,
-        ack: Arc::new(AtomicU64::new(0)),
+        ack: Arc::new(AtomicU64::new(ack)),
+        aof_ack: AtomicU64::new(0),
+        last_ack_ms: AtomicU64::new(repl.now_ms()),
         addr,
         port,
         held: Vec::new(),
         paused: false,
     });
-    // The stream restarts with an explicit SELECT for the new replica.
-    repl.last_db.store(-1, Ordering::Release);
-    repl.has_replicas.store(true, Ordering::Release);
+    repl.recording.store(true, Ordering::Release);
+    drop(replicas);
+    start_pinging(shared);
     Frame::Raw(out.freeze())
+}
+
+/// Starts (once) the task that sends `PING` down the stream every [`PING_PERIOD`].
+fn start_pinging(shared: &Arc<Shared>) {
+    if shared.replication.pinging.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(PING_PERIOD).await;
+            let Some(shared) = weak.upgrade() else { return };
+            let repl = &shared.replication;
+            if repl.replicas.lock().is_empty() || repl.following.load(Ordering::Acquire) {
+                continue;
+            }
+            let mut out = BytesMut::new();
+            encode(&[Bytes::from_static(b"PING")], &mut out);
+            repl.feed_chunk(out.freeze());
+        }
+    });
 }
 
 /// Makes this server a replica of `host:port` (stopping any previous link).
 pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
-    stop_replica(shared);
+    stop_link(shared);
     shared.set_replica(true);
+    shared.replication.following.store(true, Ordering::Release);
+    shared.replication.down_since_ms.store(0, Ordering::Release);
     let stop = Arc::new(Notify::new());
     let up = Arc::new(AtomicBool::new(false));
-    let offset = Arc::new(AtomicU64::new(0));
     *shared.replication.master.lock() = Some(MasterLink {
         host: host.clone(),
         port,
         stop: stop.clone(),
         up: up.clone(),
-        offset: offset.clone(),
     });
     let shared = shared.clone();
     tokio::spawn(async move {
         loop {
             let r = tokio::select! {
-                r = follow(&shared, &host, port, &up, &offset) => r,
+                r = follow(&shared, &host, port, &up) => r,
                 _ = stop.notified() => return,
             };
             up.store(false, Ordering::Release);
+            let repl = &shared.replication;
+            repl.down_since_ms
+                .store(repl.now_ms().max(1), Ordering::Release);
+            // A snapshot we cannot load will not load better at once: retry once a second,
+            // like a Redis replica, instead of pulling it again and again.
+            let mut retry = Duration::from_millis(100);
             if let Err(e) = r {
-                tracing::info!("replication link to {host}:{port} down: {e}");
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    tracing::warn!("cannot load the snapshot of {host}:{port}: {e}");
+                    retry = Duration::from_secs(1);
+                } else {
+                    tracing::info!("replication link to {host}:{port} down: {e}");
+                }
             }
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = tokio::time::sleep(retry) => {}
                 _ = stop.notified() => return,
             }
         }
     });
 }
 
-/// `REPLICAOF NO ONE`: stops following and becomes a master.
+/// Stops following a master, if this server does; returns whether it did.
+fn stop_link(shared: &Shared) -> bool {
+    let Some(link) = shared.replication.master.lock().take() else {
+        return false;
+    };
+    link.stop.notify_waiters();
+    link.stop.notify_one();
+    true
+}
+
+/// `REPLICAOF NO ONE`: stops following and becomes a master. Like Redis, a promoted replica
+/// takes a new replication id and keeps its master's as `master_replid2`, valid up to the
+/// offset it had applied, so that its fellow replicas can continue from it.
 pub fn stop_replica(shared: &Shared) {
-    if let Some(link) = shared.replication.master.lock().take() {
-        link.stop.notify_waiters();
-        link.stop.notify_one();
+    let repl = &shared.replication;
+    if stop_link(shared) {
+        let mut ids = repl.ids.lock();
+        ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
+        ids.second_offset = repl.offset() as i64 + 1;
+        repl.last_db.store(-1, Ordering::Release);
     }
+    repl.following.store(false, Ordering::Release);
     shared.set_replica(false);
 }
 
-async fn read_line(r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> std::io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line).await? == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "master closed",
-        ));
+type LinkReader = BufReader<tokio::net::tcp::OwnedReadHalf>;
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "master closed")
+}
+
+/// Reads one reply line of the handshake, skipping the bare newlines a Redis master sends to
+/// keep the link alive while it prepares the snapshot.
+async fn read_line(r: &mut LinkReader) -> std::io::Result<String> {
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await? == 0 {
+            return Err(closed());
+        }
+        let line = line.trim_end();
+        if !line.is_empty() {
+            return Ok(line.to_string());
+        }
     }
-    Ok(line.trim_end().to_string())
+}
+
+/// Reads the snapshot that follows `+FULLRESYNC`: `$<len>` and that many bytes (a snapshot
+/// made on disk first), or `$EOF:<40-byte mark>` and bytes up to the same mark (a diskless
+/// snapshot, streamed as it is made, whose length nobody knows in advance).
+async fn read_snapshot(r: &mut LinkReader) -> std::io::Result<Vec<u8>> {
+    let header = read_line(r).await?;
+    let bad = || std::io::Error::other(format!("unexpected snapshot header {header:?}"));
+    let spec = header.strip_prefix('$').ok_or_else(bad)?;
+    if let Some(mark) = spec.strip_prefix("EOF:") {
+        let mark = mark.as_bytes();
+        if mark.len() != 40 {
+            return Err(bad());
+        }
+        let mut payload = Vec::new();
+        loop {
+            let chunk = r.fill_buf().await?;
+            if chunk.is_empty() {
+                return Err(closed());
+            }
+            let before = payload.len();
+            payload.extend_from_slice(chunk);
+            let n = chunk.len();
+            // The mark may straddle two reads: look from 39 bytes before this one.
+            let from = before.saturating_sub(mark.len() - 1);
+            if let Some(at) = payload[from..].windows(mark.len()).position(|w| w == mark) {
+                let end = from + at;
+                r.consume(end + mark.len() - before);
+                payload.truncate(end);
+                return Ok(payload);
+            }
+            r.consume(n);
+        }
+    }
+    let len: usize = spec.parse().map_err(|_| bad())?;
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload).await?;
+    Ok(payload)
+}
+
+/// `REPLCONF ACK <offset>`, plus `FACK <offset>` when this replica has an AOF: the offset up
+/// to which it is on disk (as Redis 7.2 replicas report it, for `WAITAOF`).
+fn ack_command(shared: &Shared) -> Vec<u8> {
+    let repl = &shared.replication;
+    let offset = repl.offset().to_string();
+    let aof = shared.aof.read();
+    let Some(aof) = aof.as_ref() else {
+        return command(&["REPLCONF", "ACK", &offset]);
+    };
+    if aof.synced() >= aof.appended() {
+        repl.fsynced_offset
+            .fetch_max(repl.offset(), Ordering::AcqRel);
+    }
+    let fack = repl.fsynced_offset.load(Ordering::Acquire).to_string();
+    command(&["REPLCONF", "ACK", &offset, "FACK", &fack])
 }
 
 fn command(args: &[&str]) -> Vec<u8> {
@@ -489,13 +837,13 @@ fn command(args: &[&str]) -> Vec<u8> {
     out.to_vec()
 }
 
-/// One replication session: handshake, snapshot, then the stream until the link drops.
+/// One replication session: handshake, snapshot or continuation, then the stream until the
+/// link drops.
 async fn follow(
     shared: &Arc<Shared>,
     host: &str,
     port: u16,
     up: &AtomicBool,
-    offset: &AtomicU64,
 ) -> std::io::Result<()> {
     let stream = TcpStream::connect((host, port)).await?;
     stream.set_nodelay(true)?;
@@ -511,52 +859,125 @@ async fn follow(
     ]))
     .await?;
     read_line(&mut rd).await?;
-    wr.write_all(&command(&["REPLCONF", "capa", "psync2"]))
+    wr.write_all(&command(&["REPLCONF", "capa", "eof", "capa", "psync2"]))
         .await?;
     read_line(&mut rd).await?;
-    wr.write_all(&command(&["PSYNC", "?", "-1"])).await?;
-    let full = read_line(&mut rd).await?;
-    let start: u64 = full
-        .split_whitespace()
-        .nth(2)
-        .and_then(|o| o.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("unexpected PSYNC reply {full:?}")))?;
-    let len_line = read_line(&mut rd).await?;
-    let len: usize = len_line
-        .strip_prefix('$')
-        .and_then(|l| l.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("unexpected snapshot header {len_line:?}")))?;
-    let mut payload = vec![0u8; len];
-    rd.read_exact(&mut payload).await?;
-    // Load the snapshot as the master's link client, over an empty keyspace.
+    // Ask to continue our own history: the master's stream we applied so far (or, on a fresh
+    // server, an id the master does not know, which gets a full resync).
+    let repl = &shared.replication;
+    let (replid, next) = (repl.replid(), repl.offset() + 1);
+    wr.write_all(&command(&["PSYNC", &replid, &next.to_string()]))
+        .await?;
+    let reply = read_line(&mut rd).await?;
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
-    shared.keyspace.clear_all();
-    let mut buf = BytesMut::from(&payload[..]);
-    let mut decoder = Decoder::default();
-    while let Ok(Some(p)) = decoder.parse(&mut buf, u64::MAX) {
-        if let Parsed::Command(args) = p {
-            cmd::execute(shared, &mut link, args).await;
+    let result = async {
+        if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+            continue_from(shared, rest.trim());
+            link.db = repl.stream_db.load(Ordering::Acquire) as usize;
+        } else if reply.starts_with("+FULLRESYNC") {
+            full_resync(shared, &mut link, &mut rd, &reply).await?;
+        } else {
+            return Err(std::io::Error::other(format!(
+                "unexpected PSYNC reply {reply:?}"
+            )));
         }
+        repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
+        up.store(true, Ordering::Release);
+        apply_stream(shared, &mut link, &mut rd, &mut wr).await
     }
-    link.db = 0;
-    offset.store(start, Ordering::Release);
-    up.store(true, Ordering::Release);
+    .await;
+    crate::net::cleanup_client(shared, &mut link);
+    result
+}
+
+/// `+CONTINUE [replid]`: keep the keyspace; if the master's id changed (it was promoted),
+/// remember the old one as our `replid2`, as the master does.
+fn continue_from(shared: &Shared, new_id: &str) {
+    let repl = &shared.replication;
+    let mut ids = repl.ids.lock();
+    if !new_id.is_empty() && new_id != ids.replid {
+        ids.replid2 = std::mem::replace(&mut ids.replid, new_id.to_string());
+        ids.second_offset = repl.offset() as i64 + 1;
+    }
+    drop(ids);
+    repl.ensure_backlog(shared);
+}
+
+/// `+FULLRESYNC replid offset`: load the snapshot over an empty keyspace and start a fresh
+/// history at the master's id and offset.
+async fn full_resync(
+    shared: &Arc<Shared>,
+    link: &mut crate::client::Client,
+    rd: &mut LinkReader,
+    reply: &str,
+) -> std::io::Result<()> {
+    let mut words = reply.split_whitespace().skip(1);
+    let (Some(replid), Some(start)) = (words.next(), words.next().and_then(|o| o.parse().ok()))
+    else {
+        return Err(std::io::Error::other(format!(
+            "unexpected PSYNC reply {reply:?}"
+        )));
+    };
+    let payload = read_snapshot(rd).await?;
+    let loaded = crate::rdb::read::load(shared, &payload)?;
+    cmd::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
+    for code in loaded.functions {
+        cmd::execute(
+            shared,
+            link,
+            vec![b("FUNCTION"), b("LOAD"), b("REPLACE"), code],
+        )
+        .await;
+    }
+    link.db = loaded
+        .aux
+        .iter()
+        .find(|(k, _)| &k[..] == b"repl-stream-db")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+        .filter(|db| *db < crate::db::NUM_DBS)
+        .unwrap_or(0);
+    let repl = &shared.replication;
+    repl.stream_db.store(link.db as u64, Ordering::Release);
+    *repl.ids.lock() = Ids {
+        replid: replid.to_string(),
+        replid2: NO_ID.to_string(),
+        second_offset: -1,
+    };
+    let _replicas = repl.replicas.lock();
+    repl.offset.store(start, Ordering::Release);
+    *repl.backlog.lock() = Some(Backlog::new(backlog_size(shared), start));
+    repl.recording.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Applies the master's stream, records it in our backlog, and acknowledges: once a second
+/// and whenever the master sends `REPLCONF GETACK`.
+async fn apply_stream(
+    shared: &Arc<Shared>,
+    link: &mut crate::client::Client,
+    rd: &mut LinkReader,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let repl = &shared.replication;
+    let mut decoder = Decoder::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
-    let result = loop {
+    loop {
         tokio::select! {
             n = rd.read_buf(&mut buf) => {
-                match n {
-                    Ok(0) => break Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "master closed")),
-                    Err(e) => break Err(e),
-                    Ok(_) => {}
+                if n? == 0 {
+                    return Err(closed());
                 }
-                let lag = shared.replication.lag();
+                repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
+                let lag = repl.lag();
                 if !lag.is_zero() {
                     // What just arrived is applied `lag` after it arrived.
                     tokio::time::sleep(lag).await;
                 }
+                // The raw bytes, so each command can go into the backlog exactly as it came.
+                let raw = Bytes::copy_from_slice(&buf);
+                let mut pos = 0usize;
                 loop {
                     let before = buf.len();
                     let parsed = match decoder.parse(&mut buf, u64::MAX) {
@@ -564,31 +985,28 @@ async fn follow(
                         Ok(None) => break,
                         Err(e) => return Err(std::io::Error::other(e.to_string())),
                     };
-                    let consumed = (before - buf.len()) as u64;
-                    let Parsed::Command(args) = parsed else {
-                        offset.fetch_add(consumed, Ordering::AcqRel);
-                        continue;
-                    };
-                    let getack = args.len() >= 2
-                        && args[0].eq_ignore_ascii_case(b"REPLCONF")
-                        && args[1].eq_ignore_ascii_case(b"GETACK");
-                    if getack {
-                        // GETACK travels outside the numbered stream (the master does not count
-                        // it in its offset), so it does not move ours either.
-                        let now = offset.load(Ordering::Acquire);
-                        wr.write_all(&command(&["REPLCONF", "ACK", &now.to_string()])).await?;
-                        continue;
+                    let consumed = before - buf.len();
+                    let chunk = raw.slice(pos..pos + consumed);
+                    pos += consumed;
+                    if let Parsed::Command(args) = parsed {
+                        let getack = args.len() >= 2
+                            && args[0].eq_ignore_ascii_case(b"REPLCONF")
+                            && args[1].eq_ignore_ascii_case(b"GETACK");
+                        if getack {
+                            // As in Redis, GETACK is part of the numbered stream, and the
+                            // answer is the offset before it.
+                            wr.write_all(&ack_command(shared)).await?;
+                        } else {
+                            cmd::execute(shared, link, args).await;
+                            repl.stream_db.store(link.db as u64, Ordering::Release);
+                        }
                     }
-                    cmd::execute(shared, &mut link, args).await;
-                    offset.fetch_add(consumed, Ordering::AcqRel);
+                    repl.record_from_master(chunk);
                 }
             }
             _ = ack_tick.tick() => {
-                let now = offset.load(Ordering::Acquire);
-                wr.write_all(&command(&["REPLCONF", "ACK", &now.to_string()])).await?;
+                wr.write_all(&ack_command(shared)).await?;
             }
         }
-    };
-    crate::net::cleanup_client(shared, &mut link);
-    result
+    }
 }

@@ -18,6 +18,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("slaveof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, replicaof),
     spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, 0, 0, 0, role),
     spec("wait", 3, NOSCRIPT | BLOCKING, 0, 0, 0, wait),
+    spec("waitaof", 4, NOSCRIPT | BLOCKING, 0, 0, 0, waitaof),
     spec(
         "replconf",
         -1,
@@ -28,6 +29,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         replconf,
     ),
     spec("psync", -3, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, psync),
+    spec("sync", 1, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, sync),
     spec(
         "latchkey.failover",
         -2,
@@ -82,6 +84,81 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::Integer(acked)
 }
 
+/// How many of `WAITAOF`'s acknowledgements hold now: `[local, replicas]`. Local is 1 when
+/// everything appended to this server's AOF so far (so this client's writes too) is on disk.
+fn aof_acks(shared: &crate::server::Shared, offset: u64) -> (i64, i64) {
+    let local = shared
+        .aof
+        .read()
+        .as_ref()
+        .is_some_and(|aof| aof.synced() >= aof.appended());
+    (local as i64, shared.replication.aof_acked_count(offset))
+}
+
+fn pair(local: i64, replicas: i64) -> Frame {
+    Frame::Array(vec![Frame::Integer(local), Frame::Integer(replicas)])
+}
+
+/// `WAITAOF numlocal numreplicas timeout` (Redis 7.2): blocks until this client's writes are
+/// on disk in the local AOF (`numlocal` 0 or 1) and in the AOF of `numreplicas` replicas, or
+/// the timeout (milliseconds; 0 waits forever) passes. Replies `[local, replicas]`.
+fn waitaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Ok(numlocal) = parse_i64(&args[1]) else {
+        return not_integer();
+    };
+    if !(0..=1).contains(&numlocal) {
+        return Frame::error("ERR value is out of range, value must between 0 and 1");
+    }
+    let Ok(numreplicas) = parse_i64(&args[2]) else {
+        return not_integer();
+    };
+    if numreplicas < 0 {
+        return Frame::error("ERR value is out of range, must be positive");
+    }
+    let Ok(timeout) = parse_i64(&args[3]) else {
+        return Frame::error("ERR timeout is not an integer or out of range");
+    };
+    if timeout < 0 {
+        return Frame::error("ERR timeout is negative");
+    }
+    if ctx.shared.is_replica() {
+        return Frame::error("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.");
+    }
+    if numlocal > 0 && ctx.shared.aof.read().is_none() {
+        return Frame::error(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        );
+    }
+    let offset = ctx.client.repl_offset;
+    let (local, replicas) = aof_acks(ctx.shared, offset);
+    if (local >= numlocal && replicas >= numreplicas) || !ctx.may_block() {
+        return pair(local, replicas);
+    }
+    let shared = ctx.shared.clone();
+    let deadline =
+        (timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout as u64));
+    ctx.block(async move {
+        loop {
+            let (local, replicas) = aof_acks(&shared, offset);
+            let expired = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+            if (local >= numlocal && replicas >= numreplicas) || expired {
+                return pair(local, replicas);
+            }
+            if replicas < numreplicas {
+                shared.replication.request_acks();
+            }
+            // The local AOF has no wake-up of its own: look again every few milliseconds.
+            let tick = Duration::from_millis(if local < numlocal { 10 } else { 100 });
+            let tick = match deadline {
+                Some(d) => tick.min(d.saturating_duration_since(tokio::time::Instant::now())),
+                None => tick,
+            };
+            shared.replication.next_ack(tick).await;
+        }
+    });
+    pair(local, replicas)
+}
+
 /// `REPLCONF`: the options a replica announces, and its acknowledgements (which get no reply).
 fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if args.len().is_multiple_of(2) {
@@ -92,10 +169,18 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         let opt = lower(&args[i]);
         match opt.as_str() {
             "ack" => {
+                // `ACK offset [FACK aof-offset]`, from a replica; never answered.
+                let fack = match args.get(i + 2) {
+                    Some(f) if is(f, "fack") => args
+                        .get(i + 3)
+                        .and_then(|o| crate::codec::parse_int(o))
+                        .map(|o| o.max(0) as u64),
+                    _ => None,
+                };
                 if let Some(offset) = crate::codec::parse_int(&args[i + 1]) {
                     ctx.shared
                         .replication
-                        .ack(ctx.client.handle.id, offset.max(0) as u64);
+                        .ack(ctx.client.handle.id, offset.max(0) as u64, fack);
                 }
                 return Frame::Multi(vec![]);
             }
@@ -116,19 +201,35 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::ok()
 }
 
-/// `PSYNC replid offset`: always a full resynchronisation (no backlog yet).
-fn psync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+/// `PSYNC replid offset`: `+CONTINUE` and what the replica missed when the backlog still
+/// has it, else `+FULLRESYNC` and an RDB snapshot.
+fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if ctx.shared.is_replica() {
         return Frame::error("ERR Replica chaining is not supported by latchkey");
     }
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
-    replication::attach_replica(ctx.shared, sender, id, port)
+    let request = replication::SyncRequest::Psync(&args[1], &args[2]);
+    replication::attach_replica(ctx.shared, sender, id, port, request)
 }
 
-/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|LAG ms`: drive a failover over the wire.
-/// `LAG ms` (on a replica) applies the stream that much late.
+/// `SYNC`: the pre-PSYNC handshake, a snapshot with no `+FULLRESYNC` line, then the stream.
+/// `redis-cli --rdb` uses it to download a snapshot.
+fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    if ctx.shared.is_replica() {
+        return Frame::error("ERR Replica chaining is not supported by latchkey");
+    }
+    let sender = ctx.client.push.clone();
+    let id = ctx.client.handle.id;
+    let port = ctx.client.replica_port;
+    replication::attach_replica(ctx.shared, sender, id, port, replication::SyncRequest::Sync)
+}
+
+/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|DISCONNECT|LAG ms`: drive a failover over
+/// the wire. `LAG ms` (on a replica) applies the stream that much late. `DISCONNECT` (on a
+/// master) cuts every replica's link, as `CLIENT KILL TYPE replica` does in Redis; they come
+/// back with `PSYNC` and continue from the backlog.
 /// `PAUSE`/`RESUME` hold or release the replication stream on this master, `CRASH` drops what
 /// was held and every connection (the process stays up but serves nothing), `PROMOTE` makes a
 /// replica a master.
@@ -142,6 +243,7 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.client.close_after_reply = true;
         }
         "promote" => replication::stop_replica(ctx.shared),
+        "disconnect" => ctx.shared.replication.disconnect_replicas(),
         "lag" if args.len() == 3 => match parse_i64(&args[2]) {
             Ok(ms) if ms >= 0 => ctx
                 .shared
@@ -151,9 +253,9 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         },
         _ => {
             return Frame::error(format!(
-                "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE or LAG.",
-                String::from_utf8_lossy(&args[1])
-            ))
+            "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE, DISCONNECT or LAG.",
+            String::from_utf8_lossy(&args[1])
+        ))
         }
     }
     Frame::ok()

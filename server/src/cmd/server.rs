@@ -516,7 +516,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 s.expired_keys.load(Ordering::Relaxed),
                 shared.pubsub.channel_count(),
                 shared.pubsub.pattern_count(),
-            ),
+            ) + &shared.replication.stats_info(),
         );
     }
     if want("replication") {

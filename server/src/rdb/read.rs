@@ -1,0 +1,463 @@
+//! Reading an RDB payload, as redis-server 7.0 writes it, into the keyspace.
+//!
+//! [`parse`] walks the records and hands each key (with its expiry), each `AUX` field and each
+//! function library to a callback; [`load`] uses it to fill a [`Shared`]'s keyspace.
+//! latchkey keeps strings, hashes, lists and sorted sets: a set, stream or module value is
+//! refused with an error that names the key, rather than dropped silently.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+
+use super::{kind, opcode, packed, RdbError, CRC64};
+use crate::db::{Entry, Value, NUM_DBS};
+use crate::server::Shared;
+use crate::zset::ZSet;
+
+/// One thing an RDB file holds.
+#[derive(Debug)]
+pub enum Record {
+    /// A metadata field (`redis-ver`, `repl-id`, `repl-offset`, ...).
+    Aux(Bytes, Bytes),
+    /// The code of a function library (what `FUNCTION LOAD` takes).
+    Function(Bytes),
+    /// A key of database `db`.
+    Key {
+        /// Database number.
+        db: usize,
+        /// The key.
+        key: Bytes,
+        /// Its value and expiry.
+        entry: Entry,
+    },
+}
+
+/// A cursor over the payload.
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+fn err(what: impl Into<String>) -> RdbError {
+    RdbError(what.into())
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.data.len())
+            .ok_or_else(|| err("unexpected end of file"))?;
+        let s = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, RdbError> {
+        Ok(self.bytes(1)?[0])
+    }
+
+    fn le(&mut self, n: usize) -> Result<u64, RdbError> {
+        let b = self.bytes(n)?;
+        Ok(b.iter().rev().fold(0u64, |v, x| (v << 8) | *x as u64))
+    }
+
+    /// A length, or (second value true) the marker of a specially encoded string.
+    fn len_or_special(&mut self) -> Result<(u64, bool), RdbError> {
+        let first = self.u8()?;
+        Ok(match first >> 6 {
+            0 => ((first & 0x3F) as u64, false),
+            1 => ((((first & 0x3F) as u64) << 8) | self.u8()? as u64, false),
+            2 => match first {
+                0x80 => (u32::from_be_bytes(self.array()?) as u64, false),
+                0x81 => (u64::from_be_bytes(self.array()?), false),
+                _ => return Err(err(format!("unknown length encoding {first:#x}"))),
+            },
+            _ => ((first & 0x3F) as u64, true),
+        })
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(N)?);
+        Ok(a)
+    }
+
+    fn len(&mut self) -> Result<usize, RdbError> {
+        match self.len_or_special()? {
+            (n, false) => usize::try_from(n).map_err(|_| err("length too large")),
+            _ => Err(err("expected a length, found a string encoding")),
+        }
+    }
+
+    /// A string: plain, an 8/16/32-bit integer, or LZF-compressed.
+    fn string(&mut self) -> Result<Bytes, RdbError> {
+        match self.len_or_special()? {
+            (n, false) => Ok(Bytes::copy_from_slice(self.bytes(n as usize)?)),
+            (0, true) => Ok(Bytes::from((self.u8()? as i8).to_string())),
+            (1, true) => Ok(Bytes::from((self.le(2)? as u16 as i16).to_string())),
+            (2, true) => Ok(Bytes::from((self.le(4)? as u32 as i32).to_string())),
+            (3, true) => {
+                let compressed = self.len()?;
+                let plain = self.len()?;
+                let data = self.bytes(compressed)?;
+                lzf::decompress(data, plain)
+                    .map(Bytes::from)
+                    .map_err(|e| err(format!("LZF string: {e:?}")))
+            }
+            (n, true) => Err(err(format!("unknown string encoding {n}"))),
+        }
+    }
+
+    /// A sorted-set score written as text (`ZSET`, the oldest form).
+    fn text_double(&mut self) -> Result<f64, RdbError> {
+        match self.u8()? {
+            253 => Ok(f64::NAN),
+            254 => Ok(f64::INFINITY),
+            255 => Ok(f64::NEG_INFINITY),
+            n => parse_score(self.bytes(n as usize)?),
+        }
+    }
+}
+
+fn parse_score(s: &[u8]) -> Result<f64, RdbError> {
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| err("bad sorted-set score"))
+}
+
+fn pairs_to_hash(items: Vec<Bytes>) -> Result<Value, RdbError> {
+    if !items.len().is_multiple_of(2) {
+        return Err(err("hash with an odd number of entries"));
+    }
+    let mut h = IndexMap::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(f), Some(v)) = (it.next(), it.next()) {
+        h.insert(f, v);
+    }
+    Ok(Value::Hash(h))
+}
+
+fn pairs_to_zset(items: Vec<Bytes>) -> Result<Value, RdbError> {
+    if !items.len().is_multiple_of(2) {
+        return Err(err("sorted set with an odd number of entries"));
+    }
+    let mut z = ZSet::new();
+    let mut it = items.into_iter();
+    while let (Some(m), Some(s)) = (it.next(), it.next()) {
+        z.insert(m, parse_score(&s)?);
+    }
+    Ok(Value::ZSet(z))
+}
+
+/// Reads the value of a key of type `t`.
+fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
+    Ok(match t {
+        kind::STRING => Value::Str(r.string()?),
+        kind::LIST => {
+            let n = r.len()?;
+            let mut l = VecDeque::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                l.push_back(r.string()?);
+            }
+            Value::List(l)
+        }
+        kind::HASH => {
+            let n = r.len()?;
+            let mut items = Vec::with_capacity(n.min(1 << 16) * 2);
+            for _ in 0..n * 2 {
+                items.push(r.string()?);
+            }
+            pairs_to_hash(items)?
+        }
+        kind::ZSET | kind::ZSET_2 => {
+            let n = r.len()?;
+            let mut z = ZSet::new();
+            for _ in 0..n {
+                let m = r.string()?;
+                let s = if t == kind::ZSET {
+                    r.text_double()?
+                } else {
+                    f64::from_bits(r.le(8)?)
+                };
+                z.insert(m, s);
+            }
+            Value::ZSet(z)
+        }
+        kind::LIST_ZIPLIST => Value::List(packed::ziplist(&r.string()?)?.into()),
+        kind::HASH_ZIPLIST => pairs_to_hash(packed::ziplist(&r.string()?)?)?,
+        kind::ZSET_ZIPLIST => pairs_to_zset(packed::ziplist(&r.string()?)?)?,
+        kind::HASH_LISTPACK => pairs_to_hash(packed::listpack(&r.string()?)?)?,
+        kind::ZSET_LISTPACK => pairs_to_zset(packed::listpack(&r.string()?)?)?,
+        kind::LIST_QUICKLIST | kind::LIST_QUICKLIST_2 => {
+            let nodes = r.len()?;
+            let mut l = VecDeque::new();
+            for _ in 0..nodes {
+                if t == kind::LIST_QUICKLIST {
+                    l.extend(packed::ziplist(&r.string()?)?);
+                    continue;
+                }
+                // Quicklist 2 nodes: 1 = one plain (large) element, 2 = a listpack.
+                match r.len()? {
+                    1 => l.push_back(r.string()?),
+                    2 => l.extend(packed::listpack(&r.string()?)?),
+                    c => return Err(err(format!("unknown quicklist node container {c}"))),
+                }
+            }
+            Value::List(l)
+        }
+        kind::SET | kind::SET_INTSET | kind::SET_LISTPACK => {
+            return Err(err(format!(
+                "key '{}' is a set, and latchkey has no set type",
+                String::from_utf8_lossy(key)
+            )))
+        }
+        other => {
+            return Err(err(format!(
+                "key '{}' has value type {other} (stream, module or zipmap), which latchkey cannot hold",
+                String::from_utf8_lossy(key)
+            )))
+        }
+    })
+}
+
+/// Skips a module's auxiliary data: a module id, a `when` pair, then typed fields up to an
+/// end marker (rdbLoadCheckModuleValue's walk).
+fn skip_module_aux(r: &mut Reader<'_>) -> Result<(), RdbError> {
+    r.len()?; // module id
+    r.len()?; // when-opcode
+    r.len()?; // when
+    loop {
+        match r.len()? {
+            0 => return Ok(()),
+            1 | 2 => {
+                r.len()?;
+            }
+            3 => {
+                r.bytes(4)?;
+            }
+            4 => {
+                r.bytes(8)?;
+            }
+            5 => {
+                r.string()?;
+            }
+            o => return Err(err(format!("unknown module field opcode {o}"))),
+        }
+    }
+}
+
+/// Walks a whole RDB payload, calling `sink` for each record. Checks the magic, the version
+/// and, when it is not zero (Redis writes zero with `rdbchecksum no`), the CRC-64.
+pub fn parse(
+    data: &[u8],
+    mut sink: impl FnMut(Record) -> Result<(), RdbError>,
+) -> Result<(), RdbError> {
+    let mut r = Reader { data, pos: 0 };
+    let magic = r.bytes(9)?;
+    if &magic[..5] != b"REDIS" {
+        return Err(err("wrong signature"));
+    }
+    let version: u32 = std::str::from_utf8(&magic[5..])
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| err("bad version"))?;
+    if !(1..=super::VERSION + 2).contains(&version) {
+        return Err(err(format!("can't handle RDB format version {version}")));
+    }
+    let mut db = 0usize;
+    let mut expires_at: Option<u64> = None;
+    loop {
+        let t = r.u8()?;
+        match t {
+            opcode::EOF => break,
+            opcode::SELECTDB => {
+                db = r.len()?;
+                if db >= NUM_DBS {
+                    return Err(err(format!("database {db} out of range")));
+                }
+            }
+            opcode::RESIZEDB => {
+                r.len()?;
+                r.len()?;
+            }
+            opcode::EXPIRETIME_MS => expires_at = Some(r.le(8)?),
+            opcode::EXPIRETIME => expires_at = Some(r.le(4)? * 1000),
+            opcode::IDLE => {
+                r.len()?;
+            }
+            opcode::FREQ => {
+                r.u8()?;
+            }
+            opcode::AUX => {
+                let k = r.string()?;
+                let v = r.string()?;
+                sink(Record::Aux(k, v))?;
+            }
+            opcode::MODULE_AUX => skip_module_aux(&mut r)?,
+            opcode::FUNCTION2 => sink(Record::Function(r.string()?))?,
+            opcode::FUNCTION_PRE_GA => return Err(err("pre-release function format")),
+            t => {
+                let key = r.string()?;
+                let value = value(&mut r, t, &key)?;
+                let entry = Entry {
+                    value,
+                    expires_at: expires_at.take(),
+                };
+                sink(Record::Key { db, key, entry })?;
+            }
+        }
+    }
+    if version >= 5 {
+        let end = r.pos;
+        let expected = r.le(8)?;
+        if expected != 0 && CRC64.checksum(&data[..end]) != expected {
+            return Err(err("checksum mismatch"));
+        }
+    }
+    Ok(())
+}
+
+/// What [`load`] found besides keys.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Keys loaded.
+    pub keys: usize,
+    /// Function libraries, for the caller to `FUNCTION LOAD`.
+    pub functions: Vec<Bytes>,
+    /// `AUX` fields.
+    pub aux: Vec<(Bytes, Bytes)>,
+}
+
+/// Replaces the keyspace with the keys of `data`. The whole payload is parsed (and its
+/// checksum checked) before anything is touched, so a snapshot that cannot be loaded leaves
+/// the keyspace as it was. Keys already past their expiry are loaded too, as a replica does:
+/// the master's `DEL` removes them.
+pub fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
+    let mut loaded = Loaded::default();
+    let mut keys = Vec::new();
+    parse(data, |rec| {
+        match rec {
+            Record::Aux(k, v) => loaded.aux.push((k, v)),
+            Record::Function(code) => loaded.functions.push(code),
+            Record::Key { db, key, entry } => keys.push((db, key, entry)),
+        }
+        Ok(())
+    })?;
+    shared.keyspace.clear_all();
+    loaded.keys = keys.len();
+    for (db, key, entry) in keys {
+        shared.keyspace.db(db).insert(key, entry);
+    }
+    Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+
+    use super::*;
+    use crate::rdb::write;
+
+    /// A minimal RDB around `body`, with a correct checksum.
+    fn file(body: &[u8]) -> Vec<u8> {
+        let mut out = BytesMut::from(&b"REDIS0010"[..]);
+        out.put_slice(body);
+        out.put_u8(opcode::EOF);
+        let crc = CRC64.checksum(&out);
+        out.put_u64_le(crc);
+        out.to_vec()
+    }
+
+    fn keys(data: &[u8]) -> Result<Vec<(usize, Bytes, Entry)>, RdbError> {
+        let mut out = Vec::new();
+        parse(data, |r| {
+            if let Record::Key { db, key, entry } = r {
+                out.push((db, key, entry));
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn what_latchkey_writes_it_reads_back() {
+        let server = crate::Server::builder()
+            .no_listener()
+            .virtual_clock()
+            .start()
+            .await
+            .unwrap();
+        let mut c = server.client();
+        c.cmd(["SET", "s", "x".repeat(100).as_str()]).await;
+        c.cmd(["SET", "n", "-70000", "PX", "5000"]).await;
+        c.cmd(["HSET", "h", "f", "v"]).await;
+        c.cmd(["RPUSH", "l", "a", "1"]).await;
+        c.cmd(["ZADD", "z", "2.5", "m", "-inf", "lo"]).await;
+        c.cmd(["SELECT", "7"]).await;
+        c.cmd(["SET", "in7", "y"]).await;
+        let info = write::ReplInfo {
+            replid: "a".repeat(40),
+            offset: 42,
+            stream_db: -1,
+        };
+        let data = write::snapshot(server.shared(), &info);
+        let mut got = keys(&data).unwrap();
+        got.sort_by(|a, b| a.1.cmp(&b.1));
+        let names: Vec<_> = got.iter().map(|(db, k, _)| (*db, k.clone())).collect();
+        assert_eq!(
+            names,
+            ["h", "in7", "l", "n", "s", "z"]
+                .iter()
+                .map(|k| (if *k == "in7" { 7 } else { 0 }, Bytes::from(*k)))
+                .collect::<Vec<_>>()
+        );
+        let now = server.clock().now_ms();
+        assert_eq!(got[3].2.expires_at, Some(now + 5000));
+        assert!(matches!(&got[3].2.value, Value::Str(v) if &v[..] == b"-70000"));
+        assert!(
+            matches!(&got[5].2.value, Value::ZSet(z) if z.score(b"lo") == Some(f64::NEG_INFINITY))
+        );
+        // A flipped byte breaks the checksum.
+        let mut bad = data.to_vec();
+        bad[20] ^= 1;
+        assert!(keys(&bad).is_err());
+        // A zero checksum means "not computed" and is accepted.
+        let mut unchecked = data.to_vec();
+        let n = unchecked.len();
+        unchecked[n - 8..].fill(0);
+        assert_eq!(keys(&unchecked).unwrap().len(), 6);
+    }
+
+    #[test]
+    fn lzf_strings_and_second_expiries() {
+        let plain = b"abcabcabcabcabcabcabcabcabcabcabcabc".to_vec();
+        let packed = lzf::compress(&plain).unwrap();
+        let mut body = BytesMut::new();
+        body.put_u8(opcode::EXPIRETIME);
+        body.put_u32_le(1_000);
+        body.put_u8(kind::STRING);
+        write::string(&mut body, b"k");
+        body.put_u8(0xC3);
+        write::len(&mut body, packed.len() as u64);
+        write::len(&mut body, plain.len() as u64);
+        body.put_slice(&packed);
+        let got = keys(&file(&body)).unwrap();
+        assert_eq!(got[0].2.expires_at, Some(1_000_000));
+        assert!(matches!(&got[0].2.value, Value::Str(v) if v[..] == plain[..]));
+    }
+
+    #[test]
+    fn a_set_is_refused_by_name() {
+        let mut body = BytesMut::new();
+        body.put_u8(kind::SET);
+        write::string(&mut body, b"members");
+        write::len(&mut body, 1);
+        write::string(&mut body, b"m");
+        let e = keys(&file(&body)).unwrap_err();
+        assert!(e.0.contains("'members' is a set"), "{e}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Writing an RDB snapshot of the keyspace, in encodings redis-server 7.0 loads.
+//!
+//! Values use the plain, legacy encodings (`HASH`, `LIST`, `ZSET_2`): one length, then the
+//! elements one by one. They are the simplest to write, and Redis converts them to its compact
+//! encodings as it loads them.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{kind, opcode, CRC64, VERSION};
+use crate::db::Value;
+use crate::frame::Frame;
+use crate::server::Shared;
+
+/// Where the replication stream stands when the snapshot is taken; goes into the `AUX` fields
+/// so that a loader can pick the stream up from there.
+#[derive(Debug, Clone)]
+pub struct ReplInfo {
+    /// The master's replication id.
+    pub replid: String,
+    /// The master's replication offset at the snapshot.
+    pub offset: u64,
+    /// The database the stream's next command applies to (`-1`: unknown, a `SELECT` follows).
+    pub stream_db: i64,
+}
+
+/// Appends an RDB length: 6 bits in one byte, 14 bits in two, else a marker byte and 32 or 64
+/// bits big-endian.
+pub fn len(out: &mut BytesMut, n: u64) {
+    if n < 1 << 6 {
+        out.put_u8(n as u8);
+    } else if n < 1 << 14 {
+        out.put_u8(0x40 | (n >> 8) as u8);
+        out.put_u8(n as u8);
+    } else if n <= u32::MAX as u64 {
+        out.put_u8(0x80);
+        out.put_u32(n as u32);
+    } else {
+        out.put_u8(0x81);
+        out.put_u64(n);
+    }
+}
+
+/// Strings from this length on are LZF-compressed. Redis compresses from 21 bytes, but the
+/// `lzf` crate allocates and clears a 512 KB hash table on every call, which costs far more than it saves on
+/// short strings, and the snapshot is taken while every client waits.
+const LZF_MIN_LEN: usize = 4096;
+
+/// Appends a string. Like Redis, a string that is the canonical decimal form of a small
+/// integer is stored as that integer (one to four bytes after a marker), and a long one is
+/// LZF-compressed when that saves at least 4 bytes.
+pub fn string(out: &mut BytesMut, s: &[u8]) {
+    if let Some(v) = small_int(s) {
+        if let Ok(v) = i8::try_from(v) {
+            out.put_u8(0xC0);
+            out.put_i8(v);
+        } else if let Ok(v) = i16::try_from(v) {
+            out.put_u8(0xC1);
+            out.put_i16_le(v);
+        } else {
+            out.put_u8(0xC2);
+            out.put_i32_le(v);
+        }
+        return;
+    }
+    if s.len() >= LZF_MIN_LEN {
+        if let Ok(packed) = lzf::compress(s) {
+            if packed.len() + 4 <= s.len() {
+                out.put_u8(0xC3);
+                len(out, packed.len() as u64);
+                len(out, s.len() as u64);
+                out.put_slice(&packed);
+                return;
+            }
+        }
+    }
+    len(out, s.len() as u64);
+    out.put_slice(s);
+}
+
+/// The value of `s` when it is exactly how Redis prints an `i32` (no sign on zero, no leading
+/// zeros), so that the integer encoding reads back as the same bytes.
+fn small_int(s: &[u8]) -> Option<i32> {
+    if s.is_empty() || s.len() > 11 {
+        return None;
+    }
+    let v: i32 = std::str::from_utf8(s).ok()?.parse().ok()?;
+    (v.to_string().as_bytes() == s).then_some(v)
+}
+
+fn aux(out: &mut BytesMut, key: &str, value: &str) {
+    out.put_u8(opcode::AUX);
+    string(out, key.as_bytes());
+    string(out, value.as_bytes());
+}
+
+/// The code of every loaded function library, for the `FUNCTION2` records.
+fn function_libraries(shared: &Shared) -> Vec<Bytes> {
+    let Frame::Array(libs) = shared.scripting.list_libraries(None, true) else {
+        return Vec::new();
+    };
+    libs.into_iter()
+        .filter_map(|lib| match lib {
+            Frame::Map(fields) => fields.into_iter().find_map(|(k, v)| match (k, v) {
+                (Frame::Bulk(k), Frame::Bulk(code)) if &k[..] == b"library_code" => Some(code),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Serialises every live key of every database (and the function libraries) as an RDB file.
+pub fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
+    let mut out = BytesMut::with_capacity(4096);
+    out.put_slice(format!("REDIS{VERSION:04}").as_bytes());
+    let now = shared.clock.now_ms();
+    aux(&mut out, "redis-ver", crate::REDIS_VERSION);
+    aux(&mut out, "redis-bits", "64");
+    aux(&mut out, "ctime", &(now / 1000).to_string());
+    aux(&mut out, "used-mem", "0");
+    aux(&mut out, "repl-stream-db", &repl.stream_db.to_string());
+    aux(&mut out, "repl-id", &repl.replid);
+    aux(&mut out, "repl-offset", &repl.offset.to_string());
+    aux(&mut out, "aof-base", "0");
+    for code in function_libraries(shared) {
+        out.put_u8(opcode::FUNCTION2);
+        string(&mut out, &code);
+    }
+    for (i, db) in shared.keyspace.iter() {
+        let entries = db.snapshot(now);
+        if entries.is_empty() {
+            continue;
+        }
+        out.put_u8(opcode::SELECTDB);
+        len(&mut out, i as u64);
+        out.put_u8(opcode::RESIZEDB);
+        len(&mut out, entries.len() as u64);
+        let expiring = entries.iter().filter(|(_, e)| e.expires_at.is_some());
+        len(&mut out, expiring.count() as u64);
+        for (key, entry) in entries {
+            if let Some(t) = entry.expires_at {
+                out.put_u8(opcode::EXPIRETIME_MS);
+                out.put_u64_le(t);
+            }
+            value(&mut out, &key, &entry.value);
+        }
+    }
+    out.put_u8(opcode::EOF);
+    let crc = CRC64.checksum(&out);
+    out.put_u64_le(crc);
+    out.freeze()
+}
+
+/// Appends one key: its type byte, the key, the value.
+fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
+    match v {
+        Value::Str(s) => {
+            out.put_u8(kind::STRING);
+            string(out, key);
+            string(out, s);
+        }
+        Value::Hash(h) => {
+            out.put_u8(kind::HASH);
+            string(out, key);
+            len(out, h.len() as u64);
+            for (f, v) in h {
+                string(out, f);
+                string(out, v);
+            }
+        }
+        Value::List(l) => {
+            out.put_u8(kind::LIST);
+            string(out, key);
+            len(out, l.len() as u64);
+            for e in l {
+                string(out, e);
+            }
+        }
+        Value::ZSet(z) => {
+            out.put_u8(kind::ZSET_2);
+            string(out, key);
+            len(out, z.len() as u64);
+            for (m, s) in z.iter() {
+                string(out, m);
+                out.put_f64_le(s);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_take_one_two_five_or_nine_bytes() {
+        for (n, size) in [
+            (0u64, 1),
+            (63, 1),
+            (64, 2),
+            (16383, 2),
+            (16384, 5),
+            (1 << 33, 9),
+        ] {
+            let mut out = BytesMut::new();
+            len(&mut out, n);
+            assert_eq!(out.len(), size, "length {n}");
+        }
+    }
+
+    #[test]
+    fn canonical_integers_are_stored_as_integers() {
+        let mut out = BytesMut::new();
+        string(&mut out, b"-5");
+        assert_eq!(&out[..], &[0xC0, 0xFB]);
+        let mut out = BytesMut::new();
+        string(&mut out, &[b'z'; LZF_MIN_LEN]);
+        assert_eq!(out[0], 0xC3, "a long repetitive string is compressed");
+        assert!(out.len() < 200);
+        for not_canonical in [&b"007"[..], b"+1", b"-0", b"1 ", b"99999999999"] {
+            assert_eq!(small_int(not_canonical), None, "{not_canonical:?}");
+        }
+    }
+
+    #[test]
+    fn crc64_is_redis_jones() {
+        // The check value Redis's own crc64 self-test uses.
+        assert_eq!(CRC64.checksum(b"123456789"), 0xe9c6d914c4b8d9ca);
+    }
+}

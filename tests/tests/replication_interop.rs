@@ -1,0 +1,644 @@
+//! Replication between latchkey and a real `redis-server`, in both directions: the RDB
+//! snapshot after `+FULLRESYNC`, the command stream after it, `REPLCONF ACK` and `WAIT`.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use latchkey_server::{BlockingServer, Server};
+use latchkey_tests::{raw::show, RawConn, RedisProcess};
+
+/// Polls `f` until it holds; panics with `what` after 20 s (a bound for a loaded machine, not
+/// a speed check).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn conn(addr: SocketAddr) -> RawConn {
+    RawConn::connect(addr).expect("connect")
+}
+
+fn cmd(c: &mut RawConn, args: &[&str]) -> String {
+    String::from_utf8_lossy(&c.cmd(args)).into_owned()
+}
+
+/// One field of `INFO section`.
+fn info(c: &mut RawConn, section: &str, field: &str) -> Option<String> {
+    let text = cmd(c, &["INFO", section]);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+fn int(reply: &str) -> i64 {
+    reply
+        .trim()
+        .strip_prefix(':')
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not an integer reply: {reply:?}"))
+}
+
+const LIBRARY: &str =
+    "#!lua name=interop\nredis.register_function{function_name='interop_get', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}";
+
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Fills a server with one key of each type, TTLs, a second database and a function library.
+fn fill(c: &mut RawConn) {
+    // Long enough that both servers LZF-compress it in their snapshots.
+    let long = "x".repeat(5000);
+    for args in [
+        vec!["SET", "s", "plain"],
+        vec!["SET", "n", "-12345"],
+        vec!["SET", "big", "70000"],
+        vec!["SET", "long", long.as_str()],
+        vec!["SET", "ttl", "v", "PX", "60000"],
+        vec!["HSET", "h", "f1", "v1", "f2", "7"],
+        vec!["EXPIRE", "h", "600"],
+        vec!["RPUSH", "l", "a", "b", "3", "-4"],
+        vec!["ZADD", "z", "1.5", "a", "-2", "b", "inf", "c"],
+        vec!["SELECT", "2"],
+        vec!["SET", "in2", "two"],
+        vec!["SELECT", "0"],
+        vec!["FUNCTION", "LOAD", LIBRARY],
+    ] {
+        let r = cmd(c, &args);
+        assert!(!r.starts_with('-'), "{args:?} failed: {r}");
+    }
+    // Large enough that Redis stores them in its big encodings (hashtable, skiplist,
+    // several quicklist nodes).
+    let mut hset = vec!["HSET".to_string(), "bigh".into()];
+    let mut zadd = vec!["ZADD".to_string(), "bigz".into()];
+    let mut rpush = vec!["RPUSH".to_string(), "bigl".into()];
+    for i in 0..300 {
+        hset.extend([format!("field{i}"), format!("{}", i * 7)]);
+        zadd.extend([format!("{}", i as f64 / 4.0), format!("m{i}")]);
+        rpush.push(if i % 2 == 0 {
+            format!("{i}")
+        } else {
+            format!("element-{i}-{}", "y".repeat(i % 40))
+        });
+    }
+    for args in [hset, zadd, rpush] {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        assert!(!cmd(c, &args).starts_with('-'));
+    }
+}
+
+/// Asserts that `replica` holds what [`fill`] wrote on `master`.
+fn assert_same_data(master: &mut RawConn, replica: &mut RawConn) {
+    for args in [
+        vec!["GET", "s"],
+        vec!["GET", "n"],
+        vec!["GET", "big"],
+        vec!["GET", "long"],
+        vec!["HGETALL", "h"],
+        vec!["LRANGE", "l", "0", "-1"],
+        vec!["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        vec!["HLEN", "bigh"],
+        vec!["HGET", "bigh", "field123"],
+        vec!["ZRANGE", "bigz", "0", "-1", "WITHSCORES"],
+        vec!["LRANGE", "bigl", "0", "-1"],
+        vec!["DBSIZE"],
+        vec!["FCALL_RO", "interop_get", "1", "s"],
+    ] {
+        assert_eq!(
+            show(&master.cmd(&args)),
+            show(&replica.cmd(&args)),
+            "{args:?} differs"
+        );
+    }
+    // (FUNCTION LIST is not compared byte for byte: latchkey encodes the flags as bulk
+    // strings where Redis sends status replies.)
+    let libs = cmd(replica, &["FUNCTION", "LIST"]);
+    assert!(libs.contains("interop_get"), "{libs}");
+    let pttl = int(&cmd(replica, &["PTTL", "ttl"]));
+    assert!(
+        (30_000..=60_000).contains(&pttl),
+        "replica PTTL {pttl} is not close to the master's 60000"
+    );
+    let ttl = int(&cmd(replica, &["TTL", "h"]));
+    assert!((300..=600).contains(&ttl), "replica TTL {ttl}");
+    cmd(master, &["SELECT", "2"]);
+    cmd(replica, &["SELECT", "2"]);
+    assert_eq!(cmd(replica, &["GET", "in2"]), "$3\r\ntwo\r\n");
+    cmd(master, &["SELECT", "0"]);
+    cmd(replica, &["SELECT", "0"]);
+}
+
+/// The live part of a lock's life, written on `master` and checked on `replica`.
+fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
+    assert_eq!(
+        cmd(master, &["SET", "lock", "tok", "NX", "PX", "30000"]),
+        "+OK\r\n"
+    );
+    until("the lock on the replica", || {
+        cmd(replica, &["GET", "lock"]) == "$3\r\ntok\r\n"
+    });
+    let pttl = int(&cmd(replica, &["PTTL", "lock"]));
+    assert!((10_000..=30_000).contains(&pttl), "lock PTTL {pttl}");
+    // Released by the token-checked script: the replica sees the DEL.
+    assert_eq!(
+        cmd(master, &["EVAL", RELEASE, "1", "lock", "tok"]),
+        ":1\r\n"
+    );
+    until("the release on the replica", || {
+        cmd(replica, &["EXISTS", "lock"]) == ":0\r\n"
+    });
+    cmd(master, &["SET", "gone", "1"]);
+    cmd(master, &["DEL", "gone"]);
+    cmd(master, &["HSET", "h2", "a", "b"]);
+    until("HSET on the replica", || {
+        cmd(replica, &["HGET", "h2", "a"]) == "$1\r\nb\r\n"
+    });
+    assert_eq!(cmd(replica, &["EXISTS", "gone"]), ":0\r\n");
+    // A key that expires on the master disappears from the replica's DBSIZE (which counts
+    // logically expired keys): the master's active expiry cycle sent a DEL. (Nothing reads the
+    // key on the master: latchkey does not yet propagate a lazy, on-read deletion.)
+    cmd(master, &["SET", "short", "v", "PX", "30"]);
+    until("the expiry DEL on the replica", || {
+        let (m, r) = (cmd(master, &["DBSIZE"]), cmd(replica, &["DBSIZE"]));
+        m == r && cmd(replica, &["EXISTS", "short"]) == ":0\r\n"
+    });
+    // WAIT counts the replica, which acknowledges with REPLCONF ACK.
+    cmd(master, &["SET", "acked", "1"]);
+    assert_eq!(cmd(master, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+fn latchkey() -> BlockingServer {
+    Server::builder().start_blocking().expect("start latchkey")
+}
+
+#[test]
+fn redis_replicates_from_a_latchkey_master() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    fill(&mut m);
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link to latchkey", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+    // INFO replication, both sides.
+    assert_eq!(
+        info(&mut m, "replication", "role").as_deref(),
+        Some("master")
+    );
+    assert_eq!(
+        info(&mut m, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    let slave0 = info(&mut m, "replication", "slave0").expect("slave0 line");
+    assert!(slave0.contains("state=online"), "{slave0}");
+    assert_eq!(
+        info(&mut r, "replication", "role").as_deref(),
+        Some("slave")
+    );
+    assert_eq!(
+        info(&mut r, "replication", "master_replid"),
+        info(&mut m, "replication", "master_replid")
+    );
+    until("equal offsets on both sides", || {
+        info(&mut r, "replication", "master_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+}
+
+fn redis_master_to_latchkey(extra: &[&str]) {
+    let redis = RedisProcess::spawn(extra);
+    let mut m = conn(redis.addr());
+    fill(&mut m);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    let port = redis.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("latchkey's link to redis-server", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+    assert_eq!(
+        info(&mut m, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    until("equal offsets on both sides", || {
+        info(&mut r, "replication", "slave_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+}
+
+#[test]
+fn latchkey_replicates_from_redis_with_a_disk_snapshot() {
+    redis_master_to_latchkey(&["--repl-diskless-sync", "no"]);
+}
+
+#[test]
+fn latchkey_replicates_from_redis_with_a_diskless_snapshot() {
+    redis_master_to_latchkey(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+}
+
+/// `INFO stats` counter of resynchronisations.
+fn syncs(c: &mut RawConn, kind: &str) -> i64 {
+    info(c, "stats", kind)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {kind} in INFO stats"))
+}
+
+fn follow(replica: &mut RawConn, master: SocketAddr) {
+    let port = master.port().to_string();
+    assert_eq!(cmd(replica, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("the replication link", || {
+        info(replica, "replication", "master_link_status").as_deref() == Some("up")
+    });
+}
+
+/// Cuts the link of every replica of a latchkey `master` while writes are held on it, so the
+/// writes can only reach the replicas through the backlog, then lets them reconnect.
+fn cut_with_writes_held(master: &BlockingServer, m: &mut RawConn, keys: &[&str]) {
+    assert_eq!(cmd(m, &["LATCHKEY.FAILOVER", "PAUSE"]), "+OK\r\n");
+    for k in keys {
+        assert_eq!(cmd(m, &["SET", k, "while-cut", "PX", "60000"]), "+OK\r\n");
+    }
+    master.handle().shared().replication.disconnect_replicas();
+}
+
+#[test]
+fn disconnect_over_the_wire_then_continue() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(cmd(&mut m, &["LATCHKEY.FAILOVER", "PAUSE"]), "+OK\r\n");
+    cmd(&mut m, &["RPUSH", "q", "job"]);
+    assert_eq!(cmd(&mut m, &["LATCHKEY.FAILOVER", "DISCONNECT"]), "+OK\r\n");
+    until("the job on the replica", || {
+        cmd(&mut r, &["LRANGE", "q", "0", "-1"]) == "*1\r\n$3\r\njob\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_partial_ok"), 1);
+}
+
+#[test]
+fn a_latchkey_replica_continues_from_the_backlog() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    cmd(&mut m, &["SET", "before", "1"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_first_byte_offset").as_deref(),
+        Some("1")
+    );
+    // The stream is in database 3 when the link is cut, and goes on there without a new
+    // SELECT: the continued stream must still apply to database 3.
+    cmd(&mut m, &["SELECT", "3"]);
+    cmd(&mut m, &["SET", "in3", "x"]);
+    cmd(&mut r, &["SELECT", "3"]);
+    until("the write in database 3", || {
+        cmd(&mut r, &["GET", "in3"]) == "$1\r\nx\r\n"
+    });
+    cut_with_writes_held(&master, &mut m, &["k1", "k2"]);
+    until("the replica to come back with +CONTINUE", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+            && info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    until("the held writes on the replica, in database 3", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    cmd(&mut r, &["SELECT", "0"]);
+    assert_eq!(cmd(&mut r, &["GET", "before"]), "$1\r\n1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k2"]), "$-1\r\n");
+    assert_eq!(
+        syncs(&mut m, "sync_full"),
+        1,
+        "only the first sync was full"
+    );
+    let histlen: u64 = info(&mut m, "replication", "repl_backlog_histlen")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(histlen > 0);
+    // The replica's own backlog and offset follow the master's.
+    until("equal offsets", || {
+        info(&mut r, "replication", "master_repl_offset")
+            == info(&mut m, "replication", "master_repl_offset")
+    });
+    assert_eq!(
+        info(&mut r, "replication", "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+}
+
+#[test]
+fn a_backlog_too_small_means_a_full_resync() {
+    let master = Server::builder()
+        .config("repl-backlog-size", "16")
+        .start_blocking()
+        .unwrap();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_eq!(
+        info(&mut m, "replication", "repl_backlog_size").as_deref(),
+        Some("16")
+    );
+    // (A replica made by REPLICAOF asks to continue its own history first, as Redis's does,
+    // so even its first sync may count as a failed partial one.)
+    let errors_before = syncs(&mut m, "sync_partial_err");
+    cut_with_writes_held(&master, &mut m, &["a-key-longer-than-the-backlog"]);
+    until("a second full sync", || syncs(&mut m, "sync_full") == 2);
+    assert_eq!(syncs(&mut m, "sync_partial_ok"), 0);
+    assert_eq!(syncs(&mut m, "sync_partial_err"), errors_before + 1);
+    until("the write on the replica", || {
+        cmd(&mut r, &["EXISTS", "a-key-longer-than-the-backlog"]) == ":1\r\n"
+    });
+}
+
+#[test]
+fn redis_continues_from_a_latchkey_backlog() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    cut_with_writes_held(&master, &mut m, &["k1", "k2"]);
+    until("redis-server to continue", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+    });
+    until("the held writes on redis-server", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_full"), 1);
+    cmd(&mut m, &["SET", "after", "1"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+#[test]
+fn latchkey_continues_from_a_redis_backlog() {
+    let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let mut m = conn(redis.addr());
+    cmd(&mut m, &["SET", "before", "1"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, redis.addr());
+    cmd(&mut m, &["SELECT", "5"]);
+    cmd(&mut m, &["SET", "in5", "x"]);
+    cmd(&mut r, &["SELECT", "5"]);
+    until("the write in database 5", || {
+        cmd(&mut r, &["GET", "in5"]) == "$1\r\nx\r\n"
+    });
+    assert_eq!(
+        cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]),
+        ":1\r\n"
+    );
+    for k in ["k1", "k2"] {
+        cmd(&mut m, &["SET", k, "while-cut"]);
+    }
+    until("latchkey to continue", || {
+        syncs(&mut m, "sync_partial_ok") == 1
+    });
+    until("the writes on latchkey, in database 5", || {
+        cmd(&mut r, &["GET", "k2"]) == "$9\r\nwhile-cut\r\n"
+    });
+    assert_eq!(syncs(&mut m, "sync_full"), 1);
+    cmd(&mut m, &["SET", "after", "1"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+}
+
+/// PSYNC2: after a promotion, the old master's other replica (here a real redis-server)
+/// continues from the promoted latchkey replica instead of resyncing in full.
+#[test]
+fn a_promoted_replica_lets_its_peers_continue() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    cmd(&mut m, &["SET", "k", "v"]);
+    let promoted = latchkey();
+    let mut p = conn(promoted.addr());
+    follow(&mut p, master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    cmd(&mut m, &["SET", "k2", "v2"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "2", "5000"]), ":2\r\n");
+    let old_id = info(&mut m, "replication", "master_replid").unwrap();
+    until("both replicas at the master's offset", || {
+        let o = info(&mut m, "replication", "master_repl_offset");
+        info(&mut p, "replication", "master_repl_offset") == o
+            && info(&mut r, "replication", "master_repl_offset") == o
+    });
+    let offset: i64 = info(&mut p, "replication", "master_repl_offset")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert_eq!(cmd(&mut p, &["REPLICAOF", "NO", "ONE"]), "+OK\r\n");
+    assert_eq!(info(&mut p, "replication", "master_replid2"), Some(old_id));
+    assert_eq!(
+        info(&mut p, "replication", "second_repl_offset"),
+        Some((offset + 1).to_string())
+    );
+    assert_ne!(
+        info(&mut p, "replication", "master_replid"),
+        info(&mut m, "replication", "master_replid")
+    );
+    let port = promoted.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    until("redis-server to continue from the promoted replica", || {
+        syncs(&mut p, "sync_partial_ok") == 1
+    });
+    assert_eq!(syncs(&mut p, "sync_full"), 0);
+    cmd(&mut p, &["SET", "after-promotion", "1"]);
+    assert_eq!(cmd(&mut p, &["WAIT", "1", "5000"]), ":1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "after-promotion"]), "$1\r\n1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k2"]), "$2\r\nv2\r\n");
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("latchkey-interop-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn with_aof(dir: &std::path::Path, fsync: &str) -> BlockingServer {
+    Server::builder()
+        .config("dir", dir.to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", fsync)
+        .start_blocking()
+        .unwrap()
+}
+
+/// `WAITAOF` (Redis 7.2; the redis-server 7.0 here has no such command, so latchkey only).
+#[test]
+fn waitaof_counts_local_and_replica_fsyncs() {
+    let plain = latchkey();
+    let mut p = conn(plain.addr());
+    cmd(&mut p, &["SET", "k", "v"]);
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "1", "0", "0"]),
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "0", "0"]),
+        "*2\r\n:0\r\n:0\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "2", "0", "0"]),
+        "-ERR value is out of range, value must between 0 and 1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "-1", "0"]),
+        "-ERR value is out of range, must be positive\r\n"
+    );
+    assert_eq!(
+        cmd(&mut p, &["WAITAOF", "0", "0", "-1"]),
+        "-ERR timeout is negative\r\n"
+    );
+
+    let dir = temp_dir("waitaof");
+    let (mdir, rdir, edir) = (dir.join("m"), dir.join("r"), dir.join("e"));
+    for d in [&mdir, &rdir, &edir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let master = with_aof(&mdir, "always");
+    let mut m = conn(master.addr());
+    let durable = with_aof(&rdir, "always");
+    let mut d = conn(durable.addr());
+    follow(&mut d, master.addr());
+    let volatile = latchkey();
+    let mut v = conn(volatile.addr());
+    follow(&mut v, master.addr());
+    assert_eq!(cmd(&mut m, &["SET", "lock", "tok"]), "+OK\r\n");
+    // Both replicas acknowledge the write; only the one with an AOF has it on disk.
+    assert_eq!(cmd(&mut m, &["WAIT", "2", "5000"]), ":2\r\n");
+    assert_eq!(
+        cmd(&mut m, &["WAITAOF", "1", "1", "5000"]),
+        "*2\r\n:1\r\n:1\r\n"
+    );
+    assert_eq!(
+        cmd(&mut m, &["WAITAOF", "1", "2", "300"]),
+        "*2\r\n:1\r\n:1\r\n",
+        "the replica without an AOF never counts"
+    );
+    assert_eq!(
+        cmd(&mut d, &["WAITAOF", "0", "0", "0"]),
+        "-ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.\r\n"
+    );
+    // appendfsync everysec: the local acknowledgement comes with the background fsync.
+    let everysec = with_aof(&edir, "everysec");
+    let mut e = conn(everysec.addr());
+    cmd(&mut e, &["SET", "k", "v"]);
+    assert_eq!(
+        cmd(&mut e, &["WAITAOF", "1", "0", "10000"]),
+        "*2\r\n:1\r\n:0\r\n"
+    );
+    drop((master, durable, volatile, everysec));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// latchkey has no set type: a snapshot holding a set is refused as a whole (and retried),
+/// and the server stays up and serves.
+#[test]
+fn a_snapshot_with_a_set_is_refused_and_the_replica_stays_up() {
+    let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let mut m = conn(redis.addr());
+    cmd(&mut m, &["SET", "s", "v"]);
+    cmd(&mut m, &["SADD", "members", "a", "b"]);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    let port = redis.addr().port().to_string();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
+    // A second full sync means the first snapshot was refused and the replica tried again.
+    until("a retried full sync", || syncs(&mut m, "sync_full") >= 2);
+    assert_eq!(
+        info(&mut r, "replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+    assert_eq!(cmd(&mut r, &["PING"]), "+PONG\r\n");
+    assert_eq!(
+        cmd(&mut r, &["DBSIZE"]),
+        ":0\r\n",
+        "nothing of a refused snapshot is loaded"
+    );
+    cmd(&mut m, &["DEL", "members"]);
+    until("the link once the set is gone", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(cmd(&mut r, &["GET", "s"]), "$1\r\nv\r\n");
+}
+
+fn field_names(c: &mut RawConn, section: &str) -> Vec<String> {
+    cmd(c, &["INFO", section])
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// A latchkey replica and a redis-server replica of the same master print the same
+/// `INFO replication` fields, in the same order, so tools that read one read the other.
+#[test]
+fn info_replication_of_a_replica_has_redis_fields() {
+    let master = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    let replica = latchkey();
+    let mut l = conn(replica.addr());
+    follow(&mut l, master.addr());
+    until("redis-server's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(
+        field_names(&mut l, "replication"),
+        field_names(&mut r, "replication")
+    );
+}
+
+/// `redis-cli --rdb` downloads latchkey's snapshot (with `SYNC`); `redis-check-rdb` accepts the
+/// file and a redis-server started on it holds the same data.
+#[test]
+fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    fill(&mut m);
+    let dir = temp_dir("rdbfile");
+    let file = dir.join("dump.rdb");
+    let port = master.addr().port().to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "--rdb", file.to_str().unwrap()])
+        .output()
+        .expect("run redis-cli");
+    assert!(out.status.success(), "redis-cli --rdb: {out:?}");
+    let check = std::process::Command::new("redis-check-rdb")
+        .arg(&file)
+        .output()
+        .expect("run redis-check-rdb");
+    assert!(check.status.success(), "redis-check-rdb: {check:?}");
+    let redis = RedisProcess::spawn(&["--dir", dir.to_str().unwrap(), "--dbfilename", "dump.rdb"]);
+    let mut r = conn(redis.addr());
+    assert_same_data(&mut m, &mut r);
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}
