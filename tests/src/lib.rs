@@ -3,10 +3,13 @@
 
 pub mod diff;
 pub mod fault_proxy;
+pub mod fencing;
+pub mod pair;
 pub mod raw;
 pub mod redis_proc;
 
 pub use diff::Diff;
 pub use fault_proxy::FaultProxy;
+pub use pair::{LatchkeyPair, RedisPair, ReplicatedPair};
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;
