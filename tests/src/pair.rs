@@ -167,7 +167,7 @@ pub struct RedisPair {
     master: Option<RedisProcess>,
     master_addr: SocketAddr,
     replica: RedisProcess,
-    rt: tokio::runtime::Runtime,
+    _rt: tokio::runtime::Runtime,
 }
 
 impl RedisPair {
@@ -189,7 +189,7 @@ impl RedisPair {
             master_addr: master.addr(),
             master: Some(master),
             replica,
-            rt,
+            _rt: rt,
         }
     }
 
