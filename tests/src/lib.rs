@@ -7,6 +7,7 @@ pub mod fencing;
 pub mod pair;
 pub mod raw;
 pub mod redis_proc;
+pub mod restart;
 
 pub use diff::Diff;
 pub use fault_proxy::FaultProxy;
