@@ -136,8 +136,7 @@ fn requests_per_second(stdout: &[u8]) -> Option<f64> {
     String::from_utf8_lossy(stdout)
         .split(['\r', '\n'])
         .filter_map(|l| l.strip_prefix("SET: "))
-        .filter(|l| l.contains("requests per second"))
-        .last()
+        .rfind(|l| l.contains("requests per second"))
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
 }
 
@@ -270,6 +269,19 @@ fn redis() -> Report {
     measure("redis-server", master.addr(), replica.addr())
 }
 
+/// `median / p99 / max` in whole bytes.
+fn bytes((a, b, c): (f64, f64, f64)) -> String {
+    format!("{a:.0} / {b:.0} / {c:.0}")
+}
+
+/// `median / p99 / max` in milliseconds.
+fn ms((a, b, c): (f64, f64, f64)) -> String {
+    format!("{a:.2} / {b:.2} / {c:.2}")
+}
+
+/// How one row of the table reads its figure from a report.
+type Column = dyn Fn(&Report) -> String;
+
 fn main() {
     let reports = [latchkey(), redis()];
     println!(
@@ -277,9 +289,7 @@ fn main() {
          every {} ms; figures are median / p99 / max\n",
         SAMPLE_EVERY.as_millis()
     );
-    let bytes = |(a, b, c): (f64, f64, f64)| format!("{a:.0} / {b:.0} / {c:.0}");
-    let ms = |(a, b, c): (f64, f64, f64)| format!("{a:.2} / {b:.2} / {c:.2}");
-    let rows: [(&str, &dyn Fn(&Report) -> String); 9] = [
+    let rows: [(&str, &Column); 9] = [
         ("SET requests/s (median run)", &|r| r.ops_per_sec.clone()),
         ("samples", &|r| r.samples.to_string()),
         ("replica offset lag, bytes", &|r| bytes(r.bytes)),
@@ -295,7 +305,10 @@ fn main() {
             Err(short) => format!("never: {short} B short"),
         }),
     ];
-    println!("{:<30} {:>28} {:>28}", "", reports[0].server, reports[1].server);
+    println!(
+        "{:<30} {:>28} {:>28}",
+        "", reports[0].server, reports[1].server
+    );
     for (name, f) in rows {
         println!("{name:<30} {:>28} {:>28}", f(&reports[0]), f(&reports[1]));
     }

@@ -152,9 +152,11 @@ impl ReplicatedPair for LatchkeyPair {
     fn crash_master(&mut self) {
         Self::failover(self.master(), &["CRASH"]);
         let master = self.master();
-        until("the crashed master to stop answering", Duration::from_secs(10), || {
-            RawConn::connect(master).is_err()
-        });
+        until(
+            "the crashed master to stop answering",
+            Duration::from_secs(10),
+            || RawConn::connect(master).is_err(),
+        );
     }
 }
 

@@ -65,7 +65,10 @@ fn lease_checked_write(c: &mut RawConn, owner: &str, value: &str) -> bool {
 fn unreplicated_lock_is_lost(p: &mut impl ReplicatedPair) {
     p.pause();
     let mut first = connect(p.master());
-    assert_eq!(first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]), OK);
+    assert_eq!(
+        first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]),
+        OK
+    );
     p.crash_master();
     p.promote();
     let mut second = connect(p.replica());
@@ -83,17 +86,26 @@ fn wait_confirmed_lock_is_never_held_twice<P: ReplicatedPair>(start: impl Fn() -
     let mut p = start();
     p.pause();
     let mut first = connect(p.master());
-    assert_eq!(first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]), OK);
+    assert_eq!(
+        first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]),
+        OK
+    );
     assert_eq!(first.cmd(&["WAIT", "1", "100"]), b":0\r\n", "{}", p.name());
     first.cmd(&["DEL", "lock"]); // not confirmed: not held
     p.crash_master();
     p.promote();
     let mut second = connect(p.replica());
-    assert_eq!(second.cmd(&["SET", "lock", "client-2", "NX", "PX", "30000"]), OK);
+    assert_eq!(
+        second.cmd(&["SET", "lock", "client-2", "NX", "PX", "30000"]),
+        OK
+    );
 
     let mut p = start();
     let mut first = connect(p.master());
-    assert_eq!(first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]), OK);
+    assert_eq!(
+        first.cmd(&["SET", "lock", "client-1", "NX", "PX", "30000"]),
+        OK
+    );
     assert_eq!(first.cmd(&["WAIT", "1", "5000"]), b":1\r\n", "{}", p.name());
     p.crash_master();
     p.promote();
@@ -162,7 +174,10 @@ fn paused_holder_is_caught_by_fencing(p: &mut impl ReplicatedPair) {
     let mut store = TokenCheckedStore::default();
     assert!(store.write("c2", t2));
     assert!(lease_checked_write(&mut second, "c2", "from-c2"));
-    assert!(!store.write("c1", t1), "the paused holder's late write got through");
+    assert!(
+        !store.write("c1", t1),
+        "the paused holder's late write got through"
+    );
     assert!(!lease_checked_write(&mut first, "c1", "from-c1"));
     assert_eq!(store.writes, ["c2"]);
     assert_eq!(first.cmd(&["GET", "resource"]), b"$7\r\nfrom-c2\r\n");

@@ -77,9 +77,11 @@ fn dropped_bytes_never_reach_the_replica() {
     let mut master = latchkey_tests::RawConn::connect(p.master()).unwrap();
     p.pause();
     assert_eq!(master.cmd(&["SET", "lost", "v"]), OK);
-    until("the proxy to hold the write", Duration::from_secs(10), || {
-        p.proxy().held_bytes() > 0
-    });
+    until(
+        "the proxy to hold the write",
+        Duration::from_secs(10),
+        || p.proxy().held_bytes() > 0,
+    );
     p.proxy().drop_held();
     assert_eq!(p.proxy().held_bytes(), 0);
     p.resume();
@@ -97,12 +99,16 @@ fn dropped_bytes_never_reach_the_replica() {
 fn cut_closes_the_live_link_and_keeps_it_down() {
     let p = RedisPair::start();
     p.proxy().cut();
-    until("the replica to see its link down", Duration::from_secs(10), || {
-        info_field(p.replica(), "master_link_status").as_deref() == Some("down")
-    });
-    until("the master to drop its replica", Duration::from_secs(10), || {
-        info_field(p.master(), "connected_slaves").as_deref() == Some("0")
-    });
+    until(
+        "the replica to see its link down",
+        Duration::from_secs(10),
+        || info_field(p.replica(), "master_link_status").as_deref() == Some("down"),
+    );
+    until(
+        "the master to drop its replica",
+        Duration::from_secs(10),
+        || info_field(p.master(), "connected_slaves").as_deref() == Some("0"),
+    );
     assert_eq!(cmd(p.master(), &["SET", "unseen", "v"]), OK);
     assert_eq!(cmd(p.master(), &["WAIT", "1", "100"]), b":0\r\n");
     assert_eq!(cmd(p.replica(), &["GET", "unseen"]), b"$-1\r\n");

@@ -151,7 +151,9 @@ async fn latchkey_restart_control_with_and_without_the_aof() {
         })
     };
     assert_eq!(
-        sock(&["SET", "lock", "c1", "NX", "PX", "30000"]).await.unwrap(),
+        sock(&["SET", "lock", "c1", "NX", "PX", "30000"])
+            .await
+            .unwrap(),
         b"+OK\r\n"
     );
 
@@ -167,7 +169,9 @@ async fn latchkey_restart_control_with_and_without_the_aof() {
     assert_eq!(node.addr(), addr);
     assert_eq!(sock(&["EXISTS", "lock"]).await.unwrap(), b":0\r\n");
     assert_eq!(
-        sock(&["SET", "lock", "c2", "NX", "PX", "30000"]).await.unwrap(),
+        sock(&["SET", "lock", "c2", "NX", "PX", "30000"])
+            .await
+            .unwrap(),
         b"+OK\r\n"
     );
     node.shutdown().await;
