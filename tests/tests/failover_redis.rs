@@ -7,7 +7,9 @@
 //! - (b) a lock confirmed with `WAIT` is never held twice;
 //! - (c) across that failover the `INCR` fencing token goes backwards, so a token-checked
 //!   resource lets the stale holder through, while a lease-checked write stops it;
-//! - (e) a holder that pauses past its TTL and then writes is caught by fencing.
+//! - (e) a holder that pauses past its TTL and then writes is caught by fencing;
+//! - and the lag control itself: a lagging replica applies a write late, and `WAIT` says so
+//!   until it has.
 
 use std::time::Duration;
 
@@ -187,6 +189,39 @@ fn paused_holder_is_caught_by_fencing(p: &mut impl ReplicatedPair) {
     let mut fresh_store = TokenCheckedStore::default();
     assert!(fresh_store.write("c1", t1), "nothing newer seen yet");
     assert!(!lease_checked_write(&mut first, "c1", "from-c1"));
+}
+
+/// Lag: the replica gets the stream a second late; meanwhile it does not have the write and
+/// `WAIT` times out; after it, both change.
+fn lagging_replica_applies_late(p: &mut impl ReplicatedPair) {
+    p.set_lag(Duration::from_secs(1));
+    let mut master = connect(p.master());
+    assert_eq!(master.cmd(&["SET", "late", "v"]), OK);
+    assert_eq!(master.cmd(&["WAIT", "1", "50"]), b":0\r\n", "{}", p.name());
+    assert_eq!(
+        connect(p.replica()).cmd(&["GET", "late"]),
+        NIL,
+        "{}: applied before its lag",
+        p.name()
+    );
+    assert_eq!(
+        master.cmd(&["WAIT", "1", "10000"]),
+        b":1\r\n",
+        "{}",
+        p.name()
+    );
+    assert_eq!(connect(p.replica()).cmd(&["GET", "late"]), b"$1\r\nv\r\n");
+    p.set_lag(Duration::ZERO);
+}
+
+#[test]
+fn latchkey_lagging_replica_applies_late() {
+    lagging_replica_applies_late(&mut LatchkeyPair::start());
+}
+
+#[test]
+fn redis_lagging_replica_applies_late() {
+    lagging_replica_applies_late(&mut RedisPair::start());
 }
 
 #[test]
