@@ -3,10 +3,12 @@
 
 pub mod diff;
 pub mod fault_proxy;
-pub mod fencing;
-pub mod pair;
 pub mod raw;
 pub mod redis_proc;
+
+// The failover harness: replicated pairs to drive, fencing resources, node restarts.
+pub mod fencing;
+pub mod pair;
 pub mod restart;
 
 pub use diff::Diff;
