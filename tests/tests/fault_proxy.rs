@@ -118,3 +118,24 @@ fn cut_closes_the_live_link_and_keeps_it_down() {
         "the replica got back through a cut proxy"
     );
 }
+
+/// The proxy knows nothing of Redis: a latchkey replica behind it suffers the same pause.
+#[test]
+fn the_proxy_also_sits_between_latchkey_servers() {
+    let master = latchkey_server::Server::builder().start_blocking().unwrap();
+    let replica = latchkey_server::Server::builder().start_blocking().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let proxy = rt.block_on(latchkey_tests::FaultProxy::start(master.addr()));
+    let port = proxy.addr().port().to_string();
+    assert_eq!(cmd(replica.addr(), &["REPLICAOF", "127.0.0.1", &port]), OK);
+    latchkey_tests::pair::wait_link_up(replica.addr());
+    let mut m = latchkey_tests::RawConn::connect(master.addr()).unwrap();
+    proxy.pause();
+    assert_eq!(m.cmd(&["SET", "k", "v"]), OK);
+    assert_eq!(m.cmd(&["WAIT", "1", "100"]), b":0\r\n");
+    assert_eq!(cmd(replica.addr(), &["GET", "k"]), b"$-1\r\n");
+    proxy.resume();
+    assert_eq!(m.cmd(&["WAIT", "1", "10000"]), b":1\r\n");
+    assert_eq!(cmd(replica.addr(), &["GET", "k"]), b"$1\r\nv\r\n");
+    drop(proxy);
+}
