@@ -8,7 +8,13 @@ pub mod raw;
 pub mod redis_proc;
 pub mod wasm_api;
 
+// The failover harness: replicated pairs to drive, fencing resources, node restarts.
+pub mod fencing;
+pub mod pair;
+pub mod restart;
+
 pub use diff::Diff;
 pub use fault_proxy::FaultProxy;
+pub use pair::{LatchkeyPair, RedisPair, ReplicatedPair};
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;

@@ -1,8 +1,11 @@
-//! Replication between latchkey servers, and the failover scenarios that lose a lock.
+//! Replication between latchkey servers, and the failover scenarios that lose a lock, driven
+//! with the in-process Rust controls (`ServerHandle`). `failover_redis.rs` runs the same
+//! scenarios over the wire on latchkey and on real `redis-server` pairs.
 
 use std::time::{Duration, Instant};
 
 use latchkey_server::{Frame, Server, ServerHandle};
+use latchkey_tests::fencing::{TokenCheckedStore, LEASE_CHECKED_WRITE};
 use latchkey_tests::RawConn;
 
 async fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -200,24 +203,6 @@ fn failover_over_the_wire() {
     assert_eq!(r.cmd(&["ROLE"])[..12], b"*3\r\n$6\r\nmast"[..12]);
 }
 
-/// A storage that accepts a write only with a fencing token larger than any it has seen.
-#[derive(Default)]
-struct TokenCheckedStore {
-    highest: Option<i64>,
-    writes: Vec<&'static str>,
-}
-
-impl TokenCheckedStore {
-    fn write(&mut self, who: &'static str, token: i64) -> bool {
-        if self.highest.is_some_and(|h| token <= h) {
-            return false;
-        }
-        self.highest = Some(token);
-        self.writes.push(who);
-        true
-    }
-}
-
 fn int(f: Frame) -> i64 {
     match f {
         Frame::Integer(i) => i,
@@ -268,7 +253,7 @@ async fn fencing_across_a_failover() {
 
     // Lease-checked storage: a write passes only if the lock on the current primary still
     // holds the writer's token, checked and applied atomically.
-    let cas = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[2], ARGV[2]) return 1 end return 0";
+    let cas = LEASE_CHECKED_WRITE;
     let mut stale = replica.client();
     assert_eq!(
         stale
@@ -295,7 +280,7 @@ async fn a_paused_holder_is_caught_by_fencing() {
         .start()
         .await
         .unwrap();
-    let acquire = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('incr', KEYS[2]) end return -1";
+    let acquire = latchkey_client::scripts::FENCED_ACQUIRE.body;
     let mut c1 = server.client();
     let mut c2 = server.client();
     let t1 = int(c1

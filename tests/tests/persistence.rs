@@ -130,3 +130,50 @@ fn real_redis_crash_restart_with_and_without_aof() {
         b"$-1\r\n"
     );
 }
+
+/// The restart control: a listening node restarts on the same address, keeping its lock when
+/// it replays its AOF and forgetting it when it starts without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latchkey_restart_control_with_and_without_the_aof() {
+    use latchkey_tests::restart::restart;
+    let dir = temp_dir("restart");
+    let node = Server::builder()
+        .config("dir", dir.to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", "always")
+        .start()
+        .await
+        .unwrap();
+    let addr = node.addr();
+    let sock = move |args: &'static [&'static str]| {
+        tokio::task::spawn_blocking(move || {
+            latchkey_tests::RawConn::connect(addr).unwrap().cmd(args)
+        })
+    };
+    assert_eq!(
+        sock(&["SET", "lock", "c1", "NX", "PX", "30000"])
+            .await
+            .unwrap(),
+        b"+OK\r\n"
+    );
+
+    let node = restart(node, true).await.unwrap();
+    assert_eq!(node.addr(), addr, "restarted on another address");
+    assert_eq!(
+        sock(&["GET", "lock"]).await.unwrap(),
+        b"$2\r\nc1\r\n",
+        "the AOF was not replayed"
+    );
+
+    let node = restart(node, false).await.unwrap();
+    assert_eq!(node.addr(), addr);
+    assert_eq!(sock(&["EXISTS", "lock"]).await.unwrap(), b":0\r\n");
+    assert_eq!(
+        sock(&["SET", "lock", "c2", "NX", "PX", "30000"])
+            .await
+            .unwrap(),
+        b"+OK\r\n"
+    );
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
