@@ -89,9 +89,15 @@ fn setup() -> Option<&'static PathBuf> {
                 );
             }
             let component = build_component();
-            let out = dir.join("out/latchkey.js");
-            let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-            if modified(&out) < modified(&component) {
+            // Transpile again whenever the component changed: out/source names the one it was
+            // made from (path and modification time).
+            let stamp = dir.join("out/source");
+            let source = format!(
+                "{} {:?}",
+                component.display(),
+                component.metadata().and_then(|m| m.modified()).ok()
+            );
+            if std::fs::read_to_string(&stamp).ok().as_deref() != Some(source.as_str()) {
                 run(
                     Command::new("node")
                         .current_dir(&dir)
@@ -99,6 +105,7 @@ fn setup() -> Option<&'static PathBuf> {
                         .arg(&component),
                     "jco transpile",
                 );
+                std::fs::write(&stamp, source).expect("write out/source");
             }
             Some(dir)
         })
@@ -250,4 +257,28 @@ fn the_component_runs_in_node_against_real_redis() {
     let redis = RedisProcess::spawn(&[]);
     let seen = run_scenario(dir, redis.addr());
     check_scenario(&seen, redis.addr());
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_in_node() {
+    let Some(dir) = setup() else {
+        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
+        return;
+    };
+    // A free port that nobody listens on: the import's `command` answers `err`, which the
+    // component passes on as the `err` of `try-acquire`, which jco throws.
+    let addr = format!("127.0.0.1:{}", latchkey_tests::redis_proc::free_port());
+    let out = Command::new("node")
+        .current_dir(dir)
+        .args(["scenario.js", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing was observed");
+    assert!(
+        stderr.contains("transport error: command: connect ECONNREFUSED"),
+        "{stderr}"
+    );
 }
