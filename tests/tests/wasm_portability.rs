@@ -209,7 +209,9 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
         seen["reentrant"][1..],
         ["2", "acquired", "acquired", "held"]
     );
+    assert_eq!(line("reentrant-renew"), "true false");
     assert_eq!(line("reentrant-release"), "not-owner still-held released");
+    assert_eq!(line("reentrant-after"), "0 acquired released");
     assert_eq!(line("rw"), "read true write true true false");
     assert_eq!(line("multi-while-one-held"), "true");
     assert_eq!(line("multi-release"), "2");
