@@ -13,8 +13,11 @@ import { encode, decode } from './resp.js';
 const { addr, port, signal } = workerData;
 const [host, portNumber] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
 
-/** One RESP connection: `send` writes a command, `onReply` gets each decoded reply's frames. */
-function connect(onReply) {
+/**
+ * One RESP connection: `onReply` gets each decoded reply's frames, `onClose` the reason the
+ * connection ended (after it was established).
+ */
+function connect(onReply, onClose) {
   return new Promise((resolve, reject) => {
     const socket = net.createConnection({ host, port: portNumber, noDelay: true });
     let pending = Buffer.alloc(0);
@@ -28,7 +31,12 @@ function connect(onReply) {
         onReply(frames);
       }
     });
-    socket.once('connect', () => resolve(socket));
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      socket.on('error', () => {}); // 'close' follows and reports it
+      socket.once('close', () => onClose('connection closed'));
+      resolve(socket);
+    });
     socket.once('error', reject);
   });
 }
@@ -37,10 +45,20 @@ function connect(onReply) {
 const waiting = [];
 let commandConn = null;
 async function command(args) {
-  commandConn ??= connect((frames) => waiting.shift().resolve(frames));
+  commandConn ??= connect(
+    (frames) => waiting.shift().resolve(frames),
+    (reason) => {
+      // Fail every command still waiting; the next one reconnects.
+      commandConn = null;
+      for (const w of waiting.splice(0)) w.reject(new Error(reason));
+    },
+  ).catch((e) => {
+    commandConn = null;
+    throw e;
+  });
   const socket = await commandConn;
-  return new Promise((resolve) => {
-    waiting.push({ resolve });
+  return new Promise((resolve, reject) => {
+    waiting.push({ resolve, reject });
     socket.write(encode(args));
   });
 }
@@ -49,8 +67,11 @@ async function command(args) {
 const subs = new Map();
 let nextSub = 1n;
 async function subscribe(channel) {
-  const sub = { unread: 0, wake: null, confirmed: null };
-  const confirmed = new Promise((resolve) => { sub.confirmed = resolve; });
+  const sub = { unread: 0, wake: null };
+  const confirmed = new Promise((resolve, reject) => {
+    sub.confirmed = resolve;
+    sub.failed = reject;
+  });
   sub.socket = await connect((frames) => {
     const kind = frames[1]?.tag === 'bulk' ? Buffer.from(frames[1].val).toString() : '';
     if (kind === 'subscribe') sub.confirmed();
@@ -58,6 +79,9 @@ async function subscribe(channel) {
       sub.unread++;
       sub.wake?.();
     }
+  }, (reason) => {
+    sub.failed(new Error(reason)); // before the confirmation: subscribe fails
+    sub.wake?.(); // after: a waiter stops waiting
   });
   sub.socket.write(encode(['SUBSCRIBE', channel]));
   await confirmed;

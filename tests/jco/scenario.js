@@ -60,7 +60,9 @@ const b = new locks.ReentrantLock('jco-re');
 const tags = [a.tryAcquire(30_000n).tag, a.tryAcquire(30_000n).tag, b.tryAcquire(30_000n).tag];
 const resumed = locks.ReentrantLock.resume(a.owner());
 pause('reentrant', a.owner().owner, resumed.holdCount(), ...tags);
+say('reentrant-renew', resumed.renew(60_000n), b.renew(60_000n));
 say('reentrant-release', b.release(30_000n), resumed.release(30_000n), a.release(30_000n));
+say('reentrant-after', a.holdCount(), b.tryAcquire(30_000n).tag, b.release(30_000n));
 
 // Read-write lock: readers share, a writer waits for them all, the mode travels in the lease.
 const rw = new locks.RwLock('jco-rw');

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use latchkey_server::Server;
 use latchkey_tests::{RawConn, RedisProcess};
@@ -43,10 +44,31 @@ fn run(cmd: &mut Command, what: &str) {
     assert!(status.success(), "{what} failed: {status}");
 }
 
-/// Builds the component (incrementally; a no-op when it is fresh) and returns its path. The
-/// inner cargo gets a target dir of its own: the outer one may still hold the workspace's.
+/// The newest modification time of any file under `path`.
+fn newest(path: &Path) -> Option<SystemTime> {
+    let meta = path.metadata().ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| newest(&e.ok()?.path()))
+        .max()
+}
+
+/// The component: the workspace's own debug build when it is newer than every source of the
+/// client (the README's test command builds it just before the tests), else a build of our
+/// own. The inner cargo gets a target dir of its own: the outer one holds the workspace's.
 fn build_component() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let prebuilt = root.join("target/wasm32-wasip2/debug/latchkey_client.wasm");
+    let sources = ["wasm-client", "Cargo.toml", "Cargo.lock"]
+        .iter()
+        .filter_map(|p| newest(&root.join(p)))
+        .max();
+    if prebuilt.metadata().and_then(|m| m.modified()).ok() > sources {
+        return prebuilt;
+    }
     let target = root.join("target/component-build");
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -89,9 +111,15 @@ fn setup() -> Option<&'static PathBuf> {
                 );
             }
             let component = build_component();
-            let out = dir.join("out/latchkey.js");
-            let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-            if modified(&out) < modified(&component) {
+            // Transpile again whenever the component changed: out/source names the one it was
+            // made from (path and modification time).
+            let stamp = dir.join("out/source");
+            let source = format!(
+                "{} {:?}",
+                component.display(),
+                component.metadata().and_then(|m| m.modified()).ok()
+            );
+            if std::fs::read_to_string(&stamp).ok().as_deref() != Some(source.as_str()) {
                 run(
                     Command::new("node")
                         .current_dir(&dir)
@@ -99,6 +127,7 @@ fn setup() -> Option<&'static PathBuf> {
                         .arg(&component),
                     "jco transpile",
                 );
+                std::fs::write(&stamp, source).expect("write out/source");
             }
             Some(dir)
         })
@@ -202,7 +231,9 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
         seen["reentrant"][1..],
         ["2", "acquired", "acquired", "held"]
     );
+    assert_eq!(line("reentrant-renew"), "true false");
     assert_eq!(line("reentrant-release"), "not-owner still-held released");
+    assert_eq!(line("reentrant-after"), "0 acquired released");
     assert_eq!(line("rw"), "read true write true true false");
     assert_eq!(line("multi-while-one-held"), "true");
     assert_eq!(line("multi-release"), "2");
@@ -250,4 +281,28 @@ fn the_component_runs_in_node_against_real_redis() {
     let redis = RedisProcess::spawn(&[]);
     let seen = run_scenario(dir, redis.addr());
     check_scenario(&seen, redis.addr());
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_in_node() {
+    let Some(dir) = setup() else {
+        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
+        return;
+    };
+    // A free port that nobody listens on: the import's `command` answers `err`, which the
+    // component passes on as the `err` of `try-acquire`, which jco throws.
+    let addr = format!("127.0.0.1:{}", latchkey_tests::redis_proc::free_port());
+    let out = Command::new("node")
+        .current_dir(dir)
+        .args(["scenario.js", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing was observed");
+    assert!(
+        stderr.contains("transport error: command: connect ECONNREFUSED"),
+        "{stderr}"
+    );
 }
