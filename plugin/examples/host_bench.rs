@@ -21,7 +21,11 @@ const CYCLES: u32 = 20_000;
 /// Resident memory of this process, in bytes (Linux).
 fn rss() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
@@ -62,7 +66,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cached = host.load(&path)?;
     let warm = t.elapsed();
     assert!(!plugin.from_cache && cached.from_cache);
-    println!("component                 {} ({} bytes)", path.display(), plugin.size);
+    println!(
+        "component                 {} ({} bytes)",
+        path.display(),
+        plugin.size
+    );
     println!("compile, cold             {cold:?}");
     println!("load from the disk cache  {warm:?}");
     println!("pooling allocator         {}", host.pooled());
@@ -76,11 +84,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         let mut inst = tenant.instantiate(&plugin).await?;
         inst_time += t.elapsed();
-        inst.try_lock("x", Duration::from_secs(60)).await?.map_err(|e| e.to_string())?;
+        inst.try_lock("x", Duration::from_secs(60))
+            .await?
+            .map_err(|e| e.to_string())?;
         live.push(inst);
     }
     let grown = rss().saturating_sub(before);
-    println!("instantiate, pooled       {} per tenant", per(inst_time, TENANTS));
+    println!(
+        "instantiate, pooled       {} per tenant",
+        per(inst_time, TENANTS)
+    );
     println!(
         "memory per live tenant    {:.1} KiB ({TENANTS} tenants, resident)",
         grown as f64 / 1024.0 / TENANTS as f64
@@ -92,9 +105,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut live = Vec::new();
     let t = Instant::now();
     for i in 0..TENANTS {
-        live.push(od_host.tenant(&format!("o{i}")).instantiate(&od_plugin).await?);
+        live.push(
+            od_host
+                .tenant(&format!("o{i}"))
+                .instantiate(&od_plugin)
+                .await?,
+        );
     }
-    println!("instantiate, on demand    {} per tenant", per(t.elapsed(), TENANTS));
+    println!(
+        "instantiate, on demand    {} per tenant",
+        per(t.elapsed(), TENANTS)
+    );
     drop(live);
 
     // One acquire+release cycle: native SimpleLock over LocalTransport, then the same lock
@@ -118,10 +139,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Box::pin(async move {
                 let locks = l.expect("lock client").latchkey_locks_locks().simple_lock();
                 let lock = locks.call_constructor(&mut *store, "bench-wasm").await?;
-                let mut cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
+                let cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
                     let lease = locks.call_try_acquire(&mut *store, lock, 10_000).await?;
                     let lease = lease.map_err(wasmtime::Error::msg)?.expect("free");
-                    locks.call_release(&mut *store, lock, &lease).await?.map_err(wasmtime::Error::msg)?;
+                    locks
+                        .call_release(&mut *store, lock, &lease)
+                        .await?
+                        .map_err(wasmtime::Error::msg)?;
                     Ok(())
                 };
                 for _ in 0..1_000 {
@@ -135,8 +159,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
         })
         .await?;
-    println!("cycle, native             {} (SimpleLock over LocalTransport)", per(native_d, CYCLES));
-    println!("cycle, in wasm            {} (same lock in the component)", per(wasm_d, CYCLES));
+    println!(
+        "cycle, native             {} (SimpleLock over LocalTransport)",
+        per(native_d, CYCLES)
+    );
+    println!(
+        "cycle, in wasm            {} (same lock in the component)",
+        per(wasm_d, CYCLES)
+    );
     println!(
         "wasm / native             {:.3}",
         wasm_d.as_secs_f64() / native_d.as_secs_f64()

@@ -86,7 +86,11 @@ impl<T: Transport + Clone> Backend for Wrap<T> {
 
     fn subscribe(&self, channel: Vec<u8>) -> BoxFuture<'_, Result<Box<dyn Subscription>, String>> {
         Box::pin(async move {
-            let sub = self.0.subscribe(&channel).await.map_err(|e| e.to_string())?;
+            let sub = self
+                .0
+                .subscribe(&channel)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(Box::new(WrapSub {
                 t: self.0.clone(),
                 sub,

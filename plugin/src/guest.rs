@@ -34,7 +34,15 @@ pub fn component_path() -> std::io::Result<PathBuf> {
     let own = root.join("target/component-build");
     let status = cargo()
         .current_dir(&root)
-        .args(["build", "-q", "-p", "latchkey-client", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "latchkey-client",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&own)
         .status()?;
     if !status.success() {
@@ -53,7 +61,15 @@ pub fn rogue_path() -> std::io::Result<PathBuf> {
     let own = root.join("target/rogue-build");
     let status = cargo()
         .current_dir(&root)
-        .args(["build", "-q", "--manifest-path", "plugin/rogue/Cargo.toml", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "-q",
+            "--manifest-path",
+            "plugin/rogue/Cargo.toml",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&own)
         .status()?;
     if !status.success() {

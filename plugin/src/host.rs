@@ -207,5 +207,9 @@ impl Host {
 fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
     let mut h = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    format!("{}-{:016x}.cwasm", hex::encode(Sha1::digest(bytes)), h.finish())
+    format!(
+        "{}-{:016x}.cwasm",
+        hex::encode(Sha1::digest(bytes)),
+        h.finish()
+    )
 }

@@ -63,13 +63,25 @@ pub struct LeaseKeeper {
 }
 
 /// Runs `script` with `EVALSHA`, falling back to `EVAL` when the server does not know it.
-async fn eval(backend: &dyn Backend, script: &Script, key: &[u8], argv: &[&[u8]]) -> Result<Reply, String> {
+async fn eval(
+    backend: &dyn Backend,
+    script: &Script,
+    key: &[u8],
+    argv: &[&[u8]],
+) -> Result<Reply, String> {
     let build = |verb: &str, first: &[u8]| {
-        let mut a = vec![verb.as_bytes().to_vec(), first.to_vec(), b"1".to_vec(), key.to_vec()];
+        let mut a = vec![
+            verb.as_bytes().to_vec(),
+            first.to_vec(),
+            b"1".to_vec(),
+            key.to_vec(),
+        ];
         a.extend(argv.iter().map(|v| v.to_vec()));
         a
     };
-    let reply = backend.command(build("EVALSHA", script.sha().as_bytes())).await?;
+    let reply = backend
+        .command(build("EVALSHA", script.sha().as_bytes()))
+        .await?;
     match &reply {
         Reply::Error(e) if e.starts_with("NOSCRIPT") => {
             backend.command(build("EVAL", script.body.as_bytes())).await
@@ -179,7 +191,14 @@ async fn renew(
     let mut last_ok = Instant::now();
     loop {
         tokio::time::sleep(ttl / 3).await;
-        let lost = match eval(&*backend, &EXTEND, &key, &[token.as_bytes(), ttl_ms.as_bytes()]).await {
+        let lost = match eval(
+            &*backend,
+            &EXTEND,
+            &key,
+            &[token.as_bytes(), ttl_ms.as_bytes()],
+        )
+        .await
+        {
             Ok(Reply::Int(1)) => {
                 last_ok = Instant::now();
                 None
@@ -187,7 +206,9 @@ async fn renew(
             Ok(Reply::Int(-1)) => Some("the lock expired or was deleted".to_string()),
             Ok(Reply::Int(_)) => Some("another holder took the lock".to_string()),
             Ok(other) => Some(format!("unexpected renewal reply {other:?}")),
-            Err(e) if last_ok.elapsed() >= ttl => Some(format!("renewals failed for a whole TTL: {e}")),
+            Err(e) if last_ok.elapsed() >= ttl => {
+                Some(format!("renewals failed for a whole TTL: {e}"))
+            }
             Err(_) => None,
         };
         if let Some(why) = lost {

@@ -17,7 +17,10 @@ use latchkey_server::Server;
 
 /// Command-line options.
 #[derive(Parser, Debug)]
-#[command(name = "latchkey", about = "Host lock-client tenants in wasmtime and let them take locks")]
+#[command(
+    name = "latchkey",
+    about = "Host lock-client tenants in wasmtime and let them take locks"
+)]
 struct Args {
     /// How many tenants (each in its own namespace).
     #[arg(long, default_value_t = 3)]
@@ -60,7 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(url) => (<dyn Backend>::redis(url).await?, None, url.clone()),
         None => {
             let server = Server::builder().no_listener().start().await?;
-            (<dyn Backend>::local(&server), Some(server), "the embedded latchkey server".into())
+            (
+                <dyn Backend>::local(&server),
+                Some(server),
+                "the embedded latchkey server".into(),
+            )
         }
     };
     let host = Host::new(
@@ -81,7 +88,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.tenants,
         args.workers,
         host.pooled(),
-        if plugin.from_cache { "from cache" } else { "now" }
+        if plugin.from_cache {
+            "from cache"
+        } else {
+            "now"
+        }
     );
     let started = Instant::now();
     let ttl = Duration::from_millis(args.ttl_ms);
@@ -91,7 +102,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for w in 0..args.workers {
             let (tenant, plugin, cycles) = (tenant.clone(), plugin.clone(), args.cycles);
             tasks.push(tokio::spawn(async move {
-                let mut r = Report { tenant: t, worker: w, acquired: 0, released: 0, host_calls: 0, error: None };
+                let mut r = Report {
+                    tenant: t,
+                    worker: w,
+                    acquired: 0,
+                    released: 0,
+                    host_calls: 0,
+                    error: None,
+                };
                 let mut inst = match tenant.instantiate(&plugin).await {
                     Ok(i) => i,
                     Err(e) => {

@@ -113,7 +113,10 @@ fn flatten(r: Reply, out: &mut Vec<WitFrame>) {
 }
 
 impl Host for TenantState {
-    async fn command(&mut self, args: Vec<Vec<u8>>) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
+    async fn command(
+        &mut self,
+        args: Vec<Vec<u8>>,
+    ) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
         self.enter().await?;
         let args = match self.ns.rewrite(args) {
             Ok(a) => a,
@@ -165,7 +168,12 @@ impl Host for TenantState {
         }
     }
 
-    async fn keep_lease(&mut self, key: Vec<u8>, token: String, ttl_ms: u64) -> wasmtime::Result<Result<u64, String>> {
+    async fn keep_lease(
+        &mut self,
+        key: Vec<u8>,
+        token: String,
+        ttl_ms: u64,
+    ) -> wasmtime::Result<Result<u64, String>> {
         self.enter().await?;
         Ok(self.keeper.keep(&key, token, Duration::from_millis(ttl_ms)))
     }

@@ -137,7 +137,9 @@ impl Instance {
         f: impl for<'a> FnOnce(Parts<'a>) -> BoxFuture<'a, wasmtime::Result<R>>,
     ) -> Result<R, Trapped> {
         if let Some(t) = &self.trapped {
-            return Err(Trapped(format!("already trapped ({t}); start a new instance")));
+            return Err(Trapped(format!(
+                "already trapped ({t}); start a new instance"
+            )));
         }
         self.store.data_mut().active_since = std::time::Instant::now();
         self.store.set_epoch_deadline(1);
@@ -180,8 +182,10 @@ impl Instance {
             .instance
             .get_typed_func::<P, R>(&mut self.store, name)
             .map_err(|e| Trapped(format!("no export '{name}' of that type: {e:#}")))?;
-        self.run(move |(store, _, _)| Box::pin(async move { f.call_async(&mut *store, params).await }))
-            .await
+        self.run(move |(store, _, _)| {
+            Box::pin(async move { f.call_async(&mut *store, params).await })
+        })
+        .await
     }
 
     fn need_locks(p: Option<&LockClient>) -> wasmtime::Result<&LockClient> {
@@ -189,7 +193,11 @@ impl Instance {
     }
 
     /// Tries to take the simple lock `name` for `ttl`.
-    pub async fn try_lock(&mut self, name: &str, ttl: Duration) -> Result<Result<Option<Lease>, String>, Trapped> {
+    pub async fn try_lock(
+        &mut self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Result<Option<Lease>, String>, Trapped> {
         let name = name.to_string();
         self.run(move |(store, _, l)| {
             Box::pin(async move {
@@ -227,7 +235,11 @@ impl Instance {
     }
 
     /// Releases a lease of the simple lock `name`.
-    pub async fn unlock(&mut self, name: &str, lease: Lease) -> Result<Result<Released, String>, Trapped> {
+    pub async fn unlock(
+        &mut self,
+        name: &str,
+        lease: Lease,
+    ) -> Result<Result<Released, String>, Trapped> {
         let name = name.to_string();
         self.run(move |(store, _, l)| {
             Box::pin(async move {
@@ -253,7 +265,9 @@ impl Instance {
             Box::pin(async move {
                 let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
                 let lock = locks.call_constructor(&mut *store, &name).await?;
-                let r = locks.call_extend(&mut *store, lock, &lease, ms(ttl)).await?;
+                let r = locks
+                    .call_extend(&mut *store, lock, &lease, ms(ttl))
+                    .await?;
                 lock.resource_drop_async(&mut *store).await?;
                 Ok(r)
             })

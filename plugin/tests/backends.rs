@@ -13,7 +13,10 @@ use latchkey_plugin::{Backend, Released};
 
 /// Runs `redis-cli` with `args` and returns its output.
 fn cli(args: &[&str]) -> String {
-    let out = Command::new("redis-cli").args(args).output().expect("redis-cli");
+    let out = Command::new("redis-cli")
+        .args(args)
+        .output()
+        .expect("redis-cli");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -51,18 +54,34 @@ async fn tenants_take_locks_on_a_real_cluster() {
         let mut t = host.tenant(tenant).instantiate(&plugin).await.unwrap();
         for i in 0..5 {
             let name = format!("job-{i}");
-            let l = t.try_lock(&name, ttl).await.unwrap().unwrap().expect("free");
-            assert_eq!(t.unlock(&name, l).await.unwrap().unwrap(), Released::Released);
+            let l = t
+                .try_lock(&name, ttl)
+                .await
+                .unwrap()
+                .unwrap()
+                .expect("free");
+            assert_eq!(
+                t.unlock(&name, l).await.unwrap().unwrap(),
+                Released::Released
+            );
         }
         // The fenced lock's script touches the lock key and its counter: one slot.
-        let (_, f1) = t.try_fenced("ledger", Duration::from_millis(30)).await.unwrap().unwrap().unwrap();
+        let (_, f1) = t
+            .try_fenced("ledger", Duration::from_millis(30))
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
         let (_, f2) = t.try_fenced("ledger", ttl).await.unwrap().unwrap().unwrap();
         assert!(f2 > f1);
         lasts.push(t.try_lock("held", ttl).await.unwrap().unwrap().unwrap());
     }
     let view = RedisTransport::connect_cluster(&urls).await.unwrap();
-    let got = view.command(vec![b"GET".to_vec(), b"{green:held}".to_vec()]).await.unwrap();
+    let got = view
+        .command(vec![b"GET".to_vec(), b"{green:held}".to_vec()])
+        .await
+        .unwrap();
     assert_eq!(got, Reply::Bulk(lasts[1].token.clone().into_bytes()));
 }
 
@@ -100,8 +119,14 @@ async fn tenants_take_locks_on_the_master_a_sentinel_names() {
         .expect("redis-server --sentinel");
     let _sentinel = Sentinel(child, dir);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !cli(&["-p", &port.to_string(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"])
-        .contains("127.0.0.1")
+    while !cli(&[
+        "-p",
+        &port.to_string(),
+        "SENTINEL",
+        "GET-MASTER-ADDR-BY-NAME",
+        "mymaster",
+    ])
+    .contains("127.0.0.1")
     {
         assert!(Instant::now() < deadline, "the sentinel never answered");
         std::thread::sleep(Duration::from_millis(20));
@@ -112,8 +137,21 @@ async fn tenants_take_locks_on_the_master_a_sentinel_names() {
     let host = common::host(backend);
     let plugin = common::lock_client(&host);
     let mut t = host.tenant("s").instantiate(&plugin).await.unwrap();
-    let l = t.try_lock("via-sentinel", Duration::from_secs(30)).await.unwrap().unwrap().unwrap();
-    let on_master = cli(&["-p", &master.addr.port().to_string(), "GET", "{s:via-sentinel}"]);
+    let l = t
+        .try_lock("via-sentinel", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let on_master = cli(&[
+        "-p",
+        &master.addr.port().to_string(),
+        "GET",
+        "{s:via-sentinel}",
+    ]);
     assert_eq!(on_master.trim(), l.token);
-    assert_eq!(t.unlock("via-sentinel", l).await.unwrap().unwrap(), Released::Released);
+    assert_eq!(
+        t.unlock("via-sentinel", l).await.unwrap().unwrap(),
+        Released::Released
+    );
 }

@@ -30,8 +30,16 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     });
     let mut cycles = 0;
     while !spin.is_finished() {
-        let lease = worker.try_lock("job", Duration::from_secs(5)).await.unwrap().unwrap().unwrap();
-        assert_eq!(worker.unlock("job", lease).await.unwrap().unwrap(), Released::Released);
+        let lease = worker
+            .try_lock("job", Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            worker.unlock("job", lease).await.unwrap().unwrap(),
+            Released::Released
+        );
         cycles += 1;
     }
     let (r, took, mut spinner) = spin.await.unwrap();
@@ -40,12 +48,19 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     eprintln!("spinner interrupted after {took:?}; the other tenant meanwhile did {cycles} cycles");
     // The bound the issue asks for: a 30 ms budget leaves 70 ms for a loaded machine.
     assert!(took < Duration::from_millis(100), "took {took:?}");
-    assert!(cycles > 0, "the other tenant made no progress while the spinner ran");
+    assert!(
+        cycles > 0,
+        "the other tenant made no progress while the spinner ran"
+    );
     // The trapped instance is never re-entered; the tenant can start afresh.
-    let again = spinner.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],)).await;
+    let again = spinner
+        .call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],))
+        .await;
     assert!(again.unwrap_err().0.contains("already trapped"));
     let mut fresh = host.tenant("spinner").instantiate(&rogue).await.unwrap();
-    let r = fresh.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],)).await;
+    let r = fresh
+        .call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["GET".into(), "k".into()],))
+        .await;
     assert_eq!(r.unwrap().0.unwrap(), "[Frame::Nil]");
 }
 
@@ -65,7 +80,12 @@ async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
     assert!(err.0.contains("growing memory to"), "{err}");
     // The host and the tenant's next instance are fine.
     let mut next = tenant.instantiate(&rogue).await.unwrap();
-    let ok = next.call::<(Vec<String>,), (Result<String, String>,)>("raw", (vec!["SET".into(), "a".into(), "1".into()],)).await;
+    let ok = next
+        .call::<(Vec<String>,), (Result<String, String>,)>(
+            "raw",
+            (vec!["SET".into(), "a".into(), "1".into()],),
+        )
+        .await;
     assert_eq!(ok.unwrap().0.unwrap(), "[Frame::Status(\"OK\")]");
 }
 
@@ -80,9 +100,14 @@ async fn a_tenant_that_traps_holding_a_lock_blocks_no_one_past_the_ttl() {
 
     // The host did not know the lease: the lock is left to expire.
     let mut bad = tenant.instantiate(&rogue).await.unwrap();
-    let r = bad.call::<(String, u64, bool), ()>("trap-holding", ("{left}".into(), 300, false)).await;
+    let r = bad
+        .call::<(String, u64, bool), ()>("trap-holding", ("{left}".into(), 300, false))
+        .await;
     assert!(r.unwrap_err().0.contains("unreachable"));
-    assert_eq!(view.cmd(["GET", "{t:left}"]).await, Frame::bulk("rogue-token"));
+    assert_eq!(
+        view.cmd(["GET", "{t:left}"]).await,
+        Frame::bulk("rogue-token")
+    );
     let mut worker = tenant.instantiate(&plugin).await.unwrap();
     let lease = worker
         .lock_wait("left", Duration::from_secs(10), Duration::from_secs(5))
@@ -90,15 +115,25 @@ async fn a_tenant_that_traps_holding_a_lock_blocks_no_one_past_the_ttl() {
         .unwrap()
         .unwrap()
         .expect("free once the TTL passed");
-    assert_eq!(worker.unlock("left", lease).await.unwrap().unwrap(), Released::Released);
+    assert_eq!(
+        worker.unlock("left", lease).await.unwrap().unwrap(),
+        Released::Released
+    );
 
     // The host kept the lease: it releases it as soon as the instance traps.
     let mut bad = tenant.instantiate(&rogue).await.unwrap();
-    let r = bad.call::<(String, u64, bool), ()>("trap-holding", ("{kept}".into(), 30_000, true)).await;
+    let r = bad
+        .call::<(String, u64, bool), ()>("trap-holding", ("{kept}".into(), 30_000, true))
+        .await;
     assert!(r.unwrap_err().0.contains("unreachable"));
     assert_eq!(view.cmd(["EXISTS", "{t:kept}"]).await, Frame::Integer(0));
     assert_eq!(bad.kept_leases(), 0);
-    assert!(worker.try_lock("kept", Duration::from_secs(10)).await.unwrap().unwrap().is_some());
+    assert!(worker
+        .try_lock("kept", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,14 +150,28 @@ async fn a_thousand_tenants_live_in_one_host_at_once() {
     let plugin = common::lock_client(&host);
     let mut live = Vec::new();
     for i in 0..1_000 {
-        let mut t = host.tenant(&format!("t{i}")).instantiate(&plugin).await.unwrap();
-        assert!(t.try_lock("x", Duration::from_secs(60)).await.unwrap().unwrap().is_some());
+        let mut t = host
+            .tenant(&format!("t{i}"))
+            .instantiate(&plugin)
+            .await
+            .unwrap();
+        assert!(t
+            .try_lock("x", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap()
+            .is_some());
         live.push(t);
     }
     assert_eq!(server.client().cmd(["DBSIZE"]).await, Frame::Integer(1_000));
     // All still answer: each sees its own lock held.
     for t in live.iter_mut().step_by(97) {
-        assert!(t.try_lock("x", Duration::from_secs(60)).await.unwrap().unwrap().is_none());
+        assert!(t
+            .try_lock("x", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap()
+            .is_none());
     }
     eprintln!("pooled: {}", host.pooled());
 }

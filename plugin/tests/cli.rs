@@ -8,12 +8,24 @@ use std::process::Command;
 fn the_cli_hosts_tenants_that_take_and_release_locks() {
     let component = latchkey_plugin::component_path().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .args(["--tenants", "3", "--workers", "2", "--cycles", "4", "--component"])
+        .args([
+            "--tenants",
+            "3",
+            "--workers",
+            "2",
+            "--cycles",
+            "4",
+            "--component",
+        ])
         .arg(&component)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for t in 0..3 {
         for w in 0..2 {
             assert!(
@@ -33,14 +45,25 @@ fn the_cli_runs_against_real_redis() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("against redis://"), "{text}");
-    assert!(text.contains("tenant1 worker0: acquired 2/2, released 2"), "{text}");
+    assert!(
+        text.contains("tenant1 worker0: acquired 2/2, released 2"),
+        "{text}"
+    );
 }
 
 #[test]
 fn the_cli_reports_a_server_it_cannot_reach() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let out = Command::new(env!("CARGO_BIN_EXE_latchkey"))
         .args(["--redis", &format!("redis://127.0.0.1:{port}")])
         .output()

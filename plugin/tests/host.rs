@@ -16,9 +16,20 @@ async fn session(host: &Host) -> String {
     let plugin = common::lock_client(host);
     let mut t = host.tenant("alpha").instantiate(&plugin).await.unwrap();
     let ttl = Duration::from_secs(30);
-    let lease = t.try_lock("orders", ttl).await.unwrap().unwrap().expect("free");
-    assert!(t.try_lock("orders", ttl).await.unwrap().unwrap().is_none(), "held twice");
-    assert_eq!(t.unlock("orders", lease.clone()).await.unwrap().unwrap(), Released::Released);
+    let lease = t
+        .try_lock("orders", ttl)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("free");
+    assert!(
+        t.try_lock("orders", ttl).await.unwrap().unwrap().is_none(),
+        "held twice"
+    );
+    assert_eq!(
+        t.unlock("orders", lease.clone()).await.unwrap().unwrap(),
+        Released::Released
+    );
     assert_eq!(
         t.unlock("orders", lease.clone()).await.unwrap().unwrap(),
         Released::AlreadyExpired
@@ -30,9 +41,19 @@ async fn session(host: &Host) -> String {
         .unwrap()
         .expect("free again");
     assert_ne!(lease.token, again.token);
-    let (_, f1) = t.try_fenced("ledger", Duration::from_millis(50)).await.unwrap().unwrap().unwrap();
+    let (_, f1) = t
+        .try_fenced("ledger", Duration::from_millis(50))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (_, f2) = t.try_fenced("ledger", Duration::from_millis(50)).await.unwrap().unwrap().unwrap();
+    let (_, f2) = t
+        .try_fenced("ledger", Duration::from_millis(50))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(f2 > f1, "fencing tokens must increase");
     again.token
 }
@@ -55,7 +76,10 @@ async fn a_tenant_takes_and_releases_locks_on_real_redis() {
     let held = session(&host).await;
     let view = RedisTransport::connect(&redis.url()).await.unwrap();
     let get = |k: &str| view.command(vec![b"GET".to_vec(), k.as_bytes().to_vec()]);
-    assert_eq!(get("{alpha:orders}").await.unwrap(), Reply::Bulk(held.into_bytes()));
+    assert_eq!(
+        get("{alpha:orders}").await.unwrap(),
+        Reply::Bulk(held.into_bytes())
+    );
     assert_eq!(get("{orders}").await.unwrap(), Reply::Nil);
 }
 
@@ -66,7 +90,12 @@ async fn a_waiting_guest_is_woken_by_the_unlock_message_without_holding_a_thread
     let plugin = common::lock_client(&host);
     let tenant = host.tenant("w");
     let mut holder = tenant.instantiate(&plugin).await.unwrap();
-    let lease = holder.try_lock("q", Duration::from_secs(30)).await.unwrap().unwrap().unwrap();
+    let lease = holder
+        .try_lock("q", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     // Many waiters of the same tenant, each suspended in its backoff or its unlock wait: on a
     // 2-worker runtime they could not all wait at once if each held a thread.
     let mut waiters = Vec::new();
@@ -83,7 +112,10 @@ async fn a_waiting_guest_is_woken_by_the_unlock_message_without_holding_a_thread
         }));
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(holder.unlock("q", lease).await.unwrap().unwrap(), Released::Released);
+    assert_eq!(
+        holder.unlock("q", lease).await.unwrap().unwrap(),
+        Released::Released
+    );
     for w in waiters {
         w.await.unwrap();
     }
@@ -92,7 +124,11 @@ async fn a_waiting_guest_is_woken_by_the_unlock_message_without_holding_a_thread
 #[test]
 fn the_namespace_refuses_what_a_tenant_may_not_run() {
     let ns = Namespace::new("t1");
-    let cmd = |args: &[&str]| args.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>();
+    let cmd = |args: &[&str]| {
+        args.iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect::<Vec<_>>()
+    };
     for bad in [
         cmd(&["FLUSHALL"]),
         cmd(&["CONFIG", "SET", "maxclients", "1"]),
@@ -103,10 +139,14 @@ fn the_namespace_refuses_what_a_tenant_may_not_run() {
     ] {
         assert!(ns.rewrite(bad.clone()).is_err(), "{bad:?} was allowed");
     }
-    let ok = ns.rewrite(cmd(&["SET", "{lock}", "tok", "NX", "PX", "100"])).unwrap();
+    let ok = ns
+        .rewrite(cmd(&["SET", "{lock}", "tok", "NX", "PX", "100"]))
+        .unwrap();
     assert_eq!(ok[1], b"{t1:lock}".to_vec());
     let release = latchkey_client::scripts::RELEASE.sha().to_string();
-    let ok = ns.rewrite(cmd(&["EVALSHA", &release, "1", "{lock}", "tok"])).unwrap();
+    let ok = ns
+        .rewrite(cmd(&["EVALSHA", &release, "1", "{lock}", "tok"]))
+        .unwrap();
     assert_eq!(ok[3], b"{t1:lock}".to_vec());
     assert_eq!(ok[4], b"tok".to_vec(), "arguments are not keys");
     assert_eq!(ns.key(b"plain"), b"t1:plain".to_vec());
@@ -127,17 +167,32 @@ async fn compiled_components_are_cached_on_disk_per_engine_and_component() {
     };
     let host = Host::new(<dyn Backend>::local(&server), config()).unwrap();
     let path = latchkey_plugin::component_path().unwrap();
-    assert!(!host.load(&path).unwrap().from_cache, "compiled the first time");
+    assert!(
+        !host.load(&path).unwrap().from_cache,
+        "compiled the first time"
+    );
     // A second engine with the same settings reuses the file.
     let again = Host::new(<dyn Backend>::local(&server), config()).unwrap();
     let cached = again.load(&path).unwrap();
     assert!(cached.from_cache);
     let mut t = again.tenant("c").instantiate(&cached).await.unwrap();
-    assert!(t.try_lock("x", Duration::from_secs(5)).await.unwrap().unwrap().is_some());
+    assert!(t
+        .try_lock("x", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap()
+        .is_some());
     // Another component gets a file of its own.
-    assert!(!again.load(&latchkey_plugin::guest::rogue_path().unwrap()).unwrap().from_cache);
+    assert!(
+        !again
+            .load(&latchkey_plugin::guest::rogue_path().unwrap())
+            .unwrap()
+            .from_cache
+    );
     let files = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok);
-    let cwasm = files.filter(|f| f.path().extension().is_some_and(|e| e == "cwasm")).count();
+    let cwasm = files
+        .filter(|f| f.path().extension().is_some_and(|e| e == "cwasm"))
+        .count();
     assert_eq!(cwasm, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -157,6 +212,14 @@ async fn a_pool_that_cannot_be_reserved_falls_back_to_on_demand_instances() {
     assert!(!host.pooled());
     let plugin = common::lock_client(&host);
     let mut t = host.tenant("od").instantiate(&plugin).await.unwrap();
-    assert!(t.try_lock("x", Duration::from_secs(5)).await.unwrap().unwrap().is_some());
-    assert!(common::host(<dyn Backend>::local(&server)).pooled(), "a small pool is reserved");
+    assert!(t
+        .try_lock("x", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap()
+        .is_some());
+    assert!(
+        common::host(<dyn Backend>::local(&server)).pooled(),
+        "a small pool is reserved"
+    );
 }

@@ -45,7 +45,10 @@ async fn held(inst: &mut Instance, lock: ResourceAny) -> bool {
     .unwrap()
 }
 
-async fn release(inst: &mut Instance, lock: ResourceAny) -> Result<Result<Released, String>, latchkey_plugin::Trapped> {
+async fn release(
+    inst: &mut Instance,
+    lock: ResourceAny,
+) -> Result<Result<Released, String>, latchkey_plugin::Trapped> {
     inst.run(move |(store, _, l)| {
         Box::pin(async move {
             let w = l.unwrap().latchkey_locks_watchdog().watched_lock();
@@ -70,7 +73,10 @@ async fn the_keeper_keeps_a_watched_lock_past_its_ttl_until_released() {
     let mut view = server.client();
     assert!(matches!(view.cmd(["PTTL", "{k:job}"]).await, Frame::Integer(ms) if ms > 0));
     assert!(held(&mut inst, lock).await);
-    assert_eq!(release(&mut inst, lock).await.unwrap().unwrap(), Released::Released);
+    assert_eq!(
+        release(&mut inst, lock).await.unwrap().unwrap(),
+        Released::Released
+    );
     assert!(!held(&mut inst, lock).await);
     assert_eq!(inst.kept_leases(), 0);
     assert_eq!(view.cmd(["EXISTS", "{k:job}"]).await, Frame::Integer(0));
@@ -100,12 +106,27 @@ async fn a_lost_lease_interrupts_the_tenant() {
     assert!(lost, "the keeper never noticed");
     // Any other host call now traps, and the instance is gone for good.
     let err = release(&mut inst, lock).await.unwrap_err();
-    assert!(err.0.contains("lost (another holder took the lock)"), "{err}");
-    assert!(inst.try_lock("other", Duration::from_secs(1)).await.is_err());
-    assert_eq!(view.cmd(["GET", "{k:job}"]).await, Frame::bulk("intruder"), "not ours to delete");
+    assert!(
+        err.0.contains("lost (another holder took the lock)"),
+        "{err}"
+    );
+    assert!(inst
+        .try_lock("other", Duration::from_secs(1))
+        .await
+        .is_err());
+    assert_eq!(
+        view.cmd(["GET", "{k:job}"]).await,
+        Frame::bulk("intruder"),
+        "not ours to delete"
+    );
     // The tenant starts afresh.
     let mut fresh = tenant.instantiate(&plugin).await.unwrap();
-    assert!(fresh.try_lock("other", Duration::from_secs(1)).await.unwrap().unwrap().is_some());
+    assert!(fresh
+        .try_lock("other", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap()
+        .is_some());
 }
 
 /// A tenant computing inside its critical section (no host calls) keeps its lock past the TTL,
@@ -121,7 +142,8 @@ async fn a_busy_tenant_keeps_its_lock_and_is_stopped_when_it_loses_it() {
     let rogue = common::rogue(&host);
     let mut busy = host.tenant("b").instantiate(&rogue).await.unwrap();
     let run = tokio::spawn(async move {
-        busy.call::<(String, u64), ()>("hold-and-spin", ("{crit}".into(), 200)).await
+        busy.call::<(String, u64), ()>("hold-and-spin", ("{crit}".into(), 200))
+            .await
     });
     let mut view = server.client();
     // Wait until it holds the lock, then let three TTLs pass.
@@ -129,7 +151,10 @@ async fn a_busy_tenant_keeps_its_lock_and_is_stopped_when_it_loses_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(view.cmd(["GET", "{b:crit}"]).await, Frame::bulk("rogue-token"));
+    assert_eq!(
+        view.cmd(["GET", "{b:crit}"]).await,
+        Frame::bulk("rogue-token")
+    );
     assert!(!run.is_finished());
     // The lock is lost: the spinning tenant is interrupted at its next epoch tick.
     assert_eq!(view.cmd(["DEL", "{b:crit}"]).await, Frame::Integer(1));
@@ -138,5 +163,8 @@ async fn a_busy_tenant_keeps_its_lock_and_is_stopped_when_it_loses_it() {
         .expect("interrupted long before its 20 s CPU budget")
         .unwrap()
         .unwrap_err();
-    assert!(err.0.contains("lost (the lock expired or was deleted)"), "{err}");
+    assert!(
+        err.0.contains("lost (the lock expired or was deleted)"),
+        "{err}"
+    );
 }

@@ -8,7 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use latchkey_plugin::{component_path, guest::rogue_path, Backend, Host, HostConfig, Limits, Plugin};
+use latchkey_plugin::{
+    component_path, guest::rogue_path, Backend, Host, HostConfig, Limits, Plugin,
+};
 
 /// A `redis-server` child process on a free port, killed on drop.
 pub struct RedisProcess {
@@ -20,7 +22,11 @@ pub struct RedisProcess {
 
 /// A port the OS says is free right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl RedisProcess {
@@ -33,7 +39,10 @@ impl RedisProcess {
     pub fn spawn_with(extra: &[&str]) -> RedisProcess {
         for _ in 0..5 {
             let port = free_port();
-            let dir = std::env::temp_dir().join(format!("latchkey-plugin-redis-{port}-{}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!(
+                "latchkey-plugin-redis-{port}-{}",
+                std::process::id()
+            ));
             std::fs::create_dir_all(&dir).unwrap();
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])

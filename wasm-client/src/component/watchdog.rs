@@ -37,8 +37,8 @@ impl api::GuestWatchedLock for WatchedLock {
         if self.kept.borrow().is_some() {
             return Ok(false);
         }
-        let Some(lease) =
-            block_on(self.lock.try_acquire(Duration::from_millis(ttl_ms))).map_err(|e| e.to_string())?
+        let Some(lease) = block_on(self.lock.try_acquire(Duration::from_millis(ttl_ms)))
+            .map_err(|e| e.to_string())?
         else {
             return Ok(false);
         };
