@@ -175,3 +175,41 @@ async fn a_thousand_tenants_live_in_one_host_at_once() {
     }
     eprintln!("pooled: {}", host.pooled());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_calls_over_the_tenants_rate_wait_and_its_instances_share_the_bucket() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let limits = Limits {
+        calls_per_sec: 100.0,
+        burst: 10.0,
+        ..Limits::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
+    let rogue = common::rogue(&host);
+    let chatty = host.tenant("chatty");
+    // Two instances of one tenant share its bucket: 10 calls of burst, then 100 per second.
+    let mut a = chatty.instantiate(&rogue).await.unwrap();
+    let mut b = chatty.instantiate(&rogue).await.unwrap();
+    let get = || (vec!["GET".to_string(), "k".to_string()],);
+    let t = Instant::now();
+    for _ in 0..20 {
+        a.call::<_, (Result<String, String>,)>("raw", get())
+            .await
+            .unwrap()
+            .0
+            .unwrap();
+        b.call::<_, (Result<String, String>,)>("raw", get())
+            .await
+            .unwrap()
+            .0
+            .unwrap();
+    }
+    // 40 calls, 10 free: at least 30 waited 10 ms each (a lower bound only: never flaky).
+    assert!(
+        t.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t.elapsed()
+    );
+    // Waiting is not refusing: every call was answered.
+    assert_eq!(a.host_calls() + b.host_calls(), 40);
+}
