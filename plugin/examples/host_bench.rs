@@ -16,7 +16,6 @@ use latchkey_plugin::{component_path, Backend, Host, HostConfig};
 use latchkey_server::Server;
 
 const TENANTS: u32 = 1_000;
-const CYCLES: u32 = 20_000;
 
 /// Resident memory of this process, in bytes (Linux).
 fn rss() -> u64 {
@@ -48,6 +47,11 @@ fn per(d: Duration, n: u32) -> String {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Lock cycles per measurement (`BENCH_CYCLES`, default 20 000).
+    let cycles: u32 = std::env::var("BENCH_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(20_000);
     let path = component();
     let server = Server::builder().no_listener().start().await?;
     let cache = std::env::temp_dir().join(format!("latchkey-bench-cache-{}", std::process::id()));
@@ -127,7 +131,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         native.release(&l).await?;
     }
     let t = Instant::now();
-    for _ in 0..CYCLES {
+    for _ in 0..cycles {
         let l = native.try_acquire(ttl).await?.expect("free");
         native.release(&l).await?;
     }
@@ -152,20 +156,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     cycle(store).await?;
                 }
                 let t = Instant::now();
-                for _ in 0..CYCLES {
+                for _ in 0..cycles {
                     cycle(store).await?;
                 }
                 Ok(t.elapsed())
             })
         })
         .await?;
+    // What a call costs by itself: into the guest and straight back (a `held()` of a watched
+    // lock never acquired: no host call), and with one host call (`held()` once acquired).
+    let (bare, one_host_call) = inst
+        .run(|(store, _, l)| {
+            Box::pin(async move {
+                let w = l
+                    .expect("lock client")
+                    .latchkey_locks_watchdog()
+                    .watched_lock();
+                let idle = w.call_constructor(&mut *store, "bench-idle").await?;
+                let t = Instant::now();
+                for _ in 0..cycles {
+                    w.call_held(&mut *store, idle).await?;
+                }
+                let bare = t.elapsed();
+                let kept = w.call_constructor(&mut *store, "bench-kept").await?;
+                let took = w.call_acquire(&mut *store, kept, 60_000).await?;
+                assert!(took.map_err(wasmtime::Error::msg)?);
+                let t = Instant::now();
+                for _ in 0..cycles {
+                    w.call_held(&mut *store, kept).await?;
+                }
+                Ok((bare, t.elapsed()))
+            })
+        })
+        .await?;
+    println!("guest call, no host call  {}", per(bare, cycles));
+    println!("guest call + 1 host call  {}", per(one_host_call, cycles));
     println!(
         "cycle, native             {} (SimpleLock over LocalTransport)",
-        per(native_d, CYCLES)
+        per(native_d, cycles)
     );
     println!(
         "cycle, in wasm            {} (same lock in the component)",
-        per(wasm_d, CYCLES)
+        per(wasm_d, cycles)
     );
     println!(
         "wasm / native             {:.3}",
