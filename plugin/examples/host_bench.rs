@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use latchkey_client::locks::SimpleLock;
 use latchkey_client::native::LocalTransport;
+use latchkey_client::Transport;
 use latchkey_plugin::{component_path, Backend, Host, HostConfig, Limits};
 use latchkey_server::Server;
 
@@ -132,16 +133,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // One acquire+release cycle: native SimpleLock over LocalTransport, then the same lock
     // code inside wasm (one resource, two guest calls per cycle), same server.
-    let native = SimpleLock::new(LocalTransport::new(&server), "bench-native");
+    let native = LocalTransport::new(&server);
+    let lock = SimpleLock::new(native.clone(), "bench-native");
     let ttl = Duration::from_secs(10);
     for _ in 0..1_000 {
-        let l = native.try_acquire(ttl).await?.expect("free");
-        native.release(&l).await?;
+        let l = lock.try_acquire(ttl).await?.expect("free");
+        lock.release(&l).await?;
     }
     let t = Instant::now();
     for _ in 0..cycles {
-        let l = native.try_acquire(ttl).await?.expect("free");
-        native.release(&l).await?;
+        let l = lock.try_acquire(ttl).await?.expect("free");
+        lock.release(&l).await?;
     }
     let native_d = t.elapsed();
 
@@ -199,6 +201,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
         })
         .await?;
+    // One command, from the rogue guest's raw export, against native `GET`: the host path of
+    // a single command (a refused one never reaches the server).
+    let rogue = host.load(&latchkey_plugin::guest::rogue_path()?)?;
+    let mut raw = host.tenant("raw").instantiate(&rogue).await?;
+    let mut time_raw = async |args: &[&str]| -> Result<Duration, Box<dyn std::error::Error>> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let t = Instant::now();
+        for _ in 0..cycles {
+            let _ = raw
+                .call::<_, (Result<String, String>,)>("raw", (args.clone(),))
+                .await?;
+        }
+        Ok(t.elapsed())
+    };
+    let refused = time_raw(&["FLUSHALL"]).await?;
+    let get_wasm = time_raw(&["GET", "k"]).await?;
+    let t = Instant::now();
+    for _ in 0..cycles {
+        native.command(vec![b"GET".to_vec(), b"k".to_vec()]).await?;
+    }
+    let get_native = t.elapsed();
+    println!("raw call, refused         {}", per(refused, cycles));
+    println!("raw call, GET             {}", per(get_wasm, cycles));
+    println!("native GET                {}", per(get_native, cycles));
     println!("redis host calls / cycle  {per_cycle:.2}");
     println!("guest call, no host call  {}", per(bare, cycles));
     println!("guest call + 1 host call  {}", per(one_host_call, cycles));
