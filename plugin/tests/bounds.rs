@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latchkey_plugin::{Backend, Host, HostConfig, Limits, Released};
@@ -23,25 +25,40 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let mut spinner = host.tenant("spinner").instantiate(&rogue).await.unwrap();
     let mut worker = host.tenant("worker").instantiate(&plugin).await.unwrap();
 
+    // Both tenants are tasks of this one thread. The worker counts the cycles it completes
+    // while the spinner is inside its call: each needs the spinner to have yielded.
+    const BEFORE: u8 = 0;
+    const SPINNING: u8 = 1;
+    const DONE: u8 = 2;
+    let state = Arc::new(AtomicU8::new(BEFORE));
+    let s = state.clone();
     let spin = tokio::spawn(async move {
+        s.store(SPINNING, Ordering::SeqCst);
         let t = Instant::now();
         let r = spinner.call::<(), ()>("spin", ()).await;
-        (r, t.elapsed(), spinner)
+        let took = t.elapsed();
+        s.store(DONE, Ordering::SeqCst);
+        (r, took, spinner)
     });
-    let mut cycles = 0;
-    while !spin.is_finished() {
-        let lease = worker
-            .try_lock("job", Duration::from_secs(5))
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            worker.unlock("job", lease).await.unwrap().unwrap(),
-            Released::Released
-        );
-        cycles += 1;
-    }
+    let s = state.clone();
+    let work = tokio::spawn(async move {
+        let mut during = 0;
+        while s.load(Ordering::SeqCst) != DONE {
+            let lease = worker
+                .try_lock("job", Duration::from_secs(5))
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let released = worker.unlock("job", lease).await.unwrap().unwrap();
+            assert_eq!(released, Released::Released);
+            if s.load(Ordering::SeqCst) == SPINNING {
+                during += 1;
+            }
+        }
+        during
+    });
+    let cycles = work.await.unwrap();
     let (r, took, mut spinner) = spin.await.unwrap();
     let err = r.expect_err("spinning forever must be interrupted");
     assert!(err.0.contains("without calling the host"), "{err}");
