@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use latchkey_client::locks::SimpleLock;
 use latchkey_client::native::LocalTransport;
-use latchkey_plugin::{component_path, Backend, Host, HostConfig};
+use latchkey_client::Transport;
+use latchkey_plugin::{component_path, Backend, Host, HostConfig, Limits};
 use latchkey_server::Server;
 
 const TENANTS: u32 = 1_000;
-const CYCLES: u32 = 20_000;
 
 /// Resident memory of this process, in bytes (Linux).
 fn rss() -> u64 {
@@ -48,6 +48,11 @@ fn per(d: Duration, n: u32) -> String {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Lock cycles per measurement (`BENCH_CYCLES`, default 20 000).
+    let cycles: u32 = std::env::var("BENCH_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(20_000);
     let path = component();
     let server = Server::builder().no_listener().start().await?;
     let cache = std::env::temp_dir().join(format!("latchkey-bench-cache-{}", std::process::id()));
@@ -55,6 +60,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = |pool: u32| HostConfig {
         pool_instances: pool,
         cache_dir: Some(cache.clone()),
+        // The bench's own loops call the guest many times within one `run`, whose CPU budget
+        // counts from its start, and faster than the default rate limit (100 000 host calls a
+        // second per tenant): lift both, this measures the host, not its policy.
+        limits: Limits {
+            cpu_budget: Duration::from_secs(3600),
+            calls_per_sec: 1e12,
+            ..Limits::default()
+        },
         ..HostConfig::default()
     };
 
@@ -120,26 +133,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // One acquire+release cycle: native SimpleLock over LocalTransport, then the same lock
     // code inside wasm (one resource, two guest calls per cycle), same server.
-    let native = SimpleLock::new(LocalTransport::new(&server), "bench-native");
+    let native = LocalTransport::new(&server);
+    let lock = SimpleLock::new(native.clone(), "bench-native");
     let ttl = Duration::from_secs(10);
     for _ in 0..1_000 {
-        let l = native.try_acquire(ttl).await?.expect("free");
-        native.release(&l).await?;
+        let l = lock.try_acquire(ttl).await?.expect("free");
+        lock.release(&l).await?;
     }
     let t = Instant::now();
-    for _ in 0..CYCLES {
-        let l = native.try_acquire(ttl).await?.expect("free");
-        native.release(&l).await?;
+    for _ in 0..cycles {
+        let l = lock.try_acquire(ttl).await?.expect("free");
+        lock.release(&l).await?;
     }
     let native_d = t.elapsed();
 
     let mut inst = host.tenant("bench").instantiate(&plugin).await?;
+    let calls_before = inst.host_calls();
     let wasm_d = inst
         .run(|(store, _, l)| {
             Box::pin(async move {
                 let locks = l.expect("lock client").latchkey_locks_locks().simple_lock();
                 let lock = locks.call_constructor(&mut *store, "bench-wasm").await?;
-                let mut cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
+                let cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
                     let lease = locks.call_try_acquire(&mut *store, lock, 10_000).await?;
                     let lease = lease.map_err(wasmtime::Error::msg)?.expect("free");
                     locks
@@ -152,20 +167,74 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     cycle(store).await?;
                 }
                 let t = Instant::now();
-                for _ in 0..CYCLES {
+                for _ in 0..cycles {
                     cycle(store).await?;
                 }
                 Ok(t.elapsed())
             })
         })
         .await?;
+    let per_cycle = (inst.host_calls() - calls_before) as f64 / (cycles + 1_000) as f64;
+    // What a call costs by itself: into the guest and straight back (a `held()` of a watched
+    // lock never acquired: no host call), and with one host call (`held()` once acquired).
+    let (bare, one_host_call) = inst
+        .run(|(store, _, l)| {
+            Box::pin(async move {
+                let w = l
+                    .expect("lock client")
+                    .latchkey_locks_watchdog()
+                    .watched_lock();
+                let idle = w.call_constructor(&mut *store, "bench-idle").await?;
+                let t = Instant::now();
+                for _ in 0..cycles {
+                    w.call_held(&mut *store, idle).await?;
+                }
+                let bare = t.elapsed();
+                let kept = w.call_constructor(&mut *store, "bench-kept").await?;
+                let took = w.call_acquire(&mut *store, kept, 60_000).await?;
+                assert!(took.map_err(wasmtime::Error::msg)?);
+                let t = Instant::now();
+                for _ in 0..cycles {
+                    w.call_held(&mut *store, kept).await?;
+                }
+                Ok((bare, t.elapsed()))
+            })
+        })
+        .await?;
+    // One command, from the rogue guest's raw export, against native `GET`: the host path of
+    // a single command (a refused one never reaches the server).
+    let rogue = host.load(&latchkey_plugin::guest::rogue_path()?)?;
+    let mut raw = host.tenant("raw").instantiate(&rogue).await?;
+    let mut time_raw = async |args: &[&str]| -> Result<Duration, Box<dyn std::error::Error>> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let t = Instant::now();
+        for _ in 0..cycles {
+            let _ = raw
+                .call::<_, (Result<String, String>,)>("raw", (args.clone(),))
+                .await?;
+        }
+        Ok(t.elapsed())
+    };
+    let refused = time_raw(&["FLUSHALL"]).await?;
+    let get_wasm = time_raw(&["GET", "k"]).await?;
+    let t = Instant::now();
+    for _ in 0..cycles {
+        native.command(vec![b"GET".to_vec(), b"k".to_vec()]).await?;
+    }
+    let get_native = t.elapsed();
+    println!("raw call, refused         {}", per(refused, cycles));
+    println!("raw call, GET             {}", per(get_wasm, cycles));
+    println!("native GET                {}", per(get_native, cycles));
+    println!("redis host calls / cycle  {per_cycle:.2}");
+    println!("guest call, no host call  {}", per(bare, cycles));
+    println!("guest call + 1 host call  {}", per(one_host_call, cycles));
     println!(
         "cycle, native             {} (SimpleLock over LocalTransport)",
-        per(native_d, CYCLES)
+        per(native_d, cycles)
     );
     println!(
         "cycle, in wasm            {} (same lock in the component)",
-        per(wasm_d, CYCLES)
+        per(wasm_d, cycles)
     );
     println!(
         "wasm / native             {:.3}",

@@ -1,9 +1,9 @@
 //! Where tenants' commands go: one trait, two kinds of server behind it.
 //!
-//! - the latchkey server in the same process ([`Backend::local`]): commands run through
+//! - the latchkey server in the same process (`<dyn Backend>::local`): commands run through
 //!   in-process clients, with no socket;
-//! - real Redis through redis-rs ([`Backend::redis`], [`Backend::sentinel`],
-//!   [`Backend::cluster`]): a multiplexed connection (or a slot-routing cluster connection)
+//! - real Redis through redis-rs (`<dyn Backend>::redis`, `<dyn Backend>::sentinel`,
+//!   `<dyn Backend>::cluster`): a multiplexed connection (or a slot-routing cluster connection)
 //!   for commands and one shared pub/sub connection.
 //!
 //! Both are the lock client's own native transports ([`latchkey_client::native`]), so the host

@@ -92,8 +92,8 @@ fn config(limits: &Limits) -> Config {
 
 impl Host {
     /// A host sending tenants' commands to `backend`. Tries to reserve the instance pool and
-    /// falls back to on-demand allocation when it cannot (see [`Host::pooled`]). Must be called
-    /// inside a tokio runtime.
+    /// falls back to on-demand allocation when it cannot (see [`Host::pooled`]). Instances
+    /// then run on the caller's tokio runtime (the lease keeper spawns its renewals there).
     pub fn new(backend: Arc<dyn Backend>, cfg: HostConfig) -> wasmtime::Result<Host> {
         let mut engine = None;
         if cfg.pool_instances > 0 {

@@ -90,3 +90,25 @@ impl RateLimiter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_lets_a_burst_through_then_makes_calls_wait_their_turn() {
+        let bucket = RateLimiter::new(10.0, 3.0);
+        for _ in 0..3 {
+            assert_eq!(bucket.reserve(), None, "within the burst");
+        }
+        let first = bucket.reserve().expect("over the burst: wait");
+        let second = bucket.reserve().expect("and the next waits longer");
+        assert!(first <= Duration::from_millis(100), "{first:?}");
+        assert!(
+            second > first && second <= Duration::from_millis(200),
+            "{second:?}"
+        );
+        // A clone is the same bucket (instances of one tenant share it).
+        assert!(bucket.clone().reserve().expect("shared") > second);
+    }
+}

@@ -132,6 +132,9 @@ pub type Parts<'a> = (
 impl Instance {
     /// Runs `f` (calls into the guest) unless the instance trapped before. If `f` fails, the
     /// instance is poisoned, and the leases it kept are released.
+    ///
+    /// The CPU budget ([`crate::Limits::cpu_budget`]) restarts at each `run` and at each host
+    /// call, not at each guest call inside one `run`: keep a `run` to one logical operation.
     pub async fn run<R>(
         &mut self,
         f: impl for<'a> FnOnce(Parts<'a>) -> BoxFuture<'a, wasmtime::Result<R>>,

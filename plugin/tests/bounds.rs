@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latchkey_plugin::{Backend, Host, HostConfig, Limits, Released};
@@ -23,25 +25,40 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let mut spinner = host.tenant("spinner").instantiate(&rogue).await.unwrap();
     let mut worker = host.tenant("worker").instantiate(&plugin).await.unwrap();
 
+    // Both tenants are tasks of this one thread. The worker counts the cycles it completes
+    // while the spinner is inside its call: each needs the spinner to have yielded.
+    const BEFORE: u8 = 0;
+    const SPINNING: u8 = 1;
+    const DONE: u8 = 2;
+    let state = Arc::new(AtomicU8::new(BEFORE));
+    let s = state.clone();
     let spin = tokio::spawn(async move {
+        s.store(SPINNING, Ordering::SeqCst);
         let t = Instant::now();
         let r = spinner.call::<(), ()>("spin", ()).await;
-        (r, t.elapsed(), spinner)
+        let took = t.elapsed();
+        s.store(DONE, Ordering::SeqCst);
+        (r, took, spinner)
     });
-    let mut cycles = 0;
-    while !spin.is_finished() {
-        let lease = worker
-            .try_lock("job", Duration::from_secs(5))
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            worker.unlock("job", lease).await.unwrap().unwrap(),
-            Released::Released
-        );
-        cycles += 1;
-    }
+    let s = state.clone();
+    let work = tokio::spawn(async move {
+        let mut during = 0;
+        while s.load(Ordering::SeqCst) != DONE {
+            let lease = worker
+                .try_lock("job", Duration::from_secs(5))
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let released = worker.unlock("job", lease).await.unwrap().unwrap();
+            assert_eq!(released, Released::Released);
+            if s.load(Ordering::SeqCst) == SPINNING {
+                during += 1;
+            }
+        }
+        during
+    });
+    let cycles = work.await.unwrap();
     let (r, took, mut spinner) = spin.await.unwrap();
     let err = r.expect_err("spinning forever must be interrupted");
     assert!(err.0.contains("without calling the host"), "{err}");
@@ -174,4 +191,42 @@ async fn a_thousand_tenants_live_in_one_host_at_once() {
             .is_none());
     }
     eprintln!("pooled: {}", host.pooled());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_calls_over_the_tenants_rate_wait_and_its_instances_share_the_bucket() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let limits = Limits {
+        calls_per_sec: 100.0,
+        burst: 10.0,
+        ..Limits::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
+    let rogue = common::rogue(&host);
+    let chatty = host.tenant("chatty");
+    // Two instances of one tenant share its bucket: 10 calls of burst, then 100 per second.
+    let mut a = chatty.instantiate(&rogue).await.unwrap();
+    let mut b = chatty.instantiate(&rogue).await.unwrap();
+    let get = || (vec!["GET".to_string(), "k".to_string()],);
+    let t = Instant::now();
+    for _ in 0..20 {
+        a.call::<_, (Result<String, String>,)>("raw", get())
+            .await
+            .unwrap()
+            .0
+            .unwrap();
+        b.call::<_, (Result<String, String>,)>("raw", get())
+            .await
+            .unwrap()
+            .0
+            .unwrap();
+    }
+    // 40 calls, 10 free: at least 30 waited 10 ms each (a lower bound only: never flaky).
+    assert!(
+        t.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t.elapsed()
+    );
+    // Waiting is not refusing: every call was answered.
+    assert_eq!(a.host_calls() + b.host_calls(), 40);
 }
