@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::SystemTime;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -19,15 +20,33 @@ fn cargo() -> Command {
     c
 }
 
-/// Where the component built by `cargo build -p latchkey-client --target wasm32-wasip2` lies
-/// (debug, then release); builds it (in a target directory of its own) when neither exists.
+/// The newest modification time of any file under `path`.
+fn newest(path: &Path) -> Option<SystemTime> {
+    let meta = path.metadata().ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| newest(&e.ok()?.path()))
+        .max()
+}
+
+/// The lock-client component: the workspace's own `cargo build -p latchkey-client --target
+/// wasm32-wasip2` output when it is newer than every source of the client (the README's test
+/// command builds it just before the tests), else a build of its own (in a target directory of
+/// its own, which cargo keeps up to date), so a WIT or client change is never run stale.
 pub fn component_path() -> std::io::Result<PathBuf> {
     let root = root();
+    let sources = ["wasm-client", "Cargo.toml", "Cargo.lock"]
+        .iter()
+        .filter_map(|p| newest(&root.join(p)))
+        .max();
     for profile in ["debug", "release"] {
         let p = root.join(format!(
             "target/wasm32-wasip2/{profile}/latchkey_client.wasm"
         ));
-        if p.exists() {
+        if p.metadata().and_then(|m| m.modified()).ok() > sources {
             return Ok(p);
         }
     }

@@ -4,7 +4,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
@@ -181,7 +181,11 @@ impl Host {
                     let c = Component::new(engine, bytes)?;
                     std::fs::create_dir_all(dir)?;
                     // Write then rename, so a concurrent reader never sees half a file.
-                    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+                    // The name is unique per call: hosts in several threads of one process
+                    // may compile the same component at once.
+                    static SEQ: AtomicU64 = AtomicU64::new(0);
+                    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+                    let tmp = dir.join(format!(".{}-{seq}.tmp", std::process::id()));
                     std::fs::write(&tmp, c.serialize()?)?;
                     std::fs::rename(&tmp, &file)?;
                     (c, false)

@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::SystemTime;
 
 use latchkey_server::Server;
 use latchkey_tests::{RawConn, RedisProcess};
@@ -42,44 +41,6 @@ fn run(cmd: &mut Command, what: &str) {
         .status()
         .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
     assert!(status.success(), "{what} failed: {status}");
-}
-
-/// The newest modification time of any file under `path`.
-fn newest(path: &Path) -> Option<SystemTime> {
-    let meta = path.metadata().ok()?;
-    if !meta.is_dir() {
-        return meta.modified().ok();
-    }
-    std::fs::read_dir(path)
-        .ok()?
-        .filter_map(|e| newest(&e.ok()?.path()))
-        .max()
-}
-
-/// The component: the workspace's own debug build when it is newer than every source of the
-/// client (the README's test command builds it just before the tests), else a build of our
-/// own. The inner cargo gets a target dir of its own: the outer one holds the workspace's.
-fn build_component() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let prebuilt = root.join("target/wasm32-wasip2/debug/latchkey_client.wasm");
-    let sources = ["wasm-client", "Cargo.toml", "Cargo.lock"]
-        .iter()
-        .filter_map(|p| newest(&root.join(p)))
-        .max();
-    if prebuilt.metadata().and_then(|m| m.modified()).ok() > sources {
-        return prebuilt;
-    }
-    let target = root.join("target/component-build");
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(&root)
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .args(["build", "-q", "-p", "latchkey-client"])
-            .args(["--target", "wasm32-wasip2", "--target-dir"])
-            .arg(&target),
-        "building the latchkey-client component",
-    );
-    target.join("wasm32-wasip2/debug/latchkey_client.wasm")
 }
 
 /// Installs the npm packages if missing and transpiles the component if it changed; once per
@@ -110,7 +71,8 @@ fn setup() -> Option<&'static PathBuf> {
                     "npm install",
                 );
             }
-            let component = build_component();
+            let component =
+                latchkey_plugin::component_path().expect("the latchkey-client component");
             // Transpile again whenever the component changed: out/source names the one it was
             // made from (path and modification time).
             let stamp = dir.join("out/source");
