@@ -84,8 +84,11 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
     let server = Server::builder().no_listener().start().await.unwrap();
+    // The bound under test is memory: a CPU budget wide enough that a slow (debug, loaded)
+    // machine reaches the memory limit first.
     let limits = Limits {
         memory_bytes: 16 << 20,
+        cpu_budget: Duration::from_secs(30),
         ..Limits::default()
     };
     let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
