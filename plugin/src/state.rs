@@ -32,9 +32,15 @@ pub struct TenantState {
     next_sub: u64,
     pub(crate) keeper: LeaseKeeper,
     pub(crate) interrupt: Arc<Interrupt>,
-    /// When the guest last entered or left the host (or was called): the CPU budget counts
-    /// from here.
+    /// When the guest last entered or left the host (or was called), or last crossed an epoch
+    /// tick: how long it ran since.
     pub(crate) active_since: Instant,
+    /// Epoch ticks the guest spent running (not waiting for a core) since it last left the
+    /// host: what the CPU budget counts.
+    pub(crate) busy_ticks: u32,
+    /// When the guest last left the host: past a ceiling of wall time, even a guest that only
+    /// ever ran in scattered ticks is stopped.
+    pub(crate) left_host: Instant,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
 }
@@ -69,8 +75,17 @@ impl TenantState {
             next_sub: 0,
             interrupt,
             active_since: Instant::now(),
+            busy_ticks: 0,
+            left_host: Instant::now(),
             calls: 0,
         }
+    }
+
+    /// The guest is in (or just left) the host: its CPU budget starts again.
+    pub(crate) fn mark(&mut self) {
+        self.active_since = Instant::now();
+        self.left_host = self.active_since;
+        self.busy_ticks = 0;
     }
 
     /// What every host call does first: trap if the instance was interrupted, then wait for
@@ -81,7 +96,7 @@ impl TenantState {
         }
         self.calls += 1;
         self.rate.acquire().await;
-        self.active_since = Instant::now();
+        self.mark();
         Ok(())
     }
 }
@@ -123,7 +138,7 @@ impl Host for TenantState {
             Err(e) => return Ok(Err(e)),
         };
         let reply = self.backend.command(args).await;
-        self.active_since = Instant::now();
+        self.mark();
         Ok(reply.map(|r| {
             let mut out = Vec::new();
             flatten(r, &mut out);
@@ -148,7 +163,7 @@ impl Host for TenantState {
             return Ok(false);
         };
         let got = sub.wait(Duration::from_millis(timeout_ms)).await;
-        self.active_since = Instant::now();
+        self.mark();
         Ok(got)
     }
 
@@ -160,7 +175,7 @@ impl Host for TenantState {
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<()> {
         self.enter().await?;
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        self.active_since = Instant::now();
+        self.mark();
         // A lease lost while sleeping interrupts at once, not at the next call.
         match self.interrupt.reason() {
             Some(reason) => Err(wasmtime::format_err!("{reason}")),

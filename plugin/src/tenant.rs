@@ -20,6 +20,10 @@ use crate::namespace::Namespace;
 use crate::state::TenantState;
 use crate::{Extended, Lease, LockClient, Released};
 
+/// How many CPU budgets of wall time a guest may go without a host call, however little of
+/// that time it was running.
+const WALL_CEILING: u32 = 20;
+
 /// A tenant of the host: its namespace and the rate limit all its instances share.
 #[derive(Clone)]
 pub struct Tenant {
@@ -85,25 +89,36 @@ impl Tenant {
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limits);
         // Every epoch tick, a running guest yields to the executor (other tenants run), and
-        // once it has gone its budget without a host call it is trapped. The budget is wall
-        // time since the guest last left the host (yields included): a lock client calls the
-        // host every few microseconds, so only a runaway ever gets near it. An interrupt (a lost
-        // lease) stops it at the next tick too.
+        // once it has run for its budget without a host call it is trapped. The budget counts
+        // the ticks the guest spent running: a tick that began when the guest was waiting for
+        // a core (descheduled after a yield, on a loaded machine) does not count, so a
+        // well-behaved tenant is never trapped because the host is busy. A lock client calls
+        // the host every few microseconds, so only a runaway ever gets near it. An interrupt (a
+        // lost lease) stops a guest that has been running for a couple of ticks too. A guest
+        // whose ticks were all scattered (a starved machine) still stops at a wall-time
+        // ceiling of `WALL_CEILING` budgets.
         let budget = l.cpu_budget;
         let budget_ms = budget.as_millis();
         let tick = l.tick;
+        let budget_ticks = (budget.as_nanos() / tick.as_nanos().max(1)).max(1) as u32;
         let tenant = self.ns.tenant().to_string();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             let s = cx.data_mut();
+            let now = std::time::Instant::now();
+            // A gap much longer than a tick means the guest waited for a core meanwhile.
+            if now.duration_since(s.active_since) <= tick * 2 {
+                s.busy_ticks += 1;
+            }
+            s.active_since = now;
             // A guest busy when its lease is lost is stopped here; one that just entered (say,
             // to ask `held()`) gets to finish its short call: its next host call traps.
-            if s.active_since.elapsed() >= tick {
+            if s.busy_ticks >= 2 {
                 if let Some(reason) = s.interrupt.reason() {
                     return Err(wasmtime::format_err!("{reason}"));
                 }
             }
-            if s.active_since.elapsed() > budget {
+            if s.busy_ticks > budget_ticks || s.left_host.elapsed() > budget * WALL_CEILING {
                 return Err(wasmtime::format_err!(
                     "tenant '{tenant}' ran for over {budget_ms} ms without calling the host; interrupted"
                 ));
@@ -144,7 +159,7 @@ impl Instance {
                 "already trapped ({t}); start a new instance"
             )));
         }
-        self.store.data_mut().active_since = std::time::Instant::now();
+        self.store.data_mut().mark();
         self.store.set_epoch_deadline(1);
         let r = f((&mut self.store, &self.instance, self.locks.as_ref())).await;
         match r {
