@@ -1,7 +1,7 @@
 //! Asynchronous replication, and the controls that make a failover lose a lock on purpose.
 //!
 //! The master turns every change into a stream of write commands (relative expiries made
-//! absolute, expired keys as `DEL`), numbers its bytes with a replication offset, keeps the
+//! absolute, keys expired by the active cycle or by a read as `DEL`), numbers its bytes with a replication offset, keeps the
 //! last `repl-backlog-size` bytes in a [`Backlog`], and sends the stream to each replica. A
 //! replica connects like Redis's own (`PING`, `REPLCONF listening-port`, `REPLCONF capa eof
 //! capa psync2`, `PSYNC <replid> <offset+1>`) and gets either `+CONTINUE` and the bytes it
@@ -24,8 +24,7 @@
 //! latchkey lacks (sets, streams, module values) and retries it once a second, where Redis
 //! would load it; the snapshot latchkey writes uses the plain RDB encodings (no LZF, no
 //! listpacks), which Redis converts as it loads; a replica with an AOF appends the stream to
-//! it but not the snapshot (Redis rewrites its AOF after a full sync); and a lazy, on-read
-//! expiry on a latchkey master reaches no replica (the active expiry cycle's deletions do).
+//! it but not the snapshot (Redis rewrites its AOF after a full sync).
 //!
 //! The failover controls (pause the stream to a replica, crash the master, promote a replica)
 //! act where the real failure would: a paused stream is held on the master, so a crash loses
@@ -40,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -113,6 +112,11 @@ pub struct Replication {
     backlog: Mutex<Option<Backlog>>,
     /// Whether the stream is recorded: a replica is attached, or a backlog is kept.
     recording: AtomicBool,
+    /// Whether at least one replica is attached (`replicas` is not empty).
+    attached: AtomicBool,
+    /// Held by whoever changes the keyspace and feeds the change to the stream while other
+    /// commands may run (see [`order_guard`](Replication::order_guard)).
+    order: ReentrantMutex<()>,
     /// Whether this server applies a master's stream (then its own writes feed nothing).
     following: AtomicBool,
     pinging: AtomicBool,
@@ -157,6 +161,8 @@ impl Replication {
             replicas: Mutex::new(Vec::new()),
             backlog: Mutex::new(None),
             recording: AtomicBool::new(false),
+            attached: AtomicBool::new(false),
+            order: ReentrantMutex::new(()),
             following: AtomicBool::new(false),
             pinging: AtomicBool::new(false),
             acked: Notify::new(),
@@ -195,17 +201,34 @@ impl Replication {
     }
 
     /// Whether writes must be fed to the stream: a replica is attached, or a backlog is kept
-    /// for replicas that may come back. Then writes take the gate exclusively, so the stream
-    /// order is the order the keyspace saw. Never on a replica, which feeds nothing: it
-    /// records its master's stream as it arrives instead.
-    pub fn has_replicas(&self) -> bool {
+    /// for replicas that may come back. Never on a replica, which feeds nothing: it records
+    /// its master's stream as it arrives instead.
+    pub fn feeds_stream(&self) -> bool {
         self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
+    }
+
+    /// Whether a replica is attached to this master right now. Then writes take the gate
+    /// exclusively, so the stream carries them in the order the keyspace saw them. Once the
+    /// last replica has left, writes go back to the shared gate (the fast path), and
+    /// [`order_guard`](Replication::order_guard) keeps the backlog in order.
+    pub fn has_attached_replicas(&self) -> bool {
+        self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
+    }
+
+    /// The stream-order lock, while the stream is fed (else `None`, at no cost). Whoever
+    /// changes the keyspace under the *shared* gate and feeds the change — a write on the
+    /// fast path, a read that expired a key, the expiry cycle, a woken `BLPOP` — holds it
+    /// from the change until the change is in the stream, so that the backlog a returning
+    /// replica continues from has the keyspace's order. It is re-entrant: a write that
+    /// holds it may expire keys and feed them under it.
+    pub fn order_guard(&self) -> Option<ReentrantMutexGuard<'_, ()>> {
+        self.feeds_stream().then(|| self.order.lock())
     }
 
     /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends
     /// them to every replica. Returns the new offset.
     pub fn feed(&self, db: usize, commands: &[Vec<Bytes>]) -> u64 {
-        if !self.has_replicas() || commands.is_empty() {
+        if !self.feeds_stream() || commands.is_empty() {
             return self.offset();
         }
         let mut out = BytesMut::new();
@@ -349,6 +372,7 @@ impl Replication {
     pub fn remove_replica(&self, client_id: u64) {
         let mut r = self.replicas.lock();
         r.retain(|l| l.client_id != client_id);
+        self.attached.store(!r.is_empty(), Ordering::Release);
         let keep = !r.is_empty() || self.backlog.lock().is_some();
         self.recording.store(keep, Ordering::Release);
     }
@@ -644,6 +668,7 @@ pub fn attach_replica(
             offset
         }
     };
+    sender.handle.info.lock().role = crate::client::ClientRole::Replica;
     let addr = sender
         .handle
         .addr
@@ -660,6 +685,7 @@ pub fn attach_replica(
         paused: false,
     });
     repl.recording.store(true, Ordering::Release);
+    repl.attached.store(true, Ordering::Release);
     drop(replicas);
     start_pinging(shared);
     Frame::Raw(out.freeze())
@@ -738,6 +764,47 @@ fn stop_link(shared: &Shared) -> bool {
     link.stop.notify_waiters();
     link.stop.notify_one();
     true
+}
+
+/// What a restart does to replication (see [`crate::restart`]): the link to a master, if
+/// any, is dropped and returned (to be made again once the node is back); the replicas are
+/// forgotten (their connections were killed); and the node starts a fresh history, with a
+/// new replication id, offset 0 and no backlog, as a restarted Redis without a snapshot does.
+pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
+    let repl = &shared.replication;
+    let master = repl
+        .master
+        .lock()
+        .as_ref()
+        .map(|m| (m.host.clone(), m.port));
+    stop_link(shared);
+    let mut replicas = repl.replicas.lock();
+    replicas.clear();
+    *repl.ids.lock() = Ids {
+        replid: new_replid(),
+        replid2: NO_ID.to_string(),
+        second_offset: -1,
+    };
+    repl.offset.store(0, Ordering::Release);
+    repl.last_db.store(-1, Ordering::Release);
+    *repl.backlog.lock() = None;
+    repl.recording.store(false, Ordering::Release);
+    repl.attached.store(false, Ordering::Release);
+    repl.following.store(false, Ordering::Release);
+    repl.lag_ms.store(0, Ordering::Release);
+    for counter in [
+        &repl.sync_full,
+        &repl.sync_partial_ok,
+        &repl.sync_partial_err,
+        &repl.fsynced_offset,
+        &repl.stream_db,
+        &repl.down_since_ms,
+    ] {
+        counter.store(0, Ordering::Release);
+    }
+    drop(replicas);
+    shared.set_replica(false);
+    master
 }
 
 /// `REPLICAOF NO ONE`: stops following and becomes a master. Like Redis, a promoted replica
@@ -871,6 +938,7 @@ async fn follow(
     let reply = read_line(&mut rd).await?;
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
+    link.handle.info.lock().role = crate::client::ClientRole::Master;
     let result = async {
         if let Some(rest) = reply.strip_prefix("+CONTINUE") {
             continue_from(shared, rest.trim());
@@ -962,9 +1030,22 @@ async fn apply_stream(
     let repl = &shared.replication;
     let mut decoder = Decoder::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    // The bytes of the command being parsed, as they came: the decoder consumes a command's
+    // first arguments in one read and its last ones in a later read, and every one of those
+    // bytes counts in the offset once the command is complete.
+    let mut current = BytesMut::new();
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
+    // `CLIENT KILL TYPE master` kills the link's client: drop the link, as Redis does; the
+    // replica then reconnects and continues from its offset.
+    let handle = link.handle.clone();
     loop {
         tokio::select! {
+            _ = handle.killed() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "master link killed",
+                ));
+            }
             n = rd.read_buf(&mut buf) => {
                 if n? == 0 {
                     return Err(closed());
@@ -980,14 +1061,18 @@ async fn apply_stream(
                 let mut pos = 0usize;
                 loop {
                     let before = buf.len();
-                    let parsed = match decoder.parse(&mut buf, u64::MAX) {
+                    let parsed = decoder.parse(&mut buf, u64::MAX);
+                    // Counted even when the command is not complete yet (`Ok(None)`): the
+                    // decoder keeps the arguments it has taken off the buffer.
+                    let consumed = before - buf.len();
+                    current.extend_from_slice(&raw[pos..pos + consumed]);
+                    pos += consumed;
+                    let parsed = match parsed {
                         Ok(Some(p)) => p,
                         Ok(None) => break,
                         Err(e) => return Err(std::io::Error::other(e.to_string())),
                     };
-                    let consumed = before - buf.len();
-                    let chunk = raw.slice(pos..pos + consumed);
-                    pos += consumed;
+                    let chunk = current.split().freeze();
                     if let Parsed::Command(args) = parsed {
                         let getack = args.len() >= 2
                             && args[0].eq_ignore_ascii_case(b"REPLCONF")
