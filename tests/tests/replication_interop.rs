@@ -666,8 +666,8 @@ fn pipelined_burst(m: &mut RawConn, count: usize) {
 
 /// A burst whose commands straddle the replica's reads is counted whole: right after it, the
 /// replica's offset is the master's and `WAIT` confirms a lock at once. (The replica once
-/// counted only the bytes of a command's last read, so its offset fell behind for good and
-/// `WAIT` said 0 until more traffic came.)
+/// counted only the bytes of a command's last read, so its offset fell behind the master's
+/// for good while its data matched.)
 fn burst_keeps_the_offset(m: &mut RawConn, r: &mut RawConn, master_role: &str) {
     let count = 600;
     pipelined_burst(m, count);
