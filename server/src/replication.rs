@@ -2,7 +2,8 @@
 //!
 //! The master turns every change into a stream of write commands (relative expiries made
 //! absolute, keys expired by the active cycle or by a read as `DEL`), numbers its bytes with a replication offset, keeps the
-//! last `repl-backlog-size` bytes in a [`Backlog`], and sends the stream to each replica. A
+//! last `repl-backlog-size` bytes in a [`Backlog`] (freed after `repl-backlog-ttl` seconds
+//! without a replica), and sends the stream to each replica. A
 //! replica connects like Redis's own (`PING`, `REPLCONF listening-port`, `REPLCONF capa eof
 //! capa psync2`, `PSYNC <replid> <offset+1>`) and gets either `+CONTINUE` and the bytes it
 //! missed, when they are still in the backlog, or `+FULLRESYNC`, an RDB snapshot (see
@@ -18,9 +19,8 @@
 //!
 //! This is what makes latchkey and real `redis-server` (7.0) replicate from each other in both
 //! directions, snapshot, stream, backlog and promotion included. Where this differs from
-//! Redis: a replica cannot have replicas of its own (no chaining); the master keeps its backlog
-//! for as long as it runs (no `repl-backlog-ttl`), and a new `repl-backlog-size` applies at the
-//! next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
+//! Redis: a replica cannot have replicas of its own (no chaining); a new `repl-backlog-size`
+//! applies at the next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
 //! latchkey lacks (sets, streams, module values) and retries it once a second, where Redis
 //! would load it; the snapshot latchkey writes uses the plain RDB encodings (no LZF, no
 //! listpacks), which Redis converts as it loads; a replica with an AOF appends the stream to
@@ -114,6 +114,9 @@ pub struct Replication {
     recording: AtomicBool,
     /// Whether at least one replica is attached (`replicas` is not empty).
     attached: AtomicBool,
+    /// Milliseconds after `epoch` when the last replica left (0 while one is attached): the
+    /// backlog is freed `repl-backlog-ttl` seconds later.
+    alone_since_ms: AtomicU64,
     /// Held by whoever changes the keyspace and feeds the change to the stream while other
     /// commands may run (see [`order_guard`](Replication::order_guard)).
     order: ReentrantMutex<()>,
@@ -162,6 +165,7 @@ impl Replication {
             backlog: Mutex::new(None),
             recording: AtomicBool::new(false),
             attached: AtomicBool::new(false),
+            alone_since_ms: AtomicU64::new(0),
             order: ReentrantMutex::new(()),
             following: AtomicBool::new(false),
             pinging: AtomicBool::new(false),
@@ -373,6 +377,10 @@ impl Replication {
         let mut r = self.replicas.lock();
         r.retain(|l| l.client_id != client_id);
         self.attached.store(!r.is_empty(), Ordering::Release);
+        if r.is_empty() {
+            self.alone_since_ms
+                .store(self.now_ms().max(1), Ordering::Release);
+        }
         let keep = !r.is_empty() || self.backlog.lock().is_some();
         self.recording.store(keep, Ordering::Release);
     }
@@ -686,22 +694,32 @@ pub fn attach_replica(
     });
     repl.recording.store(true, Ordering::Release);
     repl.attached.store(true, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
     drop(replicas);
     start_pinging(shared);
     Frame::Raw(out.freeze())
 }
 
-/// Starts (once) the task that sends `PING` down the stream every [`PING_PERIOD`].
+/// Starts (once) the master's replication cron: every second it frees a backlog nobody has
+/// needed for `repl-backlog-ttl` seconds, and every [`PING_PERIOD`] it sends `PING` down the
+/// stream.
 fn start_pinging(shared: &Arc<Shared>) {
     if shared.replication.pinging.swap(true, Ordering::AcqRel) {
         return;
     }
     let weak = Arc::downgrade(shared);
     tokio::spawn(async move {
+        let mut since_ping = Duration::ZERO;
         loop {
-            tokio::time::sleep(PING_PERIOD).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            since_ping += Duration::from_secs(1);
             let Some(shared) = weak.upgrade() else { return };
             let repl = &shared.replication;
+            free_idle_backlog(&shared);
+            if since_ping < PING_PERIOD {
+                continue;
+            }
+            since_ping = Duration::ZERO;
             if repl.replicas.lock().is_empty() || repl.following.load(Ordering::Acquire) {
                 continue;
             }
@@ -710,6 +728,38 @@ fn start_pinging(shared: &Arc<Shared>) {
             repl.feed_chunk(out.freeze());
         }
     });
+}
+
+/// Redis's `repl-backlog-ttl`: once a master has had no replica for that many seconds (0:
+/// never), it frees its backlog and takes a new replication id, so that nobody continues from
+/// a history it no longer keeps. Its writes then feed nothing, as before any replica came.
+fn free_idle_backlog(shared: &Shared) {
+    let repl = &shared.replication;
+    let ttl_secs = shared
+        .config
+        .get("repl-backlog-ttl")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(3600);
+    let since = repl.alone_since_ms.load(Ordering::Acquire);
+    if ttl_secs == 0 || since == 0 || repl.following.load(Ordering::Acquire) {
+        return;
+    }
+    if repl.now_ms().saturating_sub(since) < ttl_secs * 1000 {
+        return;
+    }
+    let replicas = repl.replicas.lock();
+    if !replicas.is_empty() || repl.backlog.lock().take().is_none() {
+        return;
+    }
+    repl.recording.store(false, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
+    *repl.ids.lock() = Ids {
+        replid: new_replid(),
+        replid2: NO_ID.to_string(),
+        second_offset: -1,
+    };
+    drop(replicas);
+    tracing::info!("replication backlog freed after {ttl_secs} s without replicas");
 }
 
 /// Makes this server a replica of `host:port` (stopping any previous link).
@@ -790,6 +840,7 @@ pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
     *repl.backlog.lock() = None;
     repl.recording.store(false, Ordering::Release);
     repl.attached.store(false, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
     repl.following.store(false, Ordering::Release);
     repl.lag_ms.store(0, Ordering::Release);
     for counter in [
@@ -817,6 +868,9 @@ pub fn stop_replica(shared: &Shared) {
         ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
         ids.second_offset = repl.offset() as i64 + 1;
         repl.last_db.store(-1, Ordering::Release);
+        // A new master with no replica yet: the backlog's TTL starts now.
+        repl.alone_since_ms
+            .store(repl.now_ms().max(1), Ordering::Release);
     }
     repl.following.store(false, Ordering::Release);
     shared.set_replica(false);

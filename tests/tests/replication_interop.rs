@@ -843,3 +843,33 @@ fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
     }
     assert_eq!(cmd(&mut m, &["STRLEN", "log"]), ":2400\r\n");
 }
+
+/// `repl-backlog-ttl`: a master alone for that long frees its backlog and takes a new
+/// replication id (its writes feed nothing any more); a replica that comes back afterwards
+/// gets a full resync.
+#[test]
+fn an_idle_backlog_is_freed_after_its_ttl() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    assert_eq!(
+        cmd(&mut m, &["CONFIG", "SET", "repl-backlog-ttl", "1"]),
+        "+OK\r\n"
+    );
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    cmd(&mut m, &["SET", "k", "v"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let old_id = info(&mut m, "replication", "master_replid");
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", "1"]), "+OK\r\n");
+    until("the backlog to be freed", || {
+        info(&mut m, "replication", "repl_backlog_active").as_deref() == Some("0")
+    });
+    assert_ne!(info(&mut m, "replication", "master_replid"), old_id);
+    assert!(!master.handle().shared().replication.feeds_stream());
+    cmd(&mut m, &["SET", "k", "v2"]);
+    follow(&mut r, master.addr());
+    assert_eq!(syncs(&mut m, "sync_full"), 2);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k"]), "$2\r\nv2\r\n");
+}
