@@ -234,8 +234,8 @@ fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
 /// was held and every connection (the process stays up but serves nothing), `PROMOTE` makes a
 /// replica a master. `RESTART` crashes the node and starts it again on the same port (see
 /// [`crate::restart`]): `AOF` replays its append-only file, `NOAOF` starts empty, and with
-/// neither it does what its `appendonly` setting says. The caller gets `+OK`, then its
-/// connection closes with every other one.
+/// neither it does what its `appendonly` setting says. The caller gets `+OK` once the node
+/// serves again, then its connection closes, as every other one did.
 fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     match lower(&args[1]).as_str() {
         "pause" => ctx.shared.replication.set_paused(true),
@@ -253,11 +253,20 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 Some(_) => return super::util::syntax_error(),
             };
             let shared = ctx.shared.clone();
-            tokio::spawn(async move {
-                if let Err(e) = crate::restart::restart(&shared, aof).await {
-                    tracing::error!("restart failed: {e}");
+            let restart = async move {
+                match crate::restart::restart(&shared, aof).await {
+                    Ok(()) => Frame::ok(),
+                    Err(e) => Frame::error(format!("ERR restart failed: {e}")),
                 }
-            });
+            };
+            // The caller waits until the node serves again, so that whatever it does after the
+            // reply meets the restarted node (inside MULTI, where nothing may wait, the restart
+            // runs on its own once EXEC lets go of the keyspace).
+            if ctx.may_block() {
+                ctx.block(restart);
+            } else {
+                tokio::spawn(restart);
+            }
             ctx.client.close_after_reply = true;
         }
         "promote" => replication::stop_replica(ctx.shared),
