@@ -39,9 +39,23 @@ pub struct ClientHandle {
     pub last_interaction_ms: AtomicU64,
 }
 
+/// What a connection is to this server, as `CLIENT KILL TYPE` and `CLIENT LIST` see it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRole {
+    /// An ordinary client (or a subscriber: that is read from its subscriptions).
+    #[default]
+    Normal,
+    /// Our link to the master we replicate (Redis's `CLIENT_MASTER`, `flags=M`).
+    Master,
+    /// A replica that attached with `PSYNC`/`SYNC` (Redis's `CLIENT_SLAVE`, `flags=S`).
+    Replica,
+}
+
 /// Details of a client that change over its life.
 #[derive(Debug, Default, Clone)]
 pub struct ClientInfo {
+    /// Whether it is an ordinary client, our master, or a replica of ours.
+    pub role: ClientRole,
     /// `CLIENT SETNAME`.
     pub name: Option<Bytes>,
     /// `CLIENT SETINFO LIB-NAME`.

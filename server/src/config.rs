@@ -37,6 +37,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("replica-read-only", "yes"),
     ("slave-read-only", "yes"),
     ("repl-backlog-size", "1048576"),
+    ("repl-backlog-ttl", "3600"),
     ("min-replicas-to-write", "0"),
     ("min-replicas-max-lag", "10"),
     ("cluster-enabled", "no"),
@@ -114,7 +115,8 @@ impl Config {
                 p.insert("lua-time-limit".into(), ms.to_string());
                 return Ok(());
             }
-            "port" | "maxmemory" | "timeout" | "hz" | "databases" | "repl-backlog-size" => {
+            "port" | "maxmemory" | "timeout" | "hz" | "databases" | "repl-backlog-size"
+            | "repl-backlog-ttl" => {
                 number()?;
             }
             "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled"

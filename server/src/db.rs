@@ -108,6 +108,11 @@ pub struct Db {
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
     /// client registers its own notifier under every key it waits for.
     blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// Keys a read found expired and deleted (lazy expiry), waiting to be sent to replicas
+    /// and the AOF as `DEL`s; see [`take_lazily_expired`](Db::take_lazily_expired).
+    lazily_expired: Mutex<Vec<Bytes>>,
+    /// Whether `lazily_expired` may hold keys: a lock-free check for the common case.
+    has_lazily_expired: AtomicBool,
 }
 
 impl Db {
@@ -120,7 +125,7 @@ impl Db {
         }
         drop(r);
         if lazy_delete {
-            self.expire_now(key, now_ms);
+            self.expire_lazily(key, now_ms);
         }
         None
     }
@@ -138,7 +143,7 @@ impl Db {
         }
         drop(r);
         if lazy_delete {
-            self.expire_now(key, now_ms);
+            self.expire_lazily(key, now_ms);
         }
         None
     }
@@ -208,6 +213,51 @@ impl Db {
             }
             None => false,
         }
+    }
+
+    /// Deletes `key` if it is expired, as a read that found it so does (lazy expiry), and
+    /// remembers it: like Redis, a master tells its replicas and its AOF with a `DEL`, since
+    /// they never expire keys themselves. Returns whether it deleted.
+    pub fn expire_lazily(&self, key: &[u8], now_ms: u64) -> bool {
+        // Noted while the key's shard is still locked, so that a write which recreates the
+        // key afterwards finds the note when it feeds its own effect (the `DEL` goes first).
+        let removed = self.map.remove_if(key, |k, e| {
+            let expired = e.is_expired(now_ms);
+            if expired {
+                self.note_lazily_expired(k.clone());
+            }
+            expired
+        });
+        let Some((k, e)) = removed else {
+            return false;
+        };
+        if let Some(t) = e.expires_at {
+            self.expiries.lock().remove(&(t, k.clone()));
+        }
+        self.signal_modified(&k);
+        true
+    }
+
+    /// Records that `key`, found expired, was deleted by a command (a read, or a `DEL` of a
+    /// key that had already expired), so that the deletion is propagated.
+    pub fn note_lazily_expired(&self, key: Bytes) {
+        self.lazily_expired.lock().push(key);
+        self.has_lazily_expired.store(true, Ordering::Release);
+    }
+
+    /// Whether [`take_lazily_expired`](Db::take_lazily_expired) may return keys (a lock-free
+    /// check for the common case, where it would not).
+    pub fn may_have_lazily_expired(&self) -> bool {
+        self.has_lazily_expired.load(Ordering::Acquire)
+    }
+
+    /// Takes the keys lazily expired since the last call (the dispatcher sends them on as
+    /// `DEL`s before the effects of the command that expired them).
+    pub fn take_lazily_expired(&self) -> Vec<Bytes> {
+        if !self.has_lazily_expired.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.lazily_expired.lock())
     }
 
     /// Keys whose deadline has passed, at most `limit` of them, without deleting them.

@@ -29,9 +29,10 @@ pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
     }
 }
 
-/// One pass over every database. Replicas skip it: they wait for the master's deletes.
+/// One pass over every database. Replicas skip it: they wait for the master's deletes. So
+/// does a server whose cycle was switched off with `DEBUG SET-ACTIVE-EXPIRE 0`.
 pub async fn expire_cycle(shared: &Shared) {
-    if shared.is_replica() {
+    if shared.is_replica() || !shared.active_expire.load(Ordering::Acquire) {
         return;
     }
     for (i, db) in shared.keyspace.iter() {
@@ -40,18 +41,21 @@ pub async fn expire_cycle(shared: &Shared) {
         }
         loop {
             let gone = {
-                // Never delete in the middle of a script or transaction.
+                // Never delete in the middle of a script or transaction; and feed the
+                // deletions before any write to the same keys can (see `order_guard`).
                 let Ok(_g) = shared.gate.shared(Duration::MAX).await else {
                     return;
                 };
+                let _order = shared.replication.order_guard();
                 let now = shared.clock.now_ms();
-                db.active_expire(now, BATCH)
+                let gone = db.active_expire(now, BATCH);
+                shared.propagate_expired(i, &gone);
+                gone
             };
             shared
                 .stats
                 .expired_keys
                 .fetch_add(gone.len() as u64, Ordering::Relaxed);
-            shared.propagate_expired(i, &gone);
             if gone.len() < BATCH {
                 break;
             }

@@ -24,6 +24,7 @@ pub mod net;
 pub mod pubsub;
 pub mod rdb;
 pub mod replication;
+pub mod restart;
 pub mod scripting;
 pub mod server;
 pub mod zset;

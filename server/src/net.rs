@@ -44,6 +44,17 @@ pub async fn serve(
     let killed = handle.clone();
     let killed = killed.killed();
     tokio::pin!(killed);
+    // A node restarting in place reloads its keyspace first (registered before that started,
+    // this client was killed with the others).
+    if shared.is_loading() {
+        tokio::select! {
+            _ = shared.wait_loaded() => {}
+            _ = &mut killed => {
+                cleanup_client(&shared, &mut client);
+                return;
+            }
+        }
+    }
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
     let mut decoder = Decoder::default();

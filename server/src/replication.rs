@@ -1,8 +1,9 @@
 //! Asynchronous replication, and the controls that make a failover lose a lock on purpose.
 //!
 //! The master turns every change into a stream of write commands (relative expiries made
-//! absolute, expired keys as `DEL`), numbers its bytes with a replication offset, keeps the
-//! last `repl-backlog-size` bytes in a [`Backlog`], and sends the stream to each replica. A
+//! absolute, keys expired by the active cycle or by a read as `DEL`), numbers its bytes with a replication offset, keeps the
+//! last `repl-backlog-size` bytes in a [`Backlog`] (freed after `repl-backlog-ttl` seconds
+//! without a replica), and sends the stream to each replica. A
 //! replica connects like Redis's own (`PING`, `REPLCONF listening-port`, `REPLCONF capa eof
 //! capa psync2`, `PSYNC <replid> <offset+1>`) and gets either `+CONTINUE` and the bytes it
 //! missed, when they are still in the backlog, or `+FULLRESYNC`, an RDB snapshot (see
@@ -18,14 +19,12 @@
 //!
 //! This is what makes latchkey and real `redis-server` (7.0) replicate from each other in both
 //! directions, snapshot, stream, backlog and promotion included. Where this differs from
-//! Redis: a replica cannot have replicas of its own (no chaining); the master keeps its backlog
-//! for as long as it runs (no `repl-backlog-ttl`), and a new `repl-backlog-size` applies at the
-//! next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
+//! Redis: a replica cannot have replicas of its own (no chaining); a new `repl-backlog-size`
+//! applies at the next full resync; a latchkey replica refuses, as a whole, a snapshot that holds a type
 //! latchkey lacks (sets, streams, module values) and retries it once a second, where Redis
 //! would load it; the snapshot latchkey writes uses the plain RDB encodings (no LZF, no
 //! listpacks), which Redis converts as it loads; a replica with an AOF appends the stream to
-//! it but not the snapshot (Redis rewrites its AOF after a full sync); and a lazy, on-read
-//! expiry on a latchkey master reaches no replica (the active expiry cycle's deletions do).
+//! it but not the snapshot (Redis rewrites its AOF after a full sync).
 //!
 //! The failover controls (pause the stream to a replica, crash the master, promote a replica)
 //! act where the real failure would: a paused stream is held on the master, so a crash loses
@@ -40,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -113,6 +112,14 @@ pub struct Replication {
     backlog: Mutex<Option<Backlog>>,
     /// Whether the stream is recorded: a replica is attached, or a backlog is kept.
     recording: AtomicBool,
+    /// Whether at least one replica is attached (`replicas` is not empty).
+    attached: AtomicBool,
+    /// Milliseconds after `epoch` when the last replica left (0 while one is attached): the
+    /// backlog is freed `repl-backlog-ttl` seconds later.
+    alone_since_ms: AtomicU64,
+    /// Held by whoever changes the keyspace and feeds the change to the stream while other
+    /// commands may run (see [`order_guard`](Replication::order_guard)).
+    order: ReentrantMutex<()>,
     /// Whether this server applies a master's stream (then its own writes feed nothing).
     following: AtomicBool,
     pinging: AtomicBool,
@@ -157,6 +164,9 @@ impl Replication {
             replicas: Mutex::new(Vec::new()),
             backlog: Mutex::new(None),
             recording: AtomicBool::new(false),
+            attached: AtomicBool::new(false),
+            alone_since_ms: AtomicU64::new(0),
+            order: ReentrantMutex::new(()),
             following: AtomicBool::new(false),
             pinging: AtomicBool::new(false),
             acked: Notify::new(),
@@ -195,17 +205,34 @@ impl Replication {
     }
 
     /// Whether writes must be fed to the stream: a replica is attached, or a backlog is kept
-    /// for replicas that may come back. Then writes take the gate exclusively, so the stream
-    /// order is the order the keyspace saw. Never on a replica, which feeds nothing: it
-    /// records its master's stream as it arrives instead.
-    pub fn has_replicas(&self) -> bool {
+    /// for replicas that may come back. Never on a replica, which feeds nothing: it records
+    /// its master's stream as it arrives instead.
+    pub fn feeds_stream(&self) -> bool {
         self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
+    }
+
+    /// Whether a replica is attached to this master right now. Then writes take the gate
+    /// exclusively, so the stream carries them in the order the keyspace saw them. Once the
+    /// last replica has left, writes go back to the shared gate (the fast path), and
+    /// [`order_guard`](Replication::order_guard) keeps the backlog in order.
+    pub fn has_attached_replicas(&self) -> bool {
+        self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
+    }
+
+    /// The stream-order lock, while the stream is fed (else `None`, at no cost). Whoever
+    /// changes the keyspace under the *shared* gate and feeds the change — a write on the
+    /// fast path, a read that expired a key, the expiry cycle, a woken `BLPOP` — holds it
+    /// from the change until the change is in the stream, so that the backlog a returning
+    /// replica continues from has the keyspace's order. It is re-entrant: a write that
+    /// holds it may expire keys and feed them under it.
+    pub fn order_guard(&self) -> Option<ReentrantMutexGuard<'_, ()>> {
+        self.feeds_stream().then(|| self.order.lock())
     }
 
     /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends
     /// them to every replica. Returns the new offset.
     pub fn feed(&self, db: usize, commands: &[Vec<Bytes>]) -> u64 {
-        if !self.has_replicas() || commands.is_empty() {
+        if !self.feeds_stream() || commands.is_empty() {
             return self.offset();
         }
         let mut out = BytesMut::new();
@@ -349,6 +376,11 @@ impl Replication {
     pub fn remove_replica(&self, client_id: u64) {
         let mut r = self.replicas.lock();
         r.retain(|l| l.client_id != client_id);
+        self.attached.store(!r.is_empty(), Ordering::Release);
+        if r.is_empty() {
+            self.alone_since_ms
+                .store(self.now_ms().max(1), Ordering::Release);
+        }
         let keep = !r.is_empty() || self.backlog.lock().is_some();
         self.recording.store(keep, Ordering::Release);
     }
@@ -644,6 +676,7 @@ pub fn attach_replica(
             offset
         }
     };
+    sender.handle.info.lock().role = crate::client::ClientRole::Replica;
     let addr = sender
         .handle
         .addr
@@ -660,22 +693,33 @@ pub fn attach_replica(
         paused: false,
     });
     repl.recording.store(true, Ordering::Release);
+    repl.attached.store(true, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
     drop(replicas);
     start_pinging(shared);
     Frame::Raw(out.freeze())
 }
 
-/// Starts (once) the task that sends `PING` down the stream every [`PING_PERIOD`].
+/// Starts (once) the master's replication cron: every second it frees a backlog nobody has
+/// needed for `repl-backlog-ttl` seconds, and every [`PING_PERIOD`] it sends `PING` down the
+/// stream.
 fn start_pinging(shared: &Arc<Shared>) {
     if shared.replication.pinging.swap(true, Ordering::AcqRel) {
         return;
     }
     let weak = Arc::downgrade(shared);
     tokio::spawn(async move {
+        let mut since_ping = Duration::ZERO;
         loop {
-            tokio::time::sleep(PING_PERIOD).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            since_ping += Duration::from_secs(1);
             let Some(shared) = weak.upgrade() else { return };
             let repl = &shared.replication;
+            free_idle_backlog(&shared);
+            if since_ping < PING_PERIOD {
+                continue;
+            }
+            since_ping = Duration::ZERO;
             if repl.replicas.lock().is_empty() || repl.following.load(Ordering::Acquire) {
                 continue;
             }
@@ -684,6 +728,38 @@ fn start_pinging(shared: &Arc<Shared>) {
             repl.feed_chunk(out.freeze());
         }
     });
+}
+
+/// Redis's `repl-backlog-ttl`: once a master has had no replica for that many seconds (0:
+/// never), it frees its backlog and takes a new replication id, so that nobody continues from
+/// a history it no longer keeps. Its writes then feed nothing, as before any replica came.
+fn free_idle_backlog(shared: &Shared) {
+    let repl = &shared.replication;
+    let ttl_secs = shared
+        .config
+        .get("repl-backlog-ttl")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(3600);
+    let since = repl.alone_since_ms.load(Ordering::Acquire);
+    if ttl_secs == 0 || since == 0 || repl.following.load(Ordering::Acquire) {
+        return;
+    }
+    if repl.now_ms().saturating_sub(since) < ttl_secs * 1000 {
+        return;
+    }
+    let replicas = repl.replicas.lock();
+    if !replicas.is_empty() || repl.backlog.lock().take().is_none() {
+        return;
+    }
+    repl.recording.store(false, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
+    *repl.ids.lock() = Ids {
+        replid: new_replid(),
+        replid2: NO_ID.to_string(),
+        second_offset: -1,
+    };
+    drop(replicas);
+    tracing::info!("replication backlog freed after {ttl_secs} s without replicas");
 }
 
 /// Makes this server a replica of `host:port` (stopping any previous link).
@@ -740,6 +816,48 @@ fn stop_link(shared: &Shared) -> bool {
     true
 }
 
+/// What a restart does to replication (see [`crate::restart`]): the link to a master, if
+/// any, is dropped and returned (to be made again once the node is back); the replicas are
+/// forgotten (their connections were killed); and the node starts a fresh history, with a
+/// new replication id, offset 0 and no backlog, as a restarted Redis without a snapshot does.
+pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
+    let repl = &shared.replication;
+    let master = repl
+        .master
+        .lock()
+        .as_ref()
+        .map(|m| (m.host.clone(), m.port));
+    stop_link(shared);
+    let mut replicas = repl.replicas.lock();
+    replicas.clear();
+    *repl.ids.lock() = Ids {
+        replid: new_replid(),
+        replid2: NO_ID.to_string(),
+        second_offset: -1,
+    };
+    repl.offset.store(0, Ordering::Release);
+    repl.last_db.store(-1, Ordering::Release);
+    *repl.backlog.lock() = None;
+    repl.recording.store(false, Ordering::Release);
+    repl.attached.store(false, Ordering::Release);
+    repl.alone_since_ms.store(0, Ordering::Release);
+    repl.following.store(false, Ordering::Release);
+    repl.lag_ms.store(0, Ordering::Release);
+    for counter in [
+        &repl.sync_full,
+        &repl.sync_partial_ok,
+        &repl.sync_partial_err,
+        &repl.fsynced_offset,
+        &repl.stream_db,
+        &repl.down_since_ms,
+    ] {
+        counter.store(0, Ordering::Release);
+    }
+    drop(replicas);
+    shared.set_replica(false);
+    master
+}
+
 /// `REPLICAOF NO ONE`: stops following and becomes a master. Like Redis, a promoted replica
 /// takes a new replication id and keeps its master's as `master_replid2`, valid up to the
 /// offset it had applied, so that its fellow replicas can continue from it.
@@ -750,6 +868,9 @@ pub fn stop_replica(shared: &Shared) {
         ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
         ids.second_offset = repl.offset() as i64 + 1;
         repl.last_db.store(-1, Ordering::Release);
+        // A new master with no replica yet: the backlog's TTL starts now.
+        repl.alone_since_ms
+            .store(repl.now_ms().max(1), Ordering::Release);
     }
     repl.following.store(false, Ordering::Release);
     shared.set_replica(false);
@@ -871,6 +992,7 @@ async fn follow(
     let reply = read_line(&mut rd).await?;
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
+    link.handle.info.lock().role = crate::client::ClientRole::Master;
     let result = async {
         if let Some(rest) = reply.strip_prefix("+CONTINUE") {
             continue_from(shared, rest.trim());
@@ -962,9 +1084,22 @@ async fn apply_stream(
     let repl = &shared.replication;
     let mut decoder = Decoder::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    // The bytes of the command being parsed, as they came: the decoder consumes a command's
+    // first arguments in one read and its last ones in a later read, and every one of those
+    // bytes counts in the offset once the command is complete.
+    let mut current = BytesMut::new();
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
+    // `CLIENT KILL TYPE master` kills the link's client: drop the link, as Redis does; the
+    // replica then reconnects and continues from its offset.
+    let handle = link.handle.clone();
     loop {
         tokio::select! {
+            _ = handle.killed() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "master link killed",
+                ));
+            }
             n = rd.read_buf(&mut buf) => {
                 if n? == 0 {
                     return Err(closed());
@@ -980,14 +1115,18 @@ async fn apply_stream(
                 let mut pos = 0usize;
                 loop {
                     let before = buf.len();
-                    let parsed = match decoder.parse(&mut buf, u64::MAX) {
+                    let parsed = decoder.parse(&mut buf, u64::MAX);
+                    // Counted even when the command is not complete yet (`Ok(None)`): the
+                    // decoder keeps the arguments it has taken off the buffer.
+                    let consumed = before - buf.len();
+                    current.extend_from_slice(&raw[pos..pos + consumed]);
+                    pos += consumed;
+                    let parsed = match parsed {
                         Ok(Some(p)) => p,
                         Ok(None) => break,
                         Err(e) => return Err(std::io::Error::other(e.to_string())),
                     };
-                    let consumed = before - buf.len();
-                    let chunk = raw.slice(pos..pos + consumed);
-                    pos += consumed;
+                    let chunk = current.split().freeze();
                     if let Parsed::Command(args) = parsed {
                         let getack = args.len() >= 2
                             && args[0].eq_ignore_ascii_case(b"REPLCONF")

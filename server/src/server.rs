@@ -81,8 +81,15 @@ pub struct Shared {
     pub run_id: String,
     /// The bound TCP address, when listening.
     pub addr: parking_lot::Mutex<Option<SocketAddr>>,
+    /// Whether the active expiry cycle runs (`DEBUG SET-ACTIVE-EXPIRE 0|1`, on by default);
+    /// off, keys expire only when something reads them.
+    pub active_expire: AtomicBool,
     replica: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
+    /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
+    loading_tx: watch::Sender<bool>,
+    /// Whether the once-a-second AOF flush task runs (started once, it serves any AOF).
+    aof_flusher: AtomicBool,
 }
 
 impl Shared {
@@ -108,8 +115,11 @@ impl Shared {
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),
+            active_expire: AtomicBool::new(true),
             replica: AtomicBool::new(false),
             shutdown_tx,
+            loading_tx: watch::channel(false).0,
+            aof_flusher: AtomicBool::new(false),
         }
     }
 
@@ -143,7 +153,7 @@ impl Shared {
     pub fn after_write(&self, db: usize, spec: &CommandSpec, args: &[Bytes], dirty: u64) -> u64 {
         self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
         let aof = self.aof.read();
-        if !self.replication.has_replicas() && aof.is_none() {
+        if !self.replication.feeds_stream() && aof.is_none() {
             return self.replication.offset();
         }
         let effects = crate::replication::effects(self, db, spec, args);
@@ -157,7 +167,7 @@ impl Shared {
     /// they never expire keys themselves.
     pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
         let aof = self.aof.read();
-        if keys.is_empty() || (!self.replication.has_replicas() && aof.is_none()) {
+        if keys.is_empty() || (!self.replication.feeds_stream() && aof.is_none()) {
             return;
         }
         let dels: Vec<Vec<Bytes>> = keys
@@ -170,6 +180,29 @@ impl Shared {
         self.replication.feed(db, &dels);
     }
 
+    /// Called after each command: the keys its reads found expired and deleted (lazy
+    /// expiry) go to the replicas and the AOF as `DEL`s, as the expiry cycle's do, and count
+    /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
+    /// recreates such a key reaches the replicas after its `DEL`.
+    pub fn propagate_lazy_expired(&self) {
+        for (i, db) in self.keyspace.iter() {
+            if !db.may_have_lazily_expired() {
+                continue;
+            }
+            // Taken, then fed, in stream order: a write that recreated one of these keys
+            // meanwhile drains them itself, under the same lock, before feeding its own effect.
+            let _order = self.replication.order_guard();
+            let gone = db.take_lazily_expired();
+            if gone.is_empty() {
+                continue;
+            }
+            self.stats
+                .expired_keys
+                .fetch_add(gone.len() as u64, Ordering::Relaxed);
+            self.propagate_expired(i, &gone);
+        }
+    }
+
     /// The body of `INFO replication`.
     pub fn replication_info(&self) -> String {
         self.replication.info()
@@ -179,6 +212,22 @@ impl Shared {
     pub fn request_shutdown(&self) {
         self.shutdown_tx.send_replace(true);
         self.clients.kill_all();
+    }
+
+    /// Marks the keyspace as being reloaded (a [restart](crate::restart)), or ready again.
+    pub fn set_loading(&self, loading: bool) {
+        self.loading_tx.send_replace(loading);
+    }
+
+    /// Resolves once the keyspace is not being reloaded (at once, almost always).
+    pub async fn wait_loaded(&self) {
+        let mut rx = self.loading_tx.subscribe();
+        let _ = rx.wait_for(|loading| !*loading).await;
+    }
+
+    /// Whether a [restart](crate::restart) is reloading the keyspace.
+    pub fn is_loading(&self) -> bool {
+        *self.loading_tx.borrow()
     }
 
     /// A receiver that sees `true` once shutdown was requested.
@@ -301,7 +350,7 @@ impl Builder {
 }
 
 /// Replays the append-only file, then opens it for appending (and starts the everysec flush).
-async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
+pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
     let name = shared
         .config
@@ -319,7 +368,7 @@ async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
     *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());
-    if fsync == crate::aof::Fsync::EverySec {
+    if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
         let weak = Arc::downgrade(shared);
         tokio::spawn(async move {
             loop {
@@ -435,6 +484,14 @@ impl ServerHandle {
     pub async fn crash(&self) {
         self.shared.replication.discard_held();
         self.shutdown().await;
+    }
+
+    /// Restarts this node in place, as a crash and a new start would: every connection
+    /// closes, the keyspace is gone, and it comes back on the same port, replaying its
+    /// append-only file when `aof` is true or empty when false (see [`crate::restart`]).
+    /// Resolves once it serves again.
+    pub async fn restart(&self, aof: bool) -> std::io::Result<()> {
+        crate::restart::restart(&self.shared, aof).await
     }
 
     /// Whether this replica's link to its master is up (false for a master).

@@ -1,6 +1,6 @@
 //! Differential tests of the connection and server commands against a real redis-server.
 
-use latchkey_tests::Diff;
+use latchkey_tests::{Diff, RawConn};
 
 #[test]
 fn config_get_and_set() {
@@ -106,4 +106,109 @@ fn wait_without_replicas() {
         "WAIT 1",
     ]);
     d.check(&["EVAL", "return redis.call('wait', 0, 0)", "0"]);
+}
+
+/// `CLIENT KILL`'s two forms and every filter's error, with only the caller connected (whom
+/// the new form skips by default).
+#[test]
+fn client_kill_filters_and_errors() {
+    let mut d = Diff::new();
+    d.table(&[
+        "CLIENT KILL 1.2.3.4:5",
+        "CLIENT KILL ID",
+        "CLIENT KILL ID 999999",
+        "CLIENT KILL ID 0",
+        "CLIENT KILL ID -1",
+        "CLIENT KILL ID abc",
+        "CLIENT KILL ID abc TYPE",
+        "CLIENT KILL ID 5 SKIPME",
+        "CLIENT KILL TYPE foo",
+        "CLIENT KILL TYPE normal",
+        "CLIENT KILL TYPE NORMAL SKIPME yes",
+        "CLIENT KILL TYPE master",
+        "CLIENT KILL TYPE replica",
+        "CLIENT KILL TYPE slave",
+        "CLIENT KILL TYPE pubsub",
+        "CLIENT KILL USER nobody",
+        "CLIENT KILL USER default",
+        "CLIENT KILL SKIPME maybe",
+        "CLIENT KILL SKIPME no TYPE pubsub",
+        "CLIENT KILL ADDR 1.2.3.4:5",
+        "CLIENT KILL LADDR 1.2.3.4:5 ADDR 1.2.3.4:6",
+        "CLIENT KILL MAXAGE 10",
+        "CLIENT KILL FOO bar",
+        "CLIENT LIST TYPE foo",
+        "CLIENT LIST TYPE master",
+        "CLIENT LIST TYPE replica",
+        "PING",
+    ]);
+}
+
+/// Whether the server closed `c` (end of stream or reset; a read timeout is not that).
+fn closed(c: &mut RawConn) -> bool {
+    use std::io::ErrorKind::*;
+    match c.try_read_reply() {
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            UnexpectedEof | ConnectionReset | ConnectionAborted
+        ),
+    }
+}
+
+/// The filters really select: a subscriber falls to `TYPE pubsub`, a normal client to its
+/// `ADDR` and `ID`, the caller to `SKIPME no` and to the old form with its own address.
+#[test]
+fn client_kill_closes_what_it_matches() {
+    let d = Diff::new();
+    for addr in [d.redis_proc.addr(), d.latchkey_server.addr()] {
+        let mut me = RawConn::connect(addr).expect("connect");
+        let mut sub = RawConn::connect(addr).expect("connect");
+        sub.cmd(&["SUBSCRIBE", "news"]);
+        let mut other = RawConn::connect(addr).expect("connect");
+        assert_eq!(other.cmd(&["PING"]), b"+PONG\r\n");
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]),
+            b":1\r\n",
+            "{addr}"
+        );
+        assert!(closed(&mut sub), "{addr}: subscriber alive");
+        // The other client's own view of its address and id.
+        let info = String::from_utf8_lossy(&other.cmd(&["CLIENT", "INFO"])).into_owned();
+        let field = |name: &str| {
+            info.split_whitespace()
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("no {name} in {info}"))
+        };
+        let (id, other_addr) = (field("id"), field("addr"));
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "ID", &id, "ADDR", "1.2.3.4:5"]),
+            b":0\r\n",
+            "{addr}: both filters must match"
+        );
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "ID", &id, "ADDR", &other_addr]),
+            b":1\r\n",
+            "{addr}"
+        );
+        assert!(closed(&mut other), "{addr}: client alive");
+        // The caller and the differential test's own connection.
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"]),
+            b":2\r\n",
+            "{addr}"
+        );
+        assert!(closed(&mut me), "{addr}: caller alive");
+        // The old form may name the caller itself: +OK, then the connection closes.
+        let mut me = RawConn::connect(addr).expect("connect");
+        let info = String::from_utf8_lossy(&me.cmd(&["CLIENT", "INFO"])).into_owned();
+        let own = info
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("addr="))
+            .expect("addr")
+            .to_string();
+        assert_eq!(me.cmd(&["CLIENT", "KILL", &own]), b"+OK\r\n", "{addr}");
+        assert!(closed(&mut me), "{addr}: caller alive");
+    }
 }

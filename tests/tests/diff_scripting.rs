@@ -225,3 +225,22 @@ fn functions_load_call_list_delete() {
     d.check(&["FCALL", "f1", "0"]);
     d.check(&["FUNCTION", "FOO"]);
 }
+
+/// `FUNCTION LIST` shows a function's flags as status replies, once each, in Redis's order,
+/// in RESP2 and in RESP3 (a set).
+#[test]
+fn function_list_flags_are_status_replies() {
+    let mut d = Diff::new();
+    d.check(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=flagged\nredis.register_function{function_name='ff', callback=function() return 1 end, flags={'allow-stale', 'no-writes', 'no-cluster', 'no-writes'}, description='with flags'}",
+    ]);
+    let reply = d.check(&["FUNCTION", "LIST"]);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.contains("+no-writes\r\n"), "{text}");
+    d.check(&["FUNCTION", "LIST", "LIBRARYNAME", "flag*", "WITHCODE"]);
+    // (HELLO's own reply differs in version and id.)
+    d.both(&["HELLO", "3"]);
+    d.check(&["FUNCTION", "LIST"]);
+}

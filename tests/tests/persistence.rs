@@ -177,3 +177,135 @@ async fn latchkey_restart_control_with_and_without_the_aof() {
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether the server closed `c` (end of stream or reset; a read timeout is not that).
+fn closed(c: &mut latchkey_tests::RawConn) -> bool {
+    use std::io::ErrorKind::*;
+    match c.try_read_reply() {
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            UnexpectedEof | ConnectionReset | ConnectionAborted
+        ),
+    }
+}
+
+/// Polls `f` every 10 ms until it holds, for at most 20 s (a bound for a loaded machine).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `LATCHKEY.FAILOVER RESTART AOF|NOAOF` over the wire: every connection closes as in a crash,
+/// and the node answers again on the same port, with the AOF's lock or without it.
+#[test]
+fn restart_over_the_wire_with_and_without_the_aof() {
+    use latchkey_tests::RawConn;
+    let dir = temp_dir("wire-restart");
+    let node = Server::builder()
+        .config("dir", dir.to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", "always")
+        .start_blocking()
+        .unwrap();
+    let addr = node.addr();
+    let mut admin = RawConn::connect(addr).unwrap();
+    let mut holder = RawConn::connect(addr).unwrap();
+    assert_eq!(
+        holder.cmd(&["SET", "lock", "c1", "NX", "PX", "30000"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        admin.cmd(&["LATCHKEY.FAILOVER", "RESTART", "BOGUS"]),
+        b"-ERR syntax error\r\n"
+    );
+    assert_eq!(
+        admin.cmd(&["LATCHKEY.FAILOVER", "RESTART", "AOF"]),
+        b"+OK\r\n"
+    );
+    assert!(closed(&mut admin), "the caller's connection survived");
+    assert!(closed(&mut holder), "a client's connection survived");
+    let mut c = RawConn::connect(addr).unwrap();
+    assert_eq!(
+        c.cmd(&["GET", "lock"]),
+        b"$2\r\nc1\r\n",
+        "the AOF was not replayed"
+    );
+    let pttl = String::from_utf8(c.cmd(&["PTTL", "lock"])).unwrap();
+    let pttl: i64 = pttl.trim().trim_start_matches(':').parse().unwrap();
+    assert!((1..=30_000).contains(&pttl), "the TTL was not kept: {pttl}");
+
+    assert_eq!(
+        c.cmd(&["LATCHKEY.FAILOVER", "RESTART", "NOAOF"]),
+        b"+OK\r\n"
+    );
+    assert!(closed(&mut c));
+    let mut c = RawConn::connect(addr).unwrap();
+    assert_eq!(c.cmd(&["EXISTS", "lock"]), b":0\r\n");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "appendonly"]),
+        b"*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["SET", "lock", "c2", "NX", "PX", "30000"]),
+        b"+OK\r\n",
+        "a second client takes the forgotten lock"
+    );
+    // NOAOF left the file alone: a restart from it brings back c1's lock, not c2's.
+    assert_eq!(c.cmd(&["LATCHKEY.FAILOVER", "RESTART", "AOF"]), b"+OK\r\n");
+    assert!(closed(&mut c));
+    let mut c = RawConn::connect(addr).unwrap();
+    assert_eq!(c.cmd(&["GET", "lock"]), b"$2\r\nc1\r\n");
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A restarted replica without an AOF comes back empty, follows its master again and gets
+/// everything back with a full resync; a restarted master starts a new history.
+#[test]
+fn a_restarted_replica_resyncs_from_its_master() {
+    use latchkey_tests::pair::{info_field, wait_link_up};
+    use latchkey_tests::RawConn;
+    let master = Server::builder().start_blocking().unwrap();
+    let replica = Server::builder().start_blocking().unwrap();
+    let mut m = RawConn::connect(master.addr()).unwrap();
+    let mut r = RawConn::connect(replica.addr()).unwrap();
+    let port = master.addr().port().to_string();
+    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    wait_link_up(replica.addr());
+    assert_eq!(m.cmd(&["SET", "lock", "c1"]), b"+OK\r\n");
+    assert_eq!(m.cmd(&["WAIT", "1", "5000"]), b":1\r\n");
+    assert_eq!(
+        r.cmd(&["LATCHKEY.FAILOVER", "RESTART", "NOAOF"]),
+        b"+OK\r\n"
+    );
+    assert!(closed(&mut r));
+    until("the restarted replica's link", || {
+        info_field(replica.addr(), "master_link_status").as_deref() == Some("up")
+            && info_field(master.addr(), "connected_slaves").as_deref() == Some("1")
+    });
+    let mut r = RawConn::connect(replica.addr()).unwrap();
+    assert_eq!(r.cmd(&["GET", "lock"]), b"$2\r\nc1\r\n");
+    let full: String = String::from_utf8(m.cmd(&["INFO", "stats"])).unwrap();
+    assert!(full.contains("sync_full:2"), "{full}");
+
+    let old_id = info_field(master.addr(), "master_replid");
+    assert_eq!(
+        m.cmd(&["LATCHKEY.FAILOVER", "RESTART", "NOAOF"]),
+        b"+OK\r\n"
+    );
+    assert!(closed(&mut m));
+    let mut m = RawConn::connect(master.addr()).unwrap();
+    assert_eq!(m.cmd(&["DBSIZE"]), b":0\r\n");
+    assert_ne!(info_field(master.addr(), "master_replid"), old_id);
+    assert_eq!(
+        info_field(master.addr(), "master_repl_offset").as_deref(),
+        Some("0")
+    );
+}

@@ -112,10 +112,13 @@ fn assert_same_data(master: &mut RawConn, replica: &mut RawConn) {
             "{args:?} differs"
         );
     }
-    // (FUNCTION LIST is not compared byte for byte: latchkey encodes the flags as bulk
-    // strings where Redis sends status replies.)
     let libs = cmd(replica, &["FUNCTION", "LIST"]);
     assert!(libs.contains("interop_get"), "{libs}");
+    assert_eq!(
+        libs,
+        cmd(master, &["FUNCTION", "LIST"]),
+        "FUNCTION LIST differs"
+    );
     let pttl = int(&cmd(replica, &["PTTL", "ttl"]));
     assert!(
         (30_000..=60_000).contains(&pttl),
@@ -158,7 +161,7 @@ fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
     assert_eq!(cmd(replica, &["EXISTS", "gone"]), ":0\r\n");
     // A key that expires on the master disappears from the replica's DBSIZE (which counts
     // logically expired keys): the master's active expiry cycle sent a DEL. (Nothing reads the
-    // key on the master: latchkey does not yet propagate a lazy, on-read deletion.)
+    // key on the master; the lazy, on-read deletion has tests of its own below.)
     cmd(master, &["SET", "short", "v", "PX", "30"]);
     until("the expiry DEL on the replica", || {
         let (m, r) = (cmd(master, &["DBSIZE"]), cmd(replica, &["DBSIZE"]));
@@ -641,4 +644,232 @@ fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
     assert_same_data(&mut m, &mut r);
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends `count` pipelined `SET`s of values of uneven, growing sizes in one write, so that the
+/// stream the replica reads has commands cut across two reads, and reads every reply.
+fn pipelined_burst(m: &mut RawConn, count: usize) {
+    let mut out = Vec::new();
+    for i in 0..count {
+        let value = "v".repeat(1000 + (i * 37) % 7000);
+        out.extend(RawConn::encode(&[
+            "SET",
+            &format!("burst:{i}"),
+            value.as_str(),
+        ]));
+    }
+    m.send_raw(&out);
+    for i in 0..count {
+        assert_eq!(show(&m.read_reply()), "+OK\\r\\n", "SET burst:{i}");
+    }
+}
+
+/// A burst whose commands straddle the replica's reads is counted whole: right after it, the
+/// replica's offset is the master's and `WAIT` confirms a lock at once. (The replica once
+/// counted only the bytes of a command's last read, so its offset fell behind the master's
+/// for good while its data matched.)
+fn burst_keeps_the_offset(m: &mut RawConn, r: &mut RawConn, master_role: &str) {
+    let count = 600;
+    pipelined_burst(m, count);
+    let last = format!("burst:{}", count - 1);
+    until("the burst on the replica", || {
+        cmd(r, &["EXISTS", &last]) == ":1\r\n"
+    });
+    assert_eq!(
+        cmd(m, &["SET", "lock", "tok", "NX", "PX", "30000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(m, &["WAIT", "1", "1000"]),
+        ":1\r\n",
+        "{master_role}: the replica did not acknowledge the master's offset"
+    );
+    let master_offset = info(m, "replication", "master_repl_offset");
+    until("the replica's offset", || {
+        info(r, "replication", "master_repl_offset") == master_offset
+    });
+    assert_eq!(cmd(r, &["DBSIZE"]), cmd(m, &["DBSIZE"]));
+}
+
+#[test]
+fn a_pipelined_burst_keeps_a_latchkey_replica_offset_exact() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    burst_keeps_the_offset(&mut m, &mut r, "latchkey master");
+
+    let redis = RedisProcess::spawn(&[]);
+    let mut rm = conn(redis.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, redis.addr());
+    burst_keeps_the_offset(&mut rm, &mut r, "redis-server master");
+}
+
+/// Expires keys on `master` through reads only (its active expiry cycle is off) and checks
+/// that `replica` loses them: the read's deletion reaches it as a `DEL`. The replica's
+/// `DBSIZE` counts keys that are logically expired but still stored, so it shows the DEL.
+fn lazy_expiry_reaches(m: &mut RawConn, r: &mut RawConn) {
+    assert_eq!(cmd(m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), "+OK\r\n");
+    assert_eq!(cmd(m, &["SET", "keep", "1"]), "+OK\r\n");
+    for k in ["read", "recreated", "deleted"] {
+        assert_eq!(cmd(m, &["SET", k, "old", "PX", "100"]), "+OK\r\n");
+    }
+    until("the keys on the replica", || {
+        cmd(r, &["DBSIZE"]) == ":4\r\n"
+    });
+    // Past their TTL: both still hold them, hidden from reads.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(cmd(m, &["DBSIZE"]), ":4\r\n", "the active cycle is off");
+    assert_eq!(cmd(r, &["DBSIZE"]), ":4\r\n");
+    // A read expires it; a write on an expired key sends the DEL before itself; a DEL of an
+    // expired key deletes nothing the client can see, yet the key goes.
+    assert_eq!(cmd(m, &["GET", "read"]), "$-1\r\n");
+    assert_eq!(cmd(m, &["SET", "recreated", "new", "NX"]), "+OK\r\n");
+    assert_eq!(cmd(m, &["DEL", "deleted"]), ":0\r\n");
+    until("the lazy expiries on the replica", || {
+        cmd(r, &["DBSIZE"]) == ":2\r\n"
+    });
+    assert_eq!(cmd(r, &["GET", "recreated"]), "$3\r\nnew\r\n");
+    assert_eq!(cmd(r, &["GET", "keep"]), "$1\r\n1\r\n");
+    assert_eq!(cmd(m, &["WAIT", "1", "5000"]), ":1\r\n");
+    assert_eq!(cmd(r, &["DBSIZE"]), ":2\r\n");
+    assert_eq!(cmd(m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), "+OK\r\n");
+}
+
+#[test]
+fn a_lazy_expiry_on_a_latchkey_master_reaches_a_latchkey_replica() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    lazy_expiry_reaches(&mut m, &mut r);
+    let expired = info(&mut m, "stats", "expired_keys");
+    assert_eq!(expired.as_deref(), Some("3"), "lazy expiries count in INFO");
+}
+
+#[test]
+fn a_lazy_expiry_on_a_latchkey_master_reaches_a_redis_replica() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link to latchkey", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    lazy_expiry_reaches(&mut m, &mut r);
+}
+
+/// The same scenario on redis-server alone, so the expectations above are Redis's own.
+#[test]
+fn a_lazy_expiry_on_a_redis_master_reaches_its_replica() {
+    let master = RedisProcess::spawn(&["--enable-debug-command", "yes"]);
+    let mut m = conn(master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("the replica's link", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    lazy_expiry_reaches(&mut m, &mut r);
+    let expired = info(&mut m, "stats", "expired_keys");
+    assert_eq!(expired.as_deref(), Some("3"), "Redis counts lazy expiries");
+}
+
+/// Once its last replica has left, a master's writes share the gate again (the fast path),
+/// yet the backlog it keeps still has them in the keyspace's order: a replica that comes back
+/// continues from it and ends with the same order-sensitive values (`APPEND`s racing from
+/// several clients on one key).
+#[test]
+fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    cmd(&mut m, &["SET", "log", ""]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let repl = &master.handle().shared().replication;
+    assert!(repl.has_attached_replicas());
+    // The replica leaves (it follows a port nobody listens on) with its history intact.
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", "1"]), "+OK\r\n");
+    until("the master to see its replica go", || {
+        info(&mut m, "replication", "connected_slaves").as_deref() == Some("0")
+    });
+    assert!(
+        !repl.has_attached_replicas(),
+        "writes still take the slow path"
+    );
+    assert!(repl.feeds_stream(), "the backlog is kept");
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = master.addr();
+            std::thread::spawn(move || {
+                let mut c = conn(addr);
+                let mut out = Vec::new();
+                for i in 0..300 {
+                    let mark = format!("{t}{}", i % 10);
+                    out.extend(RawConn::encode(&["APPEND", "log", &mark]));
+                    out.extend(RawConn::encode(&["INCR", "count"]));
+                    out.extend(RawConn::encode(&["SET", "last", &mark]));
+                }
+                c.send_raw(&out);
+                for _ in 0..900 {
+                    assert!(!c.read_reply().starts_with(b"-"));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    follow(&mut r, master.addr());
+    assert_eq!(
+        syncs(&mut m, "sync_partial_ok"),
+        1,
+        "continued from the backlog"
+    );
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    for key in ["log", "count", "last"] {
+        assert_eq!(
+            cmd(&mut r, &["GET", key]),
+            cmd(&mut m, &["GET", key]),
+            "{key} differs"
+        );
+    }
+    assert_eq!(cmd(&mut m, &["STRLEN", "log"]), ":2400\r\n");
+}
+
+/// `repl-backlog-ttl`: a master alone for that long frees its backlog and takes a new
+/// replication id (its writes feed nothing any more); a replica that comes back afterwards
+/// gets a full resync.
+#[test]
+fn an_idle_backlog_is_freed_after_its_ttl() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    assert_eq!(
+        cmd(&mut m, &["CONFIG", "SET", "repl-backlog-ttl", "1"]),
+        "+OK\r\n"
+    );
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    cmd(&mut m, &["SET", "k", "v"]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let old_id = info(&mut m, "replication", "master_replid");
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", "1"]), "+OK\r\n");
+    until("the backlog to be freed", || {
+        info(&mut m, "replication", "repl_backlog_active").as_deref() == Some("0")
+    });
+    assert_ne!(info(&mut m, "replication", "master_replid"), old_id);
+    assert!(!master.handle().shared().replication.feeds_stream());
+    cmd(&mut m, &["SET", "k", "v2"]);
+    follow(&mut r, master.addr());
+    assert_eq!(syncs(&mut m, "sync_full"), 2);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k"]), "$2\r\nv2\r\n");
 }

@@ -7,6 +7,7 @@ use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_QUEUE, STALE,
     SUBSCRIBED_OK,
 };
+use crate::client::ClientRole;
 use crate::db::NUM_DBS;
 use crate::frame::{Frame, Protocol};
 
@@ -231,6 +232,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "info" => Frame::Verbatim(Bytes::from(client_line(ctx, &me) + "\n")),
         "list" => {
             let mut ids: Option<Vec<u64>> = None;
+            let mut kind: Option<ClientType> = None;
             if n >= 4 {
                 if is(&args[2], "id") {
                     let mut v = Vec::new();
@@ -242,14 +244,24 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     }
                     ids = Some(v);
                 } else if is(&args[2], "type") && n == 4 {
-                    // Every latchkey client is a normal client (or a pub/sub one).
+                    match ClientType::parse(&args[3]) {
+                        Some(t) => kind = Some(t),
+                        None => {
+                            return Frame::error(format!(
+                                "ERR Unknown client type '{}'",
+                                String::from_utf8_lossy(&args[3])
+                            ))
+                        }
+                    }
                 } else {
                     return super::util::syntax_error();
                 }
             }
             let mut out = String::new();
             for h in ctx.shared.clients.list() {
-                if ids.as_ref().is_some_and(|v| !v.contains(&h.id)) {
+                if ids.as_ref().is_some_and(|v| !v.contains(&h.id))
+                    || kind.is_some_and(|k| k != ClientType::of(&h))
+                {
                     continue;
                 }
                 out.push_str(&client_line(ctx, &h));
@@ -317,7 +329,11 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
     let laddr = h
         .laddr
         .map_or_else(|| "local".to_string(), |a| a.to_string());
-    let flags = if info.sub + info.psub + info.ssub > 0 {
+    let flags = if info.role == ClientRole::Master {
+        "M"
+    } else if info.role == ClientRole::Replica {
+        "S"
+    } else if info.sub + info.psub + info.ssub > 0 {
         "P"
     } else if info.multi >= 0 {
         "x"
@@ -350,78 +366,153 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
     )
 }
 
-fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let clients = ctx.shared.clients.list();
-    let me = ctx.client.handle.id;
-    // Old form: CLIENT KILL addr:port -> +OK or an error.
-    if args.len() == 3 {
-        let target = String::from_utf8_lossy(&args[2]).into_owned();
-        return match clients
-            .iter()
-            .find(|h| h.addr.is_some_and(|a| a.to_string() == target))
-        {
-            Some(h) => {
-                if h.id == me {
-                    ctx.client.close_after_reply = true;
-                } else {
-                    h.kill();
-                }
-                Frame::ok()
-            }
-            None => Frame::error("ERR No such client"),
-        };
-    }
-    if args.len() % 2 == 1 {
-        return super::util::syntax_error();
-    }
-    let mut id: Option<u64> = None;
-    let mut addr: Option<String> = None;
-    let mut laddr: Option<String> = None;
-    let mut skipme = true;
-    for pair in args[2..].chunks(2) {
-        let v = String::from_utf8_lossy(&pair[1]).into_owned();
-        if is(&pair[0], "id") {
-            match v.parse::<u64>() {
-                Ok(i) if i > 0 => id = Some(i),
-                _ => return Frame::error("ERR client-id should be greater than 0"),
-            }
-        } else if is(&pair[0], "addr") {
-            addr = Some(v);
-        } else if is(&pair[0], "laddr") {
-            laddr = Some(v);
-        } else if is(&pair[0], "skipme") {
-            skipme = match v.to_ascii_lowercase().as_str() {
-                "yes" => true,
-                "no" => false,
-                _ => return super::util::syntax_error(),
-            };
-        } else if is(&pair[0], "type") || is(&pair[0], "user") || is(&pair[0], "maxage") {
-            // Accepted; every latchkey client matches these filters.
-        } else {
-            return super::util::syntax_error();
+/// The kinds `CLIENT KILL TYPE` (and `CLIENT LIST TYPE`) filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Master,
+    Replica,
+    PubSub,
+}
+
+impl ClientType {
+    /// Redis's `getClientTypeByName`: `slave` and `replica` are the same type.
+    fn parse(name: &[u8]) -> Option<ClientType> {
+        match super::util::lower(name).as_str() {
+            "normal" => Some(ClientType::Normal),
+            "master" => Some(ClientType::Master),
+            "slave" | "replica" => Some(ClientType::Replica),
+            "pubsub" => Some(ClientType::PubSub),
+            _ => None,
         }
     }
+
+    /// Redis's `getClientType`: a replica or our master first, then a client with
+    /// subscriptions, then every other client.
+    fn of(h: &crate::client::ClientHandle) -> ClientType {
+        let info = h.info.lock();
+        match info.role {
+            ClientRole::Master => ClientType::Master,
+            ClientRole::Replica => ClientType::Replica,
+            ClientRole::Normal if info.sub + info.psub + info.ssub > 0 => ClientType::PubSub,
+            ClientRole::Normal => ClientType::Normal,
+        }
+    }
+}
+
+/// Which clients a `CLIENT KILL` closes; every filter given must match.
+#[derive(Debug)]
+struct KillFilter {
+    addr: Option<String>,
+    laddr: Option<String>,
+    kind: Option<ClientType>,
+    id: Option<u64>,
+    skipme: bool,
+}
+
+impl KillFilter {
+    /// Parses the filter pairs of the Redis 7.0 form, option by option and in order, so the
+    /// first bad option decides the error (as in Redis's `clientKillCommand`).
+    fn parse(args: &[Bytes]) -> Result<KillFilter, Frame> {
+        let mut f = KillFilter {
+            addr: None,
+            laddr: None,
+            kind: None,
+            id: None,
+            skipme: true,
+        };
+        let mut i = 0;
+        while i < args.len() {
+            let (opt, value) = match args.get(i + 1) {
+                Some(v) => (&args[i], v),
+                None => return Err(super::util::syntax_error()),
+            };
+            let text = || String::from_utf8_lossy(value).into_owned();
+            if is(opt, "id") {
+                match parse_i64(value) {
+                    Ok(n) if n >= 1 => f.id = Some(n as u64),
+                    _ => return Err(Frame::error("ERR client-id should be greater than 0")),
+                }
+            } else if is(opt, "type") {
+                match ClientType::parse(value) {
+                    Some(t) => f.kind = Some(t),
+                    None => {
+                        return Err(Frame::error(format!(
+                            "ERR Unknown client type '{}'",
+                            text()
+                        )))
+                    }
+                }
+            } else if is(opt, "addr") {
+                f.addr = Some(text());
+            } else if is(opt, "laddr") {
+                f.laddr = Some(text());
+            } else if is(opt, "user") {
+                // latchkey has one user, `default`, which every connection is.
+                if &value[..] != b"default" {
+                    return Err(Frame::error(format!("ERR No such user '{}'", text())));
+                }
+            } else if is(opt, "skipme") {
+                f.skipme = match super::util::lower(value).as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(super::util::syntax_error()),
+                };
+            } else {
+                return Err(super::util::syntax_error());
+            }
+            i += 2;
+        }
+        Ok(f)
+    }
+
+    fn matches(&self, h: &crate::client::ClientHandle) -> bool {
+        let shown = |a: Option<std::net::SocketAddr>| {
+            a.map_or_else(|| "local".to_string(), |a| a.to_string())
+        };
+        self.addr.as_ref().is_none_or(|a| *a == shown(h.addr))
+            && self.laddr.as_ref().is_none_or(|a| *a == shown(h.laddr))
+            && self.kind.is_none_or(|k| k == ClientType::of(h))
+            && self.id.is_none_or(|i| i == h.id)
+    }
+}
+
+/// `CLIENT KILL ip:port` (the old form: `+OK`, or an error when no client has that address;
+/// it may kill the caller itself) and `CLIENT KILL <filter> <value> ...` (the new form:
+/// `TYPE`, `ID`, `ADDR`, `LADDR`, `USER`, `SKIPME`; replies with how many it closed).
+fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let old_form = args.len() == 3;
+    let filter = if old_form {
+        KillFilter {
+            addr: Some(String::from_utf8_lossy(&args[2]).into_owned()),
+            laddr: None,
+            kind: None,
+            id: None,
+            skipme: false,
+        }
+    } else {
+        match KillFilter::parse(&args[2..]) {
+            Ok(f) => f,
+            Err(e) => return e,
+        }
+    };
+    let me = ctx.client.handle.id;
     let mut killed = 0;
-    for h in clients {
-        if id.is_some_and(|i| i != h.id)
-            || addr
-                .as_ref()
-                .is_some_and(|a| h.addr.map(|x| x.to_string()).as_ref() != Some(a))
-            || laddr
-                .as_ref()
-                .is_some_and(|a| h.laddr.map(|x| x.to_string()).as_ref() != Some(a))
-        {
+    for h in ctx.shared.clients.list() {
+        if !filter.matches(&h) || (h.id == me && filter.skipme) {
             continue;
         }
         if h.id == me {
-            if skipme {
-                continue;
-            }
+            // Our own connection closes once this reply is written.
             ctx.client.close_after_reply = true;
         } else {
             h.kill();
         }
         killed += 1;
     }
-    Frame::Integer(killed)
+    match (old_form, killed) {
+        (true, 0) => Frame::error("ERR No such client"),
+        (true, _) => Frame::ok(),
+        (false, n) => Frame::Integer(n),
+    }
 }

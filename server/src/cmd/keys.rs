@@ -42,9 +42,14 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     for k in &args[1..] {
         // An expired key counts as absent; removing it still tidies the map.
         let live = ctx.db().contains(k, ctx.now_ms);
-        if ctx.db().remove(k).is_some() && live {
-            n += 1;
-            ctx.changed();
+        if ctx.db().remove(k).is_some() {
+            if live {
+                n += 1;
+                ctx.changed();
+            } else if ctx.lazy_delete() {
+                // Gone by expiry, not by this DEL: replicas learn it as an expiry.
+                ctx.db().note_lazily_expired(k.clone());
+            }
         }
     }
     Frame::Integer(n)

@@ -511,6 +511,8 @@ fn try_pop_any(
 ) -> Result<Option<Frame>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
+    // The pop and its feed are one step for the stream (see `order_guard`).
+    let _order = shared.replication.order_guard();
     for key in keys {
         if let Some(v) = pop_from(db, key, now_ms, lazy, left, 1)? {
             if let Some(el) = v.into_iter().next() {
@@ -518,6 +520,7 @@ fn try_pop_any(
                 let name: &[u8] = if left { b"lpop" } else { b"rpop" };
                 if let Some(spec) = lookup(name) {
                     let args = [Bytes::from_static(name), key.clone()];
+                    shared.propagate_lazy_expired();
                     shared.after_write(db_index, spec, &args, 1);
                 }
                 return Ok(Some(Frame::Array(vec![

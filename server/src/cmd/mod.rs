@@ -387,13 +387,18 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
     let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
         run_handler(shared, client, spec, &args, now_ms)
-    } else if spec.has(EXCLUSIVE) || (spec.has(WRITE) && shared.replication.has_replicas()) {
+    } else if spec.has(EXCLUSIVE) || (spec.has(WRITE) && shared.replication.has_attached_replicas())
+    {
         // With replicas attached, writes run one at a time so that the stream carries them in
-        // the order the keyspace saw them.
+        // the order the keyspace saw them. Without, they share the gate (and run_handler
+        // keeps a kept backlog in order).
         let guard = match shared.gate.exclusive(threshold).await {
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
         };
+        if killed_while_waiting(client) {
+            return Frame::error("ERR connection killed");
+        }
         let r = run_handler(shared, client, spec, &args, now_ms);
         drop(guard);
         r
@@ -402,14 +407,30 @@ pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
         };
+        if killed_while_waiting(client) {
+            return Frame::error("ERR connection killed");
+        }
         let r = run_handler(shared, client, spec, &args, now_ms);
         drop(guard);
         r
     };
-    match blocked {
+    let reply = match blocked {
         Ok(frame) => frame,
         Err(fut) => fut.await,
+    };
+    if spec.has(SUBSCRIBED_OK) {
+        // (Un)subscribing changes what `CLIENT LIST` and `CLIENT KILL TYPE pubsub` see now,
+        // not at this client's next command.
+        client.sync_info(spec.name, now_ms);
     }
+    reply
+}
+
+/// Whether a connection was killed (by `CLIENT KILL` or a restart, say) while its command
+/// waited for the gate: then it runs nothing more, as its connection is closing. In-process
+/// clients and the link to our master have no connection to close and always run.
+fn killed_while_waiting(client: &Client) -> bool {
+    client.handle.addr.is_some() && client.handle.is_killed()
 }
 
 fn run_handler(
@@ -419,10 +440,17 @@ fn run_handler(
     args: &[Bytes],
     now_ms: u64,
 ) -> Result<Frame, Blocked> {
+    // A write and its feed are one step for the stream, even next to other writes sharing
+    // the gate (no cost when nothing is fed).
+    let _order = match spec.has(WRITE) {
+        true => shared.replication.order_guard(),
+        false => None,
+    };
     let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
+    shared.propagate_lazy_expired();
     if dirty > 0 {
         client.repl_offset = shared.after_write(client.db, spec, args, dirty);
     }
@@ -451,6 +479,7 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;
     let dirty = ctx.dirty - before;
+    ctx.shared.propagate_lazy_expired();
     if dirty > 0 {
         ctx.client.repl_offset = ctx.shared.after_write(ctx.client.db, spec, args, dirty);
     }

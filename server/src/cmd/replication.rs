@@ -226,13 +226,16 @@ fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     replication::attach_replica(ctx.shared, sender, id, port, replication::SyncRequest::Sync)
 }
 
-/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|PROMOTE|DISCONNECT|LAG ms`: drive a failover over
-/// the wire. `LAG ms` (on a replica) applies the stream that much late. `DISCONNECT` (on a
-/// master) cuts every replica's link, as `CLIENT KILL TYPE replica` does in Redis; they come
-/// back with `PSYNC` and continue from the backlog.
+/// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|RESTART [AOF|NOAOF]|PROMOTE|DISCONNECT|LAG ms`:
+/// drive a failover over the wire. `LAG ms` (on a replica) applies the stream that much late.
+/// `DISCONNECT` (on a master) cuts every replica's link, as `CLIENT KILL TYPE replica` does in
+/// Redis; they come back with `PSYNC` and continue from the backlog.
 /// `PAUSE`/`RESUME` hold or release the replication stream on this master, `CRASH` drops what
 /// was held and every connection (the process stays up but serves nothing), `PROMOTE` makes a
-/// replica a master.
+/// replica a master. `RESTART` crashes the node and starts it again on the same port (see
+/// [`crate::restart`]): `AOF` replays its append-only file, `NOAOF` starts empty, and with
+/// neither it does what its `appendonly` setting says. The caller gets `+OK` once the node
+/// serves again, then its connection closes, as every other one did.
 fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     match lower(&args[1]).as_str() {
         "pause" => ctx.shared.replication.set_paused(true),
@@ -240,6 +243,30 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "crash" => {
             ctx.shared.replication.discard_held();
             ctx.shared.request_shutdown();
+            ctx.client.close_after_reply = true;
+        }
+        "restart" if args.len() <= 3 => {
+            let aof = match args.get(2) {
+                None => ctx.shared.config.get("appendonly").as_deref() == Some("yes"),
+                Some(a) if is(a, "aof") => true,
+                Some(a) if is(a, "noaof") => false,
+                Some(_) => return super::util::syntax_error(),
+            };
+            let shared = ctx.shared.clone();
+            let restart = async move {
+                match crate::restart::restart(&shared, aof).await {
+                    Ok(()) => Frame::ok(),
+                    Err(e) => Frame::error(format!("ERR restart failed: {e}")),
+                }
+            };
+            // The caller waits until the node serves again, so that whatever it does after the
+            // reply meets the restarted node (inside MULTI, where nothing may wait, the restart
+            // runs on its own once EXEC lets go of the keyspace).
+            if ctx.may_block() {
+                ctx.block(restart);
+            } else {
+                tokio::spawn(restart);
+            }
             ctx.client.close_after_reply = true;
         }
         "promote" => replication::stop_replica(ctx.shared),
@@ -253,7 +280,7 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         },
         _ => {
             return Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, PROMOTE, DISCONNECT or LAG.",
+            "ERR unknown subcommand '{}'. Try PAUSE, RESUME, CRASH, RESTART, PROMOTE, DISCONNECT or LAG.",
             String::from_utf8_lossy(&args[1])
         ))
         }

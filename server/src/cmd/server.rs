@@ -396,7 +396,21 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             Frame::ok()
         }
-        "set-active-expire" if args.len() == 3 => Frame::ok(),
+        "set-active-expire" if args.len() == 3 => {
+            // Redis reads the flag with C's atoi: leading spaces, a sign, then digits; any
+            // non-zero number is on, anything else off.
+            let text = String::from_utf8_lossy(&args[2]);
+            let text = text.trim_start();
+            let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+            let on = unsigned
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .any(|c| c != '0');
+            ctx.shared
+                .active_expire
+                .store(on, std::sync::atomic::Ordering::Release);
+            Frame::ok()
+        }
         "help" => Frame::Array(vec![
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("SLEEP <seconds>"),

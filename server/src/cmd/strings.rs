@@ -151,7 +151,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let exists = match &old {
         Some(v) => v.is_some(),
-        None if nx || xx => ctx.db().contains(key, ctx.now_ms),
+        // A lookup that expires, as Redis's lookupKeyWrite: an expired key goes (and its
+        // DEL reaches replicas) before the new value.
+        None if nx || xx => ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()).is_some(),
         None => false,
     };
     let reply_skip = || match &old {
@@ -191,7 +193,11 @@ pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if ctx.db().contains(&args[1], ctx.now_ms) {
+    if ctx
+        .db()
+        .get(&args[1], ctx.now_ms, ctx.lazy_delete())
+        .is_some()
+    {
         return Frame::Integer(0);
     }
     set_string(ctx, args[1].clone(), args[2].clone(), Expiry::None);
@@ -337,8 +343,11 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if let Err(e) = mset_pairs(args, "msetnx") {
         return e;
     }
-    let db = ctx.db();
-    if args[1..].chunks(2).any(|p| db.contains(&p[0], ctx.now_ms)) {
+    let (db, lazy) = (ctx.db(), ctx.lazy_delete());
+    if args[1..]
+        .chunks(2)
+        .any(|p| db.get(&p[0], ctx.now_ms, lazy).is_some())
+    {
         return Frame::Integer(0);
     }
     for pair in args[1..].chunks(2) {

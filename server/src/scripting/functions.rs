@@ -21,6 +21,16 @@ pub struct FunctionFlags {
     pub names: Vec<String>,
 }
 
+/// The function flags Redis knows, in the order of its `scripts_flags_def` table, which is
+/// the order `FUNCTION LIST` shows them in.
+const FLAG_ORDER: [&str; 5] = [
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
 /// One registered function.
 #[derive(Clone, Debug)]
 pub struct RegisteredFunction {
@@ -102,14 +112,7 @@ fn register_function(_lua: &Lua, args: MultiValue) -> mlua::Result<()> {
             if let Some(list) = t.raw_get::<Option<Table>>("flags")? {
                 for f in list.sequence_values::<String>() {
                     let f = f?;
-                    if !matches!(
-                        f.as_str(),
-                        "no-writes"
-                            | "allow-oom"
-                            | "allow-stale"
-                            | "no-cluster"
-                            | "allow-cross-slot-keys"
-                    ) {
+                    if !FLAG_ORDER.contains(&f.as_str()) {
                         return err("unknown flag given");
                     }
                     flags.no_writes |= f == "no-writes";
@@ -279,11 +282,14 @@ impl Scripting {
                         ),
                         (
                             Frame::bulk("flags"),
+                            // As Redis: status replies, once each, in the order of its
+                            // flag table (not the order they were declared in).
                             Frame::Set(
-                                f.flags
-                                    .names
+                                FLAG_ORDER
                                     .iter()
-                                    .map(|n| Frame::bulk(n.clone()))
+                                    .copied()
+                                    .filter(|n| f.flags.names.iter().any(|d| d.as_str() == *n))
+                                    .map(Frame::simple)
                                     .collect(),
                             ),
                         ),
