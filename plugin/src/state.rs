@@ -32,12 +32,14 @@ pub struct TenantState {
     next_sub: u64,
     pub(crate) keeper: LeaseKeeper,
     pub(crate) interrupt: Arc<Interrupt>,
-    /// When the guest last entered or left the host (or was called), or last crossed an epoch
-    /// tick: how long it ran since.
+    /// When the guest's current stretch of running began: it left the host (or was called).
     pub(crate) active_since: Instant,
-    /// Epoch ticks the guest spent running (not waiting for a core) since it last left the
-    /// host: what the CPU budget counts.
-    pub(crate) busy_ticks: u32,
+    /// When the guest, having yielded to the executor at an epoch tick, was resumed: set by the
+    /// yield itself, which runs outside the store.
+    pub(crate) resumed_at: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// Time the guest spent running (not yielded, not waiting for a core) since it last left
+    /// the host: what the CPU budget counts.
+    pub(crate) busy: Duration,
     /// When the guest last left the host: past a ceiling of wall time, even a guest that only
     /// ever ran in scattered ticks is stopped.
     pub(crate) left_host: Instant,
@@ -75,7 +77,8 @@ impl TenantState {
             next_sub: 0,
             interrupt,
             active_since: Instant::now(),
-            busy_ticks: 0,
+            resumed_at: Arc::default(),
+            busy: Duration::ZERO,
             left_host: Instant::now(),
             calls: 0,
         }
@@ -85,7 +88,8 @@ impl TenantState {
     pub(crate) fn mark(&mut self) {
         self.active_since = Instant::now();
         self.left_host = self.active_since;
-        self.busy_ticks = 0;
+        self.busy = Duration::ZERO;
+        *self.resumed_at.lock().expect("resume time") = None;
     }
 
     /// What every host call does first: trap if the instance was interrupted, then wait for

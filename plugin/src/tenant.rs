@@ -90,40 +90,45 @@ impl Tenant {
         store.limiter(|s| &mut s.limits);
         // Every epoch tick, a running guest yields to the executor (other tenants run), and
         // once it has run for its budget without a host call it is trapped. The budget counts
-        // the ticks the guest spent running: a tick that began when the guest was waiting for
-        // a core (descheduled after a yield, on a loaded machine) does not count, so a
-        // well-behaved tenant is never trapped because the host is busy. A lock client calls
-        // the host every few microseconds, so only a runaway ever gets near it. An interrupt (a
-        // lost lease) stops a guest that has been running for a couple of ticks too. A guest
-        // whose ticks were all scattered (a starved machine) still stops at a wall-time
-        // ceiling of `WALL_CEILING` budgets.
+        // only the time the guest was running: the stretches from a resumption (or from
+        // leaving the host) to the next tick, not the time it sat yielded waiting for a core,
+        // so a well-behaved tenant is never trapped because the host is busy. A lock client
+        // calls the host every few microseconds, so only a runaway ever gets near it. An
+        // interrupt (a lost lease) stops a guest that has been running for a tick too. A guest
+        // that only ever ran in scattered stretches (a starved machine) still stops at a
+        // wall-time ceiling of `WALL_CEILING` budgets.
         let budget = l.cpu_budget;
         let budget_ms = budget.as_millis();
         let tick = l.tick;
-        let budget_ticks = (budget.as_nanos() / tick.as_nanos().max(1)).max(1) as u32;
         let tenant = self.ns.tenant().to_string();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             let s = cx.data_mut();
             let now = std::time::Instant::now();
-            // A gap much longer than a tick means the guest waited for a core meanwhile.
-            if now.duration_since(s.active_since) <= tick * 2 {
-                s.busy_ticks += 1;
-            }
+            let resumed = s.resumed_at.lock().expect("resume time").take();
+            let start = resumed.map_or(s.active_since, |r| r.max(s.active_since));
+            s.busy += now.saturating_duration_since(start);
             s.active_since = now;
             // A guest busy when its lease is lost is stopped here; one that just entered (say,
             // to ask `held()`) gets to finish its short call: its next host call traps.
-            if s.busy_ticks >= 2 {
+            if s.busy >= tick {
                 if let Some(reason) = s.interrupt.reason() {
                     return Err(wasmtime::format_err!("{reason}"));
                 }
             }
-            if s.busy_ticks > budget_ticks || s.left_host.elapsed() > budget * WALL_CEILING {
+            if s.busy > budget || s.left_host.elapsed() > budget * WALL_CEILING {
                 return Err(wasmtime::format_err!(
                     "tenant '{tenant}' ran for over {budget_ms} ms without calling the host; interrupted"
                 ));
             }
-            Ok(UpdateDeadline::Yield(1))
+            let resumed_at = s.resumed_at.clone();
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    tokio::task::yield_now().await;
+                    *resumed_at.lock().expect("resume time") = Some(std::time::Instant::now());
+                }),
+            ))
         });
         let instance = plugin.pre.instantiate_async(&mut store).await?;
         let locks = LockClient::new(&mut store, &instance).ok();
