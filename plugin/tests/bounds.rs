@@ -15,7 +15,7 @@ use latchkey_server::{Frame, Server};
 async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let limits = Limits {
-        cpu_budget: Duration::from_millis(30),
+        cpu_budget: Duration::from_millis(20),
         tick: Duration::from_millis(1),
         ..Limits::default()
     };
@@ -63,7 +63,9 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let err = r.expect_err("spinning forever must be interrupted");
     assert!(err.0.contains("without calling the host"), "{err}");
     eprintln!("spinner interrupted after {took:?}; the other tenant meanwhile did {cycles} cycles");
-    // The bound the issue asks for: a 30 ms budget leaves 70 ms for a loaded machine.
+    // The bound the issue asks for. The budget counts running time only, and the spinner shares
+    // its thread with the worker: 20 ms of budget is about 40 ms of wall time here, which
+    // leaves room for a loaded machine.
     assert!(took < Duration::from_millis(100), "took {took:?}");
     assert!(
         cycles > 0,
