@@ -80,10 +80,39 @@ impl TenantState {
             return Err(wasmtime::format_err!("{reason}"));
         }
         self.calls += 1;
-        self.rate.acquire().await;
-        self.active_since = Instant::now();
+        // One clock read serves the rate limiter and the CPU budget; the clock is read again
+        // only when the call had to wait its turn.
+        let now = Instant::now();
+        self.active_since = match self.rate.reserve_at(now) {
+            None => now,
+            Some(wait) => {
+                tokio::time::sleep(wait).await;
+                Instant::now()
+            }
+        };
         Ok(())
     }
+}
+
+/// How many WIT frames [`flatten`] makes of `r` (one per node of the tree).
+fn frame_count(r: &Reply) -> usize {
+    match r {
+        Reply::Array(v) => 1 + v.iter().map(frame_count).sum::<usize>(),
+        Reply::Map(m) => {
+            1 + m
+                .iter()
+                .map(|(k, v)| frame_count(k) + frame_count(v))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// The frames of a reply, in one allocation of the exact size.
+fn frames(r: Reply) -> Vec<WitFrame> {
+    let mut out = Vec::with_capacity(frame_count(&r));
+    flatten(r, &mut out);
+    out
 }
 
 /// Flattens a reply tree into the prefix-ordered frames of the WIT `frame` variant.
@@ -124,11 +153,7 @@ impl Host for TenantState {
         };
         let reply = self.backend.command(args).await;
         self.active_since = Instant::now();
-        Ok(reply.map(|r| {
-            let mut out = Vec::new();
-            flatten(r, &mut out);
-            out
-        }))
+        Ok(reply.map(frames))
     }
 
     async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
@@ -185,5 +210,30 @@ impl Host for TenantState {
 
     async fn lease_alive(&mut self, id: u64) -> wasmtime::Result<bool> {
         Ok(self.keeper.alive(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_tree_flattens_to_prefix_ordered_frames_in_one_exact_allocation() {
+        let reply = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Map(vec![(Reply::Status("k".into()), Reply::Nil)]),
+            Reply::Bulk(b"v".to_vec()),
+        ]);
+        assert_eq!(frame_count(&reply), 6);
+        let out = frames(reply);
+        assert_eq!(out.len(), 6);
+        assert_eq!(out.capacity(), 6);
+        assert!(matches!(out[0], WitFrame::Array(3)));
+        assert!(matches!(out[1], WitFrame::Integer(1)));
+        assert!(matches!(out[2], WitFrame::Pairs(1)));
+        assert!(matches!(&out[3], WitFrame::Status(s) if s == "k"));
+        assert!(matches!(out[4], WitFrame::Nil));
+        assert!(matches!(&out[5], WitFrame::Bulk(b) if b == b"v"));
+        assert_eq!(frames(Reply::Error("ERR x".into())).len(), 1);
     }
 }
