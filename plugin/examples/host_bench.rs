@@ -1,19 +1,26 @@
 //! Numbers for the host: component size, compile time cold and from the disk cache,
-//! instantiation per tenant with and without the pool, memory per live tenant, and an
-//! acquire+release cycle inside wasm against the native client over the same in-process server.
+//! instantiation per tenant with and without the pool, memory per live tenant, the host path of
+//! one command, and an acquire+release cycle inside wasm against the native client over the
+//! same server, for three servers: latchkey in-process, latchkey over TCP, and a real
+//! `redis-server` (spawned on a free port, persistence off) over TCP.
 //!
 //! ```text
 //! cargo build -p latchkey-client --target wasm32-wasip2 --release
 //! cargo run -p latchkey-plugin --release --example host_bench [component.wasm]
 //! ```
+//!
+//! `BENCH_CYCLES` (default 20 000) sets the in-process cycles per run, `BENCH_TCP_CYCLES`
+//! (default 2 000) the TCP ones, `BENCH_REPS` (default 5) the runs whose median is printed.
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use latchkey_client::locks::SimpleLock;
-use latchkey_client::native::LocalTransport;
+use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::Transport;
-use latchkey_plugin::{component_path, Backend, Host, HostConfig, Limits};
+use latchkey_plugin::{component_path, Backend, Host, HostConfig, Instance, Limits};
 use latchkey_server::Server;
 
 const TENANTS: u32 = 1_000;
@@ -40,6 +47,123 @@ fn component() -> PathBuf {
         return release;
     }
     component_path().expect("the latchkey-client component")
+}
+
+/// A number from the environment, or `default`.
+fn env_or<N: std::str::FromStr>(name: &str, default: N) -> N {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A real `redis-server` on a free port, persistence off, killed on drop.
+struct RedisServer {
+    child: Child,
+    url: String,
+}
+
+impl RedisServer {
+    fn spawn() -> Result<RedisServer, Box<dyn std::error::Error>> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = RedisServer {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        };
+        // Ready once it accepts a connection.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err("redis-server did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` acquire+release cycles of the native `SimpleLock`.
+async fn native_cycles<T: Transport + Clone>(
+    lock: &SimpleLock<T>,
+    n: u32,
+) -> Result<Duration, Box<dyn std::error::Error>> {
+    let ttl = Duration::from_secs(10);
+    let t = Instant::now();
+    for _ in 0..n {
+        let l = lock.try_acquire(ttl).await?.expect("free");
+        lock.release(&l).await?;
+    }
+    Ok(t.elapsed())
+}
+
+/// `n` acquire+release cycles of the same lock inside the component (one resource, two
+/// guest calls per cycle).
+async fn wasm_cycles(inst: &mut Instance, n: u32) -> Result<Duration, Box<dyn std::error::Error>> {
+    let d = inst
+        .run(|(store, _, l)| {
+            Box::pin(async move {
+                let locks = l.expect("lock client").latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, "bench-wasm").await?;
+                let t = Instant::now();
+                for _ in 0..n {
+                    let lease = locks.call_try_acquire(&mut *store, lock, 10_000).await?;
+                    let lease = lease.map_err(wasmtime::Error::msg)?.expect("free");
+                    locks
+                        .call_release(&mut *store, lock, &lease)
+                        .await?
+                        .map_err(wasmtime::Error::msg)?;
+                }
+                let d = t.elapsed();
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(d)
+            })
+        })
+        .await?;
+    Ok(d)
+}
+
+/// Native and wasm cycle times against one server: a warm-up of a tenth of `n` each, then
+/// `reps` alternating runs of `n` cycles each; the medians.
+async fn compare<T: Transport + Clone>(
+    native: T,
+    inst: &mut Instance,
+    n: u32,
+    reps: usize,
+) -> Result<(Duration, Duration), Box<dyn std::error::Error>> {
+    let lock = SimpleLock::new(native, "bench-native");
+    native_cycles(&lock, n / 10).await?;
+    wasm_cycles(inst, n / 10).await?;
+    let (mut native_d, mut wasm_d) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        native_d.push(native_cycles(&lock, n).await?);
+        wasm_d.push(wasm_cycles(inst, n).await?);
+    }
+    native_d.sort();
+    wasm_d.sort();
+    Ok((native_d[reps / 2], wasm_d[reps / 2]))
+}
+
+/// One line of the cycle table.
+fn print_row(server: &str, n: u32, (native, wasm): (Duration, Duration)) {
+    println!(
+        "  {server:<18} native {:>10}   wasm {:>10}   wasm/native {:.3}   ({n} cycles)",
+        per(native, n),
+        per(wasm, n),
+        wasm.as_secs_f64() / native.as_secs_f64()
+    );
 }
 
 fn per(d: Duration, n: u32) -> String {
@@ -131,50 +255,38 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(live);
 
-    // One acquire+release cycle: native SimpleLock over LocalTransport, then the same lock
-    // code inside wasm (one resource, two guest calls per cycle), same server.
+    // One acquire+release cycle, native vs inside wasm, against each of three servers.
+    let reps: usize = env_or("BENCH_REPS", 5);
+    let tcp_cycles: u32 = env_or("BENCH_TCP_CYCLES", 2_000);
     let native = LocalTransport::new(&server);
-    let lock = SimpleLock::new(native.clone(), "bench-native");
-    let ttl = Duration::from_secs(10);
-    for _ in 0..1_000 {
-        let l = lock.try_acquire(ttl).await?.expect("free");
-        lock.release(&l).await?;
-    }
-    let t = Instant::now();
-    for _ in 0..cycles {
-        let l = lock.try_acquire(ttl).await?.expect("free");
-        lock.release(&l).await?;
-    }
-    let native_d = t.elapsed();
-
     let mut inst = host.tenant("bench").instantiate(&plugin).await?;
     let calls_before = inst.host_calls();
-    let wasm_d = inst
-        .run(|(store, _, l)| {
-            Box::pin(async move {
-                let locks = l.expect("lock client").latchkey_locks_locks().simple_lock();
-                let lock = locks.call_constructor(&mut *store, "bench-wasm").await?;
-                let cycle = async |store: &mut wasmtime::Store<_>| -> wasmtime::Result<()> {
-                    let lease = locks.call_try_acquire(&mut *store, lock, 10_000).await?;
-                    let lease = lease.map_err(wasmtime::Error::msg)?.expect("free");
-                    locks
-                        .call_release(&mut *store, lock, &lease)
-                        .await?
-                        .map_err(wasmtime::Error::msg)?;
-                    Ok(())
-                };
-                for _ in 0..1_000 {
-                    cycle(store).await?;
-                }
-                let t = Instant::now();
-                for _ in 0..cycles {
-                    cycle(store).await?;
-                }
-                Ok(t.elapsed())
-            })
-        })
-        .await?;
-    let per_cycle = (inst.host_calls() - calls_before) as f64 / (cycles + 1_000) as f64;
+    let in_process = compare(native.clone(), &mut inst, cycles, reps).await?;
+    let per_cycle = (inst.host_calls() - calls_before) as f64
+        / (cycles as f64 * reps as f64 + (cycles / 10) as f64);
+
+    // The latchkey server over a real socket, on a runtime of its own (as a separate server
+    // process would be), and a real redis-server: both reached through redis-rs, natively and
+    // from the host's backend.
+    // (Its runtime is started and dropped off this one's thread: tokio forbids both inside.)
+    let tcp_server = std::thread::spawn(|| Server::builder().start_blocking())
+        .join()
+        .expect("server thread")?;
+    let latchkey_url = format!("redis://{}", tcp_server.addr());
+    let redis = RedisServer::spawn()?;
+    let mut tcp = Vec::new();
+    for (label, url) in [
+        ("latchkey, TCP", &latchkey_url),
+        ("redis-server, TCP", &redis.url),
+    ] {
+        let backend = <dyn Backend>::redis(url).await?;
+        let tcp_host = Host::new(backend, config(4))?;
+        let tcp_plugin = tcp_host.load(&path)?;
+        let mut inst = tcp_host.tenant("bench").instantiate(&tcp_plugin).await?;
+        let native = RedisTransport::connect(url).await?;
+        tcp.push((label, compare(native, &mut inst, tcp_cycles, reps).await?));
+    }
+
     // What a call costs by itself: into the guest and straight back (a `held()` of a watched
     // lock never acquired: no host call), and with one host call (`held()` once acquired).
     let (bare, one_host_call) = inst
@@ -228,18 +340,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("redis host calls / cycle  {per_cycle:.2}");
     println!("guest call, no host call  {}", per(bare, cycles));
     println!("guest call + 1 host call  {}", per(one_host_call, cycles));
-    println!(
-        "cycle, native             {} (SimpleLock over LocalTransport)",
-        per(native_d, cycles)
-    );
-    println!(
-        "cycle, in wasm            {} (same lock in the component)",
-        per(wasm_d, cycles)
-    );
-    println!(
-        "wasm / native             {:.3}",
-        wasm_d.as_secs_f64() / native_d.as_secs_f64()
-    );
+    println!("acquire+release cycle, native vs wasm: median of {reps} runs");
+    print_row("in-process", cycles, in_process);
+    for (label, times) in tcp {
+        print_row(label, tcp_cycles, times);
+    }
     let _ = std::fs::remove_dir_all(&cache);
+    std::thread::spawn(move || drop(tcp_server))
+        .join()
+        .expect("server thread");
     Ok(())
 }

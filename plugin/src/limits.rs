@@ -74,11 +74,15 @@ impl RateLimiter {
 
     /// Takes a token now, or says how long to wait for the one reserved for this call.
     pub fn reserve(&self) -> Option<Duration> {
+        self.reserve_at(Instant::now())
+    }
+
+    /// [`RateLimiter::reserve`] at `now`, for a caller that has just read the clock.
+    pub fn reserve_at(&self, now: Instant) -> Option<Duration> {
         let mut b = self.inner.lock().expect("bucket lock");
-        let now = Instant::now();
         let refill = now.duration_since(b.at).as_secs_f64() * b.rate;
         b.tokens = (b.tokens + refill).min(b.burst);
-        b.at = now;
+        b.at = b.at.max(now);
         b.tokens -= 1.0;
         (b.tokens < 0.0).then(|| Duration::from_secs_f64(-b.tokens / b.rate))
     }
@@ -110,5 +114,17 @@ mod tests {
         );
         // A clone is the same bucket (instances of one tenant share it).
         assert!(bucket.clone().reserve().expect("shared") > second);
+    }
+
+    #[test]
+    fn a_clock_read_older_than_the_last_one_neither_panics_nor_refills() {
+        let bucket = RateLimiter::new(10.0, 1.0);
+        let before = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(bucket.reserve(), None, "the one token of the burst");
+        // Another instance read the clock earlier but reserves later: it waits like any
+        // other call over the burst.
+        let wait = bucket.reserve_at(before).expect("over the burst");
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
     }
 }

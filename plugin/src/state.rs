@@ -86,7 +86,12 @@ impl TenantState {
 
     /// The guest is in (or just left) the host: its CPU budget starts again.
     pub(crate) fn mark(&mut self) {
-        self.active_since = Instant::now();
+        self.mark_at(Instant::now());
+    }
+
+    /// [`TenantState::mark`] with a clock reading the caller already has.
+    pub(crate) fn mark_at(&mut self, now: Instant) {
+        self.active_since = now;
         self.left_host = self.active_since;
         self.busy = Duration::ZERO;
         *self.resumed_at.lock().expect("resume time") = None;
@@ -99,10 +104,40 @@ impl TenantState {
             return Err(wasmtime::format_err!("{reason}"));
         }
         self.calls += 1;
-        self.rate.acquire().await;
-        self.mark();
+        // One clock read serves the rate limiter and the CPU budget; the clock is read again
+        // only when the call had to wait its turn.
+        let now = Instant::now();
+        let entered = match self.rate.reserve_at(now) {
+            None => now,
+            Some(wait) => {
+                tokio::time::sleep(wait).await;
+                Instant::now()
+            }
+        };
+        self.mark_at(entered);
         Ok(())
     }
+}
+
+/// How many WIT frames [`flatten`] makes of `r` (one per node of the tree).
+fn frame_count(r: &Reply) -> usize {
+    match r {
+        Reply::Array(v) => 1 + v.iter().map(frame_count).sum::<usize>(),
+        Reply::Map(m) => {
+            1 + m
+                .iter()
+                .map(|(k, v)| frame_count(k) + frame_count(v))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// The frames of a reply, in one allocation of the exact size.
+fn frames(r: Reply) -> Vec<WitFrame> {
+    let mut out = Vec::with_capacity(frame_count(&r));
+    flatten(r, &mut out);
+    out
 }
 
 /// Flattens a reply tree into the prefix-ordered frames of the WIT `frame` variant.
@@ -143,11 +178,7 @@ impl Host for TenantState {
         };
         let reply = self.backend.command(args).await;
         self.mark();
-        Ok(reply.map(|r| {
-            let mut out = Vec::new();
-            flatten(r, &mut out);
-            out
-        }))
+        Ok(reply.map(frames))
     }
 
     async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
@@ -204,5 +235,30 @@ impl Host for TenantState {
 
     async fn lease_alive(&mut self, id: u64) -> wasmtime::Result<bool> {
         Ok(self.keeper.alive(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_tree_flattens_to_prefix_ordered_frames_in_one_exact_allocation() {
+        let reply = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Map(vec![(Reply::Status("k".into()), Reply::Nil)]),
+            Reply::Bulk(b"v".to_vec()),
+        ]);
+        assert_eq!(frame_count(&reply), 6);
+        let out = frames(reply);
+        assert_eq!(out.len(), 6);
+        assert_eq!(out.capacity(), 6);
+        assert!(matches!(out[0], WitFrame::Array(3)));
+        assert!(matches!(out[1], WitFrame::Integer(1)));
+        assert!(matches!(out[2], WitFrame::Pairs(1)));
+        assert!(matches!(&out[3], WitFrame::Status(s) if s == "k"));
+        assert!(matches!(out[4], WitFrame::Nil));
+        assert!(matches!(&out[5], WitFrame::Bulk(b) if b == b"v"));
+        assert_eq!(frames(Reply::Error("ERR x".into())).len(), 1);
     }
 }

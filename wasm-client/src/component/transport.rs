@@ -5,19 +5,20 @@ use std::time::{Duration, Instant};
 use super::host;
 use crate::{Error, Reply, Transport};
 
-/// Rebuilds a reply tree from the host's prefix-ordered frames.
-fn build(frames: &mut std::slice::Iter<'_, host::Frame>) -> Reply {
+/// Rebuilds a reply tree from the host's prefix-ordered frames, moving their strings and
+/// bytes into it (no copies).
+fn build(frames: &mut std::vec::IntoIter<host::Frame>) -> Reply {
     match frames.next() {
         None | Some(host::Frame::Nil) => Reply::Nil,
-        Some(host::Frame::Integer(i)) => Reply::Int(*i),
-        Some(host::Frame::Bulk(b)) => Reply::Bulk(b.clone()),
-        Some(host::Frame::Status(s)) => Reply::Status(s.clone()),
-        Some(host::Frame::Error(e)) => Reply::Error(e.clone()),
-        Some(host::Frame::Double(d)) => Reply::Double(*d),
-        Some(host::Frame::Boolean(b)) => Reply::Bool(*b),
-        Some(host::Frame::Array(n)) => Reply::Array((0..*n).map(|_| build(frames)).collect()),
+        Some(host::Frame::Integer(i)) => Reply::Int(i),
+        Some(host::Frame::Bulk(b)) => Reply::Bulk(b),
+        Some(host::Frame::Status(s)) => Reply::Status(s),
+        Some(host::Frame::Error(e)) => Reply::Error(e),
+        Some(host::Frame::Double(d)) => Reply::Double(d),
+        Some(host::Frame::Boolean(b)) => Reply::Bool(b),
+        Some(host::Frame::Array(n)) => Reply::Array((0..n).map(|_| build(frames)).collect()),
         Some(host::Frame::Pairs(n)) => {
-            Reply::Map((0..*n).map(|_| (build(frames), build(frames))).collect())
+            Reply::Map((0..n).map(|_| (build(frames), build(frames))).collect())
         }
     }
 }
@@ -46,7 +47,7 @@ impl Transport for HostTransport {
 
     async fn command(&self, args: Vec<Vec<u8>>) -> Result<Reply, Error> {
         let frames = host::command(&args).map_err(Error::Transport)?;
-        Ok(build(&mut frames.iter()))
+        Ok(build(&mut frames.into_iter()))
     }
 
     async fn subscribe(&self, channel: &[u8]) -> Result<HostSubscription, Error> {
