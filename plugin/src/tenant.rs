@@ -10,10 +10,11 @@
 
 use std::time::Duration;
 
-use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower};
+use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower, ResourceAny};
 use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
 
 use crate::backend::BoxFuture;
+use crate::exports::latchkey::locks::locks::GuestSimpleLock;
 use crate::host::{Host, Plugin};
 use crate::limits::RateLimiter;
 use crate::namespace::Namespace;
@@ -215,21 +216,40 @@ impl Instance {
         p.ok_or_else(|| wasmtime::format_err!("this component does not export the lock client"))
     }
 
+    /// Runs `call` on a `simple-lock` named `name`, built in the instance for the call and
+    /// dropped after it.
+    async fn with_simple<R: Send + 'static>(
+        &mut self,
+        name: &str,
+        call: impl for<'a> FnOnce(
+                &'a mut Store<TenantState>,
+                GuestSimpleLock<'a>,
+                ResourceAny,
+            ) -> BoxFuture<'a, wasmtime::Result<R>>
+            + Send
+            + 'static,
+    ) -> Result<R, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
+                let lock = locks.call_constructor(&mut *store, &name).await?;
+                let r = call(&mut *store, locks, lock).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
     /// Tries to take the simple lock `name` for `ttl`.
     pub async fn try_lock(
         &mut self,
         name: &str,
         ttl: Duration,
     ) -> Result<Result<Option<Lease>, String>, Trapped> {
-        let name = name.to_string();
-        self.run(move |(store, _, l)| {
-            Box::pin(async move {
-                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
-                let lock = locks.call_constructor(&mut *store, &name).await?;
-                let r = locks.call_try_acquire(&mut *store, lock, ms(ttl)).await?;
-                lock.resource_drop_async(&mut *store).await?;
-                Ok(r)
-            })
+        self.with_simple(name, move |s, locks, lock| {
+            Box::pin(async move { locks.call_try_acquire(s, lock, ms(ttl)).await })
         })
         .await
     }
@@ -242,16 +262,11 @@ impl Instance {
         ttl: Duration,
         deadline: Duration,
     ) -> Result<Result<Option<Lease>, String>, Trapped> {
-        let name = name.to_string();
-        self.run(move |(store, _, l)| {
+        self.with_simple(name, move |s, locks, lock| {
             Box::pin(async move {
-                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
-                let lock = locks.call_constructor(&mut *store, &name).await?;
-                let r = locks
-                    .call_acquire_wait(&mut *store, lock, ms(ttl), ms(deadline))
-                    .await?;
-                lock.resource_drop_async(&mut *store).await?;
-                Ok(r)
+                locks
+                    .call_acquire_wait(s, lock, ms(ttl), ms(deadline))
+                    .await
             })
         })
         .await
@@ -263,15 +278,8 @@ impl Instance {
         name: &str,
         lease: Lease,
     ) -> Result<Result<Released, String>, Trapped> {
-        let name = name.to_string();
-        self.run(move |(store, _, l)| {
-            Box::pin(async move {
-                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
-                let lock = locks.call_constructor(&mut *store, &name).await?;
-                let r = locks.call_release(&mut *store, lock, &lease).await?;
-                lock.resource_drop_async(&mut *store).await?;
-                Ok(r)
-            })
+        self.with_simple(name, move |s, locks, lock| {
+            Box::pin(async move { locks.call_release(s, lock, &lease).await })
         })
         .await
     }
@@ -283,17 +291,8 @@ impl Instance {
         lease: Lease,
         ttl: Duration,
     ) -> Result<Result<Extended, String>, Trapped> {
-        let name = name.to_string();
-        self.run(move |(store, _, l)| {
-            Box::pin(async move {
-                let locks = Self::need_locks(l)?.latchkey_locks_locks().simple_lock();
-                let lock = locks.call_constructor(&mut *store, &name).await?;
-                let r = locks
-                    .call_extend(&mut *store, lock, &lease, ms(ttl))
-                    .await?;
-                lock.resource_drop_async(&mut *store).await?;
-                Ok(r)
-            })
+        self.with_simple(name, move |s, locks, lock| {
+            Box::pin(async move { locks.call_extend(s, lock, &lease, ms(ttl)).await })
         })
         .await
     }
