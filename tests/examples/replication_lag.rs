@@ -3,10 +3,14 @@
 //!
 //! ```text
 //! cargo run --release -p latchkey-tests --example replication_lag
+//! cargo build --release -p latchkey-server
+//! LATCHKEY_SERVER=target/release/latchkey-server cargo run --release -p latchkey-tests --example replication_lag
 //! ```
 //!
 //! For each server a master and a replica are started (latchkey: two servers in this
-//! process; Redis: two `redis-server` processes, the replica following the master directly)
+//! process, sharing its runtime with the sampler and each other, and, with `LATCHKEY_SERVER`
+//! set, also two `latchkey-server` processes; Redis: two `redis-server` processes, the
+//! replica following the master directly)
 //! and `redis-benchmark -t set -n 200000 -P 16 -c 50` writes to the master. Meanwhile:
 //!
 //! - every 10 ms a sampler reads the master's `master_repl_offset` (bytes of stream produced
@@ -261,6 +265,16 @@ fn latchkey() -> Report {
     measure("latchkey", pair.master(), pair.replica())
 }
 
+/// Two `latchkey-server` processes, like redis-server's pair: run when `LATCHKEY_SERVER` names
+/// the binary (`cargo build --release -p latchkey-server` builds it).
+fn latchkey_processes(bin: &str) -> Report {
+    let master = RedisProcess::spawn_binary(bin, &[]);
+    let port = master.addr().port().to_string();
+    let replica = RedisProcess::spawn_binary(bin, &["--replicaof", "127.0.0.1", &port]);
+    wait_link_up(replica.addr());
+    measure("latchkey (processes)", master.addr(), replica.addr())
+}
+
 fn redis() -> Report {
     let master = RedisProcess::spawn(&["--repl-diskless-sync-delay", "0"]);
     let port = master.addr().port().to_string();
@@ -283,7 +297,11 @@ fn ms((a, b, c): (f64, f64, f64)) -> String {
 type Column = dyn Fn(&Report) -> String;
 
 fn main() {
-    let reports = [latchkey(), redis()];
+    let mut reports = vec![latchkey()];
+    if let Ok(bin) = std::env::var("LATCHKEY_SERVER") {
+        reports.push(latchkey_processes(&bin));
+    }
+    reports.push(redis());
     println!(
         "{ROUNDS} x redis-benchmark -t set -n {REQUESTS} -P 16 -c 50 at the master; sampled \
          every {} ms; figures are median / p99 / max\n",
@@ -305,11 +323,16 @@ fn main() {
             Err(short) => format!("never: {short} B short"),
         }),
     ];
-    println!(
-        "{:<30} {:>28} {:>28}",
-        "", reports[0].server, reports[1].server
-    );
+    print!("{:<30}", "");
+    for r in &reports {
+        print!(" {:>28}", r.server);
+    }
+    println!();
     for (name, f) in rows {
-        println!("{name:<30} {:>28} {:>28}", f(&reports[0]), f(&reports[1]));
+        print!("{name:<30}");
+        for r in &reports {
+            print!(" {:>28}", f(r));
+        }
+        println!();
     }
 }

@@ -31,12 +31,18 @@ impl RedisProcess {
     /// the binary is missing (the README's test command installs it).
     pub fn spawn(extra: &[&str]) -> RedisProcess {
         let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        Self::spawn_binary(&bin, extra)
+    }
+
+    /// [`RedisProcess::spawn`] with another server binary that takes redis-server's flags, such
+    /// as `latchkey-server`, to compare the two as processes alike.
+    pub fn spawn_binary(bin: &str, extra: &[&str]) -> RedisProcess {
         for _attempt in 0..5 {
             let port = free_port();
             let dir =
                 std::env::temp_dir().join(format!("latchkey-redis-{port}-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("create redis dir");
-            let child = Command::new(&bin)
+            let child = Command::new(bin)
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .args(["--dir", dir.to_str().expect("utf-8 temp dir")])
