@@ -50,49 +50,40 @@ pub fn component_path() -> std::io::Result<PathBuf> {
             return Ok(p);
         }
     }
-    let own = root.join("target/component-build");
-    let status = cargo()
-        .current_dir(&root)
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "latchkey-client",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
-        .arg(&own)
-        .status()?;
-    if !status.success() {
-        return Err(std::io::Error::other(
-            "building the latchkey-client component failed",
-        ));
-    }
-    Ok(own.join("wasm32-wasip2/debug/latchkey_client.wasm"))
+    build_wasm(
+        &["-p", "latchkey-client"],
+        "component-build",
+        "latchkey_client",
+        "the latchkey-client component",
+    )
 }
 
 /// The rogue guest (`plugin/rogue`: spins, allocates without bound, traps holding a lock),
 /// built for wasm32-wasip2. It is a workspace of its own, so the native build never sees it;
 /// cargo rebuilds it only when its sources change.
 pub fn rogue_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/rogue/Cargo.toml"],
+        "rogue-build",
+        "latchkey_rogue",
+        "the rogue guest",
+    )
+}
+
+/// Builds a wasm32-wasip2 component with an inner cargo (`which` selects the package) into
+/// `target/<dir>`, and returns where `<artifact>.wasm` lies; `what` names it in the error.
+fn build_wasm(which: &[&str], dir: &str, artifact: &str, what: &str) -> std::io::Result<PathBuf> {
     let root = root();
-    let own = root.join("target/rogue-build");
+    let own = root.join("target").join(dir);
     let status = cargo()
         .current_dir(&root)
-        .args([
-            "build",
-            "-q",
-            "--manifest-path",
-            "plugin/rogue/Cargo.toml",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
+        .args(["build", "-q"])
+        .args(which)
+        .args(["--target", "wasm32-wasip2", "--target-dir"])
         .arg(&own)
         .status()?;
     if !status.success() {
-        return Err(std::io::Error::other("building the rogue guest failed"));
+        return Err(std::io::Error::other(format!("building {what} failed")));
     }
-    Ok(own.join("wasm32-wasip2/debug/latchkey_rogue.wasm"))
+    Ok(own.join(format!("wasm32-wasip2/debug/{artifact}.wasm")))
 }
