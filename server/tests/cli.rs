@@ -1,8 +1,10 @@
 //! The `latchkey-server` binary, driven by Redis's own tools: `redis-cli` and
 //! `redis-benchmark` must work against it unmodified.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 struct ServerProcess {
@@ -17,12 +19,24 @@ impl Drop for ServerProcess {
     }
 }
 
+/// A port the OS says is free, never one handed out before in this binary (tests run in
+/// parallel threads and must not race for one port).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if HANDED_OUT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
 }
 
 fn cli(port: u16, args: &[&str]) -> String {
@@ -43,12 +57,17 @@ fn start(extra: &[&str]) -> ServerProcess {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn latchkey-server");
+    let pid = format!("process_id:{}", child.id());
     let server = ServerProcess { child, port };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while cli(port, &["PING"]) != "PONG" {
+    // Up means this child answers, not another server that took the port first.
+    while !cli(port, &["INFO", "server"])
+        .lines()
+        .any(|l| l.trim() == pid)
+    {
         assert!(
             Instant::now() < deadline,
-            "latchkey-server did not answer PING"
+            "latchkey-server did not answer INFO"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -46,6 +46,13 @@ impl RawConn {
         self.read_reply()
     }
 
+    /// Like [`cmd`](RawConn::cmd) but reports a failed write or read instead of panicking, for
+    /// probing a server that may not be up yet.
+    pub fn try_cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> std::io::Result<Vec<u8>> {
+        self.writer.write_all(&Self::encode(args))?;
+        self.try_read_reply()
+    }
+
     /// Reads one complete reply (any RESP2/RESP3 type) and returns its exact bytes.
     pub fn read_reply(&mut self) -> Vec<u8> {
         self.try_read_reply().expect("read a reply")

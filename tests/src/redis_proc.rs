@@ -1,7 +1,9 @@
 //! A real `redis-server`, spawned on a free port with persistence off and killed on drop.
 
+use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::raw::RawConn;
@@ -15,14 +17,35 @@ pub struct RedisProcess {
     args: Vec<String>,
 }
 
-/// Picks a port the OS says is free right now (never 6379).
+/// Picks a port the OS says is free right now (never 6379), and never one this process has
+/// handed out before: tests run in parallel threads, and two of them must not be given the same
+/// port between the probe and the server's own bind.
 pub fn free_port() -> u16 {
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     loop {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = l.local_addr().expect("local addr").port();
-        if port != 6379 {
+        let fresh = HANDED_OUT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(port);
+        if port != 6379 && fresh {
             return port;
         }
+    }
+}
+
+/// Whether the server at `addr` is up and is the process `pid` (not another test's server that
+/// took the port first). Errors (refused, reset, timeout) mean "not yet".
+fn answers_as(addr: SocketAddr, pid: u32) -> bool {
+    let Ok(mut c) = RawConn::connect(addr) else {
+        return false;
+    };
+    match c.try_cmd(&["INFO", "server"]) {
+        Ok(reply) => String::from_utf8_lossy(&reply)
+            .lines()
+            .any(|l| l.trim() == format!("process_id:{pid}")),
+        Err(_) => false,
     }
 }
 
@@ -60,15 +83,14 @@ impl RedisProcess {
                 dir,
                 args: extra.iter().map(|a| a.to_string()).collect(),
             };
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let pid = p.child.id();
+            let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = p.child.try_wait() {
                     break; // port taken in the meantime: try another
                 }
-                if let Ok(mut c) = RawConn::connect(addr) {
-                    if c.cmd(&["PING"]).starts_with(b"+PONG") {
-                        return p;
-                    }
+                if answers_as(addr, pid) {
+                    return p;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -97,12 +119,11 @@ impl RedisProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("restart redis-server");
+        let pid = self.child.id();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(mut c) = RawConn::connect(self.addr) {
-                if c.cmd(&["PING"]).starts_with(b"+PONG") {
-                    return;
-                }
+            if answers_as(self.addr, pid) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -3,9 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use latchkey_plugin::{
@@ -20,13 +21,38 @@ pub struct RedisProcess {
     dir: std::path::PathBuf,
 }
 
-/// A port the OS says is free right now.
+/// A port the OS says is free right now, never one this test binary handed out before (tests
+/// run in parallel threads and must not race for one port).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if HANDED_OUT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
+}
+
+/// Whether the server at `addr` is up and is the process `pid`, not another server that took
+/// the port first. Any error means "not yet".
+fn answers_as(addr: SocketAddr, pid: u32) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://{addr}")) else {
+        return false;
+    };
+    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(2)) else {
+        return false;
+    };
+    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query(&mut conn);
+    info.map(|i| i.lines().any(|l| l.trim() == format!("process_id:{pid}")))
+        .unwrap_or(false)
 }
 
 impl RedisProcess {
@@ -59,12 +85,13 @@ impl RedisProcess {
                 addr: format!("127.0.0.1:{port}").parse().unwrap(),
                 dir,
             };
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let pid = p.child.id();
+            let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = p.child.try_wait() {
                     break; // the port was taken meanwhile: try another
                 }
-                if TcpStream::connect(p.addr).is_ok() {
+                if answers_as(p.addr, pid) {
                     return p;
                 }
                 std::thread::sleep(Duration::from_millis(10));
