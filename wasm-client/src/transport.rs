@@ -77,7 +77,11 @@ pub async fn eval<T: Transport>(
 pub fn token<T: Transport>(t: &T) -> String {
     let mut b = [0u8; 20];
     t.random_bytes(&mut b);
-    hex::encode(b)
+    // Encoded into a buffer of the exact size, then one allocation: a token is made on every
+    // acquisition, and `hex::encode`'s char-by-char string growth showed in profiles.
+    let mut hex = [0u8; 40];
+    hex::encode_to_slice(b, &mut hex).expect("40 hex digits for 20 bytes");
+    String::from_utf8(hex.to_vec()).expect("hex digits are ASCII")
 }
 
 /// A uniformly random duration in `0..=max` (full jitter).
