@@ -169,9 +169,30 @@ impl LeaseKeeper {
 }
 
 impl Drop for LeaseKeeper {
+    /// An instance dropped while the host still keeps leases for it (the embedder dropped it,
+    /// or the tenant never released): the renewals stop, and the leases still held are
+    /// released in a task on the current tokio runtime, so that the next holder does not wait
+    /// for the TTL. Outside a runtime they are left to expire.
+    /// [`crate::Instance::close`] does the same and waits for it.
     fn drop(&mut self) {
-        for k in self.leases.values() {
-            k.renewer.abort();
+        let live: Vec<(Vec<u8>, String)> = self
+            .leases
+            .drain()
+            .filter_map(|(_, k)| {
+                k.renewer.abort();
+                k.alive.load(Ordering::SeqCst).then_some((k.key, k.token))
+            })
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let backend = self.backend.clone();
+            rt.spawn(async move {
+                for (key, token) in live {
+                    let _ = eval(&*backend, &RELEASE, &key, &[token.as_bytes()]).await;
+                }
+            });
         }
     }
 }

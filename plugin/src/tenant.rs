@@ -6,7 +6,8 @@
 //!
 //! A trap poisons an instance: wasmtime cannot re-enter it safely. The host then releases the
 //! leases the instance asked it to keep (others need not wait for their TTL), and refuses every
-//! further call; start a new instance to run the tenant afresh.
+//! further call; start a new instance to run the tenant afresh. An instance that ends normally
+//! ([`Instance::close`], or dropped) has its kept leases released too.
 
 use std::time::Duration;
 
@@ -177,6 +178,13 @@ impl Instance {
                 Err(Trapped(text))
             }
         }
+    }
+
+    /// Ends the instance: the leases the host keeps for it are released (token-checked, so a
+    /// lock someone else holds by now is left alone) before this returns. Dropping an
+    /// instance releases them too, but in the background.
+    pub async fn close(mut self) {
+        self.store.data_mut().keeper.release_all().await;
     }
 
     /// Whether the instance trapped (and is unusable).

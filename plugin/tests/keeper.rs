@@ -168,3 +168,52 @@ async fn a_busy_tenant_keeps_its_lock_and_is_stopped_when_it_loses_it() {
         "{err}"
     );
 }
+
+/// An instance that ends while the host keeps its lease (the embedder closes or drops it, the
+/// tenant never released) does not leave the lock to its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_closed_or_dropped_holding_a_kept_lease_frees_the_lock() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let host = common::host(<dyn Backend>::local(&server));
+    let plugin = common::lock_client(&host);
+    let tenant = host.tenant("k");
+    let mut view = server.client();
+
+    // Closed: released before `close` returns.
+    let mut inst = tenant.instantiate(&plugin).await.unwrap();
+    let lock = watched(&mut inst, "closed").await;
+    assert!(acquire(&mut inst, lock, 60_000).await);
+    assert_eq!(view.cmd(["EXISTS", "{k:closed}"]).await, Frame::Integer(1));
+    inst.close().await;
+    assert_eq!(view.cmd(["EXISTS", "{k:closed}"]).await, Frame::Integer(0));
+
+    // Dropped: released in the background, long before the 60 s TTL.
+    let mut inst = tenant.instantiate(&plugin).await.unwrap();
+    let lock = watched(&mut inst, "dropped").await;
+    assert!(acquire(&mut inst, lock, 60_000).await);
+    drop(inst);
+    let mut freed = false;
+    for _ in 0..500 {
+        if view.cmd(["EXISTS", "{k:dropped}"]).await == Frame::Integer(0) {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(freed, "the dropped instance's lock was still held");
+
+    // Only the instance's own lease is released: a lock taken over by someone else since
+    // (its token differs) stays.
+    let mut inst = tenant.instantiate(&plugin).await.unwrap();
+    let lock = watched(&mut inst, "taken").await;
+    assert!(acquire(&mut inst, lock, 60_000).await);
+    assert_eq!(
+        view.cmd(["SET", "{k:taken}", "someone-else"]).await,
+        Frame::ok()
+    );
+    inst.close().await;
+    assert_eq!(
+        view.cmd(["GET", "{k:taken}"]).await,
+        Frame::bulk("someone-else")
+    );
+}
