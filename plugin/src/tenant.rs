@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower, ResourceAny};
-use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{CallHook, Store, StoreLimitsBuilder, UpdateDeadline};
 
 use crate::backend::BoxFuture;
 use crate::exports::latchkey::locks::locks::GuestSimpleLock;
@@ -132,6 +132,14 @@ impl Tenant {
                 }),
             ))
         });
+        // Each call into the guest from the embedder starts a fresh budget, like a host call
+        // does: many short calls inside one `run` are not one long computation.
+        store.call_hook(|mut cx, hook| {
+            if matches!(hook, CallHook::CallingWasm) {
+                cx.data_mut().mark();
+            }
+            Ok(())
+        });
         let instance = plugin.pre.instantiate_async(&mut store).await?;
         let locks = LockClient::new(&mut store, &instance).ok();
         Ok(Instance {
@@ -155,8 +163,8 @@ impl Instance {
     /// Runs `f` (calls into the guest) unless the instance trapped before. If `f` fails, the
     /// instance is poisoned, and the leases it kept are released.
     ///
-    /// The CPU budget ([`crate::Limits::cpu_budget`]) restarts at each `run` and at each host
-    /// call, not at each guest call inside one `run`: keep a `run` to one logical operation.
+    /// The CPU budget ([`crate::Limits::cpu_budget`]) restarts at each call into the guest and
+    /// at each host call the guest makes: only one stretch of guest computation is bounded.
     pub async fn run<R>(
         &mut self,
         f: impl for<'a> FnOnce(Parts<'a>) -> BoxFuture<'a, wasmtime::Result<R>>,

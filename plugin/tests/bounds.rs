@@ -235,3 +235,33 @@ async fn host_calls_over_the_tenants_rate_wait_and_its_instances_share_the_bucke
     // Waiting is not refusing: every call was answered.
     assert_eq!(a.host_calls() + b.host_calls(), 40);
 }
+
+/// The CPU budget bounds one stretch of guest computation, not the embedder's `run`: thirty
+/// calls of 10 ms each in one `run` (300 ms in all, six budgets) are fine, and one call that
+/// computes for seconds is still stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cpu_budget_restarts_at_each_call_into_the_guest() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let limits = Limits {
+        cpu_budget: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
+    let rogue = common::rogue(&host);
+    let mut inst = host.tenant("calc").instantiate(&rogue).await.unwrap();
+    inst.run(|(store, instance, _)| {
+        Box::pin(async move {
+            let compute = instance.get_typed_func::<(u32,), ()>(&mut *store, "compute")?;
+            for _ in 0..30 {
+                compute.call_async(&mut *store, (10,)).await?;
+                compute.post_return_async(&mut *store).await?;
+            }
+            Ok(())
+        })
+    })
+    .await
+    .expect("short calls are never trapped");
+    let long = inst.call::<(u32,), ()>("compute", (5_000,)).await;
+    let err = long.expect_err("a 5 s computation is stopped").0;
+    assert!(err.contains("without calling the host"), "{err}");
+}

@@ -33,6 +33,16 @@ impl Guest for Rogue {
         }
     }
 
+    fn compute(ms: u32) {
+        let start = std::time::Instant::now();
+        let mut x: u64 = 0;
+        while start.elapsed() < std::time::Duration::from_millis(ms.into()) {
+            for _ in 0..1_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+    }
+
     fn alloc(step_kb: u32) -> u64 {
         let mut held: Vec<Vec<u8>> = Vec::new();
         let mut total = 0u64;
