@@ -83,14 +83,15 @@ pub async fn serve(
                 // it had already sent.
                 Ok(Some(Parsed::Command(_))) if handle.is_killed() => break 'conn,
                 Ok(Some(Parsed::Command(args))) => {
-                    let reply = if cmd::lookup(&args[0]).is_some_and(|s| s.has(BLOCKING)) {
+                    let spec = cmd::lookup(&args[0]);
+                    let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {
-                            r = cmd::execute(&shared, &mut client, args) => r,
+                            r = cmd::execute_spec(&shared, &mut client, spec, args) => r,
                             _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
                             _ = &mut killed => break 'conn,
                         }
                     } else {
-                        cmd::execute(&shared, &mut client, args).await
+                        cmd::execute_spec(&shared, &mut client, spec, args).await
                     };
                     // Messages published while the command ran (by this very client, say)
                     // go out before its reply, as Redis writes them.

@@ -185,6 +185,9 @@ impl Shared {
     /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
     /// recreates such a key reaches the replicas after its `DEL`.
     pub fn propagate_lazy_expired(&self) {
+        if !self.keyspace.may_have_lazily_expired() {
+            return;
+        }
         for (i, db) in self.keyspace.iter() {
             if !db.may_have_lazily_expired() {
                 continue;
