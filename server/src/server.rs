@@ -156,11 +156,15 @@ impl Shared {
         if !self.replication.feeds_stream() && aof.is_none() {
             return self.replication.offset();
         }
-        let effects = crate::replication::effects(self, db, spec, args);
+        // Encoded once; the AOF writes these bytes, and the backlog and every replica share
+        // them.
+        let effects = crate::replication::stream_chunk(|out| {
+            crate::replication::encode_effects(self, db, spec, args, out)
+        });
         if let Some(aof) = aof.as_ref() {
-            aof.append(db, &effects);
+            aof.append_encoded(db, &effects);
         }
-        self.replication.feed(db, &effects)
+        self.replication.feed_encoded(db, effects)
     }
 
     /// Called after the expiry cycle deleted keys: replicas receive a `DEL` for each, since
