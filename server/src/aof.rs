@@ -73,21 +73,34 @@ impl Aof {
 
     /// Appends commands (with a `SELECT` when the database changes).
     pub fn append(&self, db: usize, commands: &[Vec<Bytes>]) {
-        if commands.is_empty() {
-            return;
-        }
         let mut out = BytesMut::new();
-        if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
-            crate::replication::encode(
-                &[Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())],
-                &mut out,
-            );
-        }
         for c in commands {
             crate::replication::encode(c, &mut out);
         }
+        self.append_encoded(db, &out);
+    }
+
+    /// Appends commands already encoded in RESP (the bytes the replication stream carries),
+    /// with a `SELECT` first when the database changes.
+    pub fn append_encoded(&self, db: usize, commands: &[u8]) {
+        if commands.is_empty() {
+            return;
+        }
+        let with_select;
+        let out = if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
+            let mut buf = BytesMut::new();
+            crate::replication::encode(
+                &[&b"SELECT"[..], itoa::Buffer::new().format(db).as_bytes()],
+                &mut buf,
+            );
+            buf.extend_from_slice(commands);
+            with_select = buf;
+            &with_select[..]
+        } else {
+            commands
+        };
         let mut f = self.file.lock();
-        if let Err(e) = f.write_all(&out) {
+        if let Err(e) = f.write_all(out) {
             tracing::error!("AOF write failed: {e}");
             return;
         }

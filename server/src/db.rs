@@ -113,6 +113,10 @@ pub struct Db {
     lazily_expired: Mutex<Vec<Bytes>>,
     /// Whether `lazily_expired` may hold keys: a lock-free check for the common case.
     has_lazily_expired: AtomicBool,
+    /// How many databases of the keyspace have `has_lazily_expired` set: shared by the
+    /// sixteen, so that the check after every command reads one counter instead of sixteen
+    /// flags.
+    keyspace_lazily_expired: Arc<AtomicUsize>,
 }
 
 impl Db {
@@ -242,7 +246,9 @@ impl Db {
     /// key that had already expired), so that the deletion is propagated.
     pub fn note_lazily_expired(&self, key: Bytes) {
         self.lazily_expired.lock().push(key);
-        self.has_lazily_expired.store(true, Ordering::Release);
+        if !self.has_lazily_expired.swap(true, Ordering::AcqRel) {
+            self.keyspace_lazily_expired.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Whether [`take_lazily_expired`](Db::take_lazily_expired) may return keys (a lock-free
@@ -257,6 +263,7 @@ impl Db {
         if !self.has_lazily_expired.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
+        self.keyspace_lazily_expired.fetch_sub(1, Ordering::AcqRel);
         std::mem::take(&mut *self.lazily_expired.lock())
     }
 
@@ -405,12 +412,22 @@ impl Db {
 #[derive(Debug)]
 pub struct Keyspace {
     dbs: Vec<Db>,
+    /// How many databases hold lazily expired keys not yet taken (see
+    /// [`may_have_lazily_expired`](Keyspace::may_have_lazily_expired)).
+    any_lazily_expired: Arc<AtomicUsize>,
 }
 
 impl Default for Keyspace {
     fn default() -> Self {
+        let any_lazily_expired = Arc::new(AtomicUsize::new(0));
         Keyspace {
-            dbs: (0..NUM_DBS).map(|_| Db::default()).collect(),
+            dbs: (0..NUM_DBS)
+                .map(|_| Db {
+                    keyspace_lazily_expired: any_lazily_expired.clone(),
+                    ..Db::default()
+                })
+                .collect(),
+            any_lazily_expired,
         }
     }
 }
@@ -419,6 +436,15 @@ impl Keyspace {
     /// Database number `i` (0..16).
     pub fn db(&self, i: usize) -> &Db {
         &self.dbs[i]
+    }
+
+    /// Whether some database may hold lazily expired keys not yet taken: a single load
+    /// that saves looking at each database's
+    /// [`may_have_lazily_expired`](Db::may_have_lazily_expired) after every command. It
+    /// stays true until those keys are taken, so a write that recreates such a key still
+    /// finds them and sends their `DEL`s first.
+    pub fn may_have_lazily_expired(&self) -> bool {
+        self.any_lazily_expired.load(Ordering::Acquire) > 0
     }
 
     /// Iterates over `(index, db)`.

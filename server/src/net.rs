@@ -76,6 +76,7 @@ pub async fn serve(
 
     'conn: loop {
         // Run every complete request already buffered.
+        let mut ran = 0usize;
         loop {
             let parsed = decoder.parse(&mut rbuf, shared.config.proto_max_bulk_len());
             match parsed {
@@ -83,14 +84,16 @@ pub async fn serve(
                 // it had already sent.
                 Ok(Some(Parsed::Command(_))) if handle.is_killed() => break 'conn,
                 Ok(Some(Parsed::Command(args))) => {
-                    let reply = if cmd::lookup(&args[0]).is_some_and(|s| s.has(BLOCKING)) {
+                    ran += 1;
+                    let spec = cmd::lookup(&args[0]);
+                    let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {
-                            r = cmd::execute(&shared, &mut client, args) => r,
+                            r = cmd::execute_spec(&shared, &mut client, spec, args) => r,
                             _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
                             _ = &mut killed => break 'conn,
                         }
                     } else {
-                        cmd::execute(&shared, &mut client, args).await
+                        cmd::execute_spec(&shared, &mut client, spec, args).await
                     };
                     // Messages published while the command ran (by this very client, say)
                     // go out before its reply, as Redis writes them.
@@ -125,6 +128,15 @@ pub async fn serve(
             f.encode(client.protocol, &mut wbuf);
         }
         if !wbuf.is_empty() {
+            if ran > 1 {
+                // A pipeline: let the other connections with requests waiting run theirs
+                // first, so that the replies go out together, as Redis's event loop sends
+                // them. Each write wakes the client on the other side; writes spread out
+                // between other connections' work wake it once each, writes together
+                // mostly find it awake. (At one request per read, the extra turn through
+                // the scheduler costs more than it saves.)
+                tokio::task::yield_now().await;
+            }
             // Usually the socket takes everything at once; only a slow reader makes us wait,
             // and then a kill (output buffer overrun, CLIENT KILL, shutdown) must still get in.
             let sent = match wr.try_write(&wbuf) {

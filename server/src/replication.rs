@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -48,7 +48,7 @@ use crate::client::PushSender;
 use crate::cmd::{self, CommandSpec};
 use crate::codec::{Decoder, Parsed};
 use crate::db::{Entry, Value};
-use crate::frame::{Frame, Protocol};
+use crate::frame::Frame;
 use crate::server::Shared;
 
 /// How often a master sends `PING` down the stream (Redis's `repl-ping-replica-period`), so
@@ -235,17 +235,34 @@ impl Replication {
         if !self.feeds_stream() || commands.is_empty() {
             return self.offset();
         }
-        let mut out = BytesMut::new();
+        let chunk = stream_chunk(|out| {
+            for c in commands {
+                encode(c, out);
+            }
+        });
+        self.feed_encoded(db, chunk)
+    }
+
+    /// Appends commands already encoded in RESP (by [`encode_effects`], say) to the stream,
+    /// after a `SELECT` when the database changes, and sends them to every replica. The
+    /// same bytes go to the backlog and to each replica, shared, not copied. Returns the new
+    /// offset.
+    pub fn feed_encoded(&self, db: usize, commands: Bytes) -> u64 {
+        if !self.feeds_stream() || commands.is_empty() {
+            return self.offset();
+        }
         if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
-            encode(
-                &[Bytes::from_static(b"SELECT"), Bytes::from(db.to_string())],
-                &mut out,
-            );
+            // Rare: one chunk with the SELECT in front.
+            let chunk = stream_chunk(|out| {
+                encode(
+                    &[&b"SELECT"[..], itoa::Buffer::new().format(db).as_bytes()],
+                    out,
+                );
+                out.put_slice(&commands);
+            });
+            return self.feed_chunk(chunk);
         }
-        for c in commands {
-            encode(c, &mut out);
-        }
-        self.feed_chunk(out.freeze())
+        self.feed_chunk(commands)
     }
 
     /// Numbers an encoded piece of the stream, keeps it in the backlog and sends it to every
@@ -548,51 +565,96 @@ impl Replication {
     }
 }
 
-/// Appends one command as a RESP array of bulk strings.
-pub fn encode(args: &[Bytes], out: &mut BytesMut) {
-    Frame::Array(args.iter().cloned().map(Frame::Bulk).collect()).encode(Protocol::Resp2, out);
+/// How much room [`stream_chunk`]'s buffer takes at a time.
+const STREAM_BUFFER: usize = 64 * 1024;
+
+thread_local! {
+    /// Where this thread encodes pieces of the stream (see [`stream_chunk`]).
+    static STREAM_BUF: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Encodes a piece of the stream with `write` and returns it. The pieces are carved one after
+/// the other out of a large per-thread buffer, so encoding a command allocates nothing: a
+/// new buffer is taken once the last one is used up, and an old one is freed when the last
+/// piece cut from it (in the backlog, on its way to a replica) is dropped.
+pub fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
+    STREAM_BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(STREAM_BUFFER);
+        }
+        write(&mut buf);
+        buf.split().freeze()
+    })
+}
+
+/// Appends one command to `out` in RESP, as a client would send it (an array of bulk strings).
+/// Written straight into the buffer: no intermediate reply value is built.
+pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
+    let mut n = itoa::Buffer::new();
+    out.put_u8(b'*');
+    out.put_slice(n.format(args.len()).as_bytes());
+    out.put_slice(b"\r\n");
+    for a in args {
+        let a = a.as_ref();
+        out.put_u8(b'$');
+        out.put_slice(n.format(a.len()).as_bytes());
+        out.put_slice(b"\r\n");
+        out.put_slice(a);
+        out.put_slice(b"\r\n");
+    }
 }
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
-/// What a write command becomes in the stream: its effect, with relative expiries made
-/// absolute, so a replica applying it later reaches the same state.
-pub fn effects(shared: &Shared, db: usize, spec: &CommandSpec, args: &[Bytes]) -> Vec<Vec<Bytes>> {
-    let key = || args.get(1).cloned().unwrap_or_default();
-    let state = || {
-        shared
-            .keyspace
-            .db(db)
-            .get(&args[1], 0, false)
-            .map(|e| e.clone())
-    };
+/// Appends to `out` what a write command that just ran becomes in the stream: its effect,
+/// with relative expiries made absolute, so a replica applying it later reaches the same
+/// state (`SET k v PXAT t`, `PEXPIREAT k t`, or `DEL k` for a key that is gone); the command
+/// itself for the rest; nothing for scripts and transactions, whose inner writes were fed
+/// one by one as they ran. Reads the key's new state in place, without copying its value.
+pub fn encode_effects(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    out: &mut BytesMut,
+) {
+    let key: &[u8] = args.get(1).map_or(&[], |k| &k[..]);
+    let mut n = itoa::Buffer::new();
     match spec.name {
-        // Their inner writes were fed one by one as they ran.
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec" => Vec::new(),
-        "set" | "setex" | "psetex" | "getset" | "setnx" => match state() {
-            Some(Entry {
-                value: Value::Str(v),
-                expires_at,
-            }) => {
-                let mut c = vec![b("SET"), key(), v];
-                if let Some(t) = expires_at {
-                    c.extend([b("PXAT"), b(&t.to_string())]);
-                }
-                vec![c]
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec" => {}
+        "set" | "setex" | "psetex" | "getset" | "setnx" => {
+            let entry = shared.keyspace.db(db).get(key, 0, false);
+            match entry.as_deref() {
+                Some(Entry {
+                    value: Value::Str(v),
+                    expires_at: Some(t),
+                }) => encode(
+                    &[&b"SET"[..], key, &v[..], b"PXAT", n.format(*t).as_bytes()],
+                    out,
+                ),
+                Some(Entry {
+                    value: Value::Str(v),
+                    expires_at: None,
+                }) => encode(&[&b"SET"[..], key, &v[..]], out),
+                _ => encode(&[&b"DEL"[..], key], out),
             }
-            _ => vec![vec![b("DEL"), key()]],
-        },
-        "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" | "persist" => match state() {
-            Some(Entry {
-                expires_at: Some(t),
-                ..
-            }) => vec![vec![b("PEXPIREAT"), key(), b(&t.to_string())]],
-            Some(_) => vec![vec![b("PERSIST"), key()]],
-            None => vec![vec![b("DEL"), key()]],
-        },
-        _ => vec![args.to_vec()],
+        }
+        "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" | "persist" => {
+            let expiry = shared
+                .keyspace
+                .db(db)
+                .get(key, 0, false)
+                .map(|e| e.expires_at);
+            match expiry {
+                Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
+                Some(None) => encode(&[&b"PERSIST"[..], key], out),
+                None => encode(&[&b"DEL"[..], key], out),
+            }
+        }
+        _ => encode(args, out),
     }
 }
 
@@ -1147,5 +1209,55 @@ async fn apply_stream(
                 wr.write_all(&ack_command(shared)).await?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Server;
+
+    /// The stream carries a write's effect, encoded once: relative expiries made absolute,
+    /// a key that is gone as `DEL`, other commands as they were sent, scripts as nothing.
+    #[tokio::test]
+    async fn effects_are_encoded_as_the_stream_carries_them() {
+        let server = Server::builder()
+            .virtual_clock()
+            .no_listener()
+            .start()
+            .await
+            .unwrap();
+        let shared = server.shared().clone();
+        let mut c = server.client();
+        let now = server.clock().now_ms();
+        let effect = |args: &[&str]| {
+            let args: Vec<Bytes> = args.iter().map(|a| b(a)).collect();
+            let spec = cmd::lookup(&args[0]).unwrap();
+            let chunk = stream_chunk(|out| encode_effects(&shared, 0, spec, &args, out));
+            String::from_utf8(chunk.to_vec()).unwrap()
+        };
+        c.cmd(["SET", "k", "v", "PX", "30000"]).await;
+        let at = (now + 30000).to_string();
+        assert_eq!(
+            effect(&["set", "k", "v", "PX", "30000"]),
+            format!(
+                "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$4\r\nPXAT\r\n${}\r\n{at}\r\n",
+                at.len()
+            )
+        );
+        c.cmd(["PERSIST", "k"]).await;
+        assert_eq!(
+            effect(&["persist", "k"]),
+            "*2\r\n$7\r\nPERSIST\r\n$1\r\nk\r\n"
+        );
+        assert_eq!(
+            effect(&["SET", "gone", "x"]),
+            "*2\r\n$3\r\nDEL\r\n$4\r\ngone\r\n"
+        );
+        assert_eq!(
+            effect(&["hset", "h", "f", "v"]),
+            "*4\r\n$4\r\nhset\r\n$1\r\nh\r\n$1\r\nf\r\n$1\r\nv\r\n"
+        );
+        assert_eq!(effect(&["evalsha", "x", "0"]), "");
     }
 }

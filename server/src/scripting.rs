@@ -14,26 +14,29 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState};
 use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
-use crate::cmd::{self, Ctx};
-use crate::frame::{format_double, Frame};
+use crate::cmd::Ctx;
+use crate::frame::Frame;
+use crate::gate::BusyKind;
 
+mod bridge;
 mod functions;
 mod libs;
+
+use bridge::{lua_redis_call, lua_redis_pcall};
 
 pub use functions::FunctionFlags;
 
 /// The Lua code that wraps calls into Rust and shapes errors like Redis's error handler.
 const PRELUDE: &str = r#"
 local dbg = debug
-local rcall = __lk_rcall
 local xpcall, error, type, tostring = xpcall, error, type, tostring
 
 local function handler(err)
@@ -67,19 +70,6 @@ __lk_run_with = function(f, keys, args)
   return xpcall(function() return f(keys, args) end, handler)
 end
 
--- redis.call itself is a C function that forwards here (see `call_through`), so that a
--- script's `return redis.call(...)` keeps the script's frame and its error line.
-__lk_call_impl = function(...)
-  local ok, v = rcall(...)
-  if ok then return v end
-  error({err = v})
-end
-
-redis.pcall = function(...)
-  local ok, v = rcall(...)
-  if ok then return v end
-  return {err = v}
-end
 "#;
 
 /// Everything a running script needs from the command that started it.
@@ -119,12 +109,15 @@ pub struct Scripting {
     libraries: Mutex<functions::Libraries>,
     /// Globals seen while a library loads: the sandbox plus `redis.register_function`.
     load_env: Table,
-    cache: Mutex<HashMap<String, Script>>,
+    /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
+    /// every call, and SipHash over forty bytes costs more than the lookup needs.
+    cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
     kill: Arc<AtomicBool>,
     /// The effects of the last script or function run (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
-    /// Whether the running script has already handed its worker's other tasks away.
-    offloaded: Arc<AtomicBool>,
+    /// How often the instruction hook fired during the running script: on the second
+    /// firing the script has surely run long, and hands its worker's other tasks away.
+    hook_fires: Arc<AtomicU32>,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
     wrote: Arc<AtomicBool>,
@@ -166,14 +159,22 @@ impl Scripting {
         g.raw_set("redis", redis)?;
         g.raw_set("bit", libs::bit_library(&lua)?)?;
         g.raw_set("cjson", libs::cjson_library(&lua)?)?;
-        g.raw_set("__lk_rcall", lua.create_function(redis_call)?)?;
         lua.load(PRELUDE).set_name("=latchkey").exec()?;
-        let impl_fn: Function = g.raw_get("__lk_call_impl")?;
-        lua.set_named_registry_value("__lk_call_impl", impl_fn)?;
-        // SAFETY: `call_through` only uses the Lua C API on the state it is given.
-        let call = unsafe { lua.create_c_function(call_through)? };
+        // `redis.call` and `redis.pcall` are plain C functions (see `lua_redis_call`): a
+        // script calls them a few times per run, and mlua's general callback machinery
+        // (argument tables, registry references, a lock per value) would cost more than the
+        // command they run.
+        // SAFETY: both only use the Lua C API on the state they are given, and raise a Lua
+        // error only when no Rust value with a destructor is alive in their frame.
+        let (call, pcall) = unsafe {
+            (
+                lua.create_c_function(lua_redis_call)?,
+                lua.create_c_function(lua_redis_pcall)?,
+            )
+        };
         let redis_table: Table = g.raw_get("redis")?;
         redis_table.raw_set("call", call)?;
+        redis_table.raw_set("pcall", pcall)?;
         let run_fn: Function = g.raw_get("__lk_run")?;
         let run_with_fn: Function = g.raw_get("__lk_run_with")?;
         // What a script may see: Redis 7's libraries and nothing more.
@@ -218,13 +219,17 @@ impl Scripting {
         let load_env = functions::load_environment(&lua, &visible)?;
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
-        let offloaded = Arc::new(AtomicBool::new(false));
-        let offloaded_flag = offloaded.clone();
-        // Every 100k instructions (about a millisecond; lock scripts never get here).
+        let hook_fires = Arc::new(AtomicU32::new(0));
+        let fires = hook_fires.clone();
+        // Every 100k instructions (about a millisecond). Lua counts instructions across
+        // runs, not from the start of each one: the count left over from earlier scripts
+        // makes the hook fire once in the middle of some short script every 100k
+        // instructions (every few thousand lock-release scripts). Only a second firing
+        // within one run proves the script itself has run 100k instructions.
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
             move |_lua, _debug| {
-                if !offloaded_flag.swap(true, Ordering::AcqRel) {
+                if fires.fetch_add(1, Ordering::AcqRel) + 1 == 2 {
                     // A long script: hand this worker's other tasks to another thread, so that
                     // other clients are served (and answered -BUSY) while the script runs.
                     let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
@@ -255,9 +260,9 @@ impl Scripting {
             run_with_fn,
             libraries: Mutex::new(functions::Libraries::default()),
             load_env,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(HashMap::default()),
             kill,
-            offloaded,
+            hook_fires,
             last_effects: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
@@ -267,9 +272,15 @@ impl Scripting {
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
     /// returned as Redis's reply.
     pub fn load(&self, body: &[u8]) -> Result<String, Frame> {
+        self.load_function(body).map(|(sha, _)| sha)
+    }
+
+    /// Like [`load`](Scripting::load), also handing back the compiled function, so that
+    /// `EVAL` runs it without looking it up again.
+    fn load_function(&self, body: &[u8]) -> Result<(String, Function), Frame> {
         let sha = sha1_hex(body);
-        if self.cache.lock().contains_key(&sha) {
-            return Ok(sha);
+        if let Some(script) = self.cache.lock().get(&sha) {
+            return Ok((sha, script.function.clone()));
         }
         let function = self
             .lua
@@ -284,8 +295,13 @@ impl Scripting {
                 };
                 Frame::error(format!("ERR Error compiling script (new function): {msg}"))
             })?;
-        self.cache.lock().insert(sha.clone(), Script { function });
-        Ok(sha)
+        self.cache.lock().insert(
+            sha.clone(),
+            Script {
+                function: function.clone(),
+            },
+        );
+        Ok((sha, function))
     }
 
     /// The write commands the last script (or function) run performed, as Redis 7 replicates
@@ -318,29 +334,45 @@ impl Scripting {
         Ok(())
     }
 
-    /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown.
+    /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
+    /// may be in either case, as `EVALSHA` accepts it.
     pub fn run(
         &self,
         ctx: &mut Ctx<'_>,
-        sha: &str,
+        sha: &[u8],
         keys: &[Bytes],
         argv: &[Bytes],
         read_only: bool,
     ) -> Option<Frame> {
+        // Lowercased on the stack: no allocation for the lookup.
+        let mut lower = [0u8; 40];
+        if sha.len() != lower.len() {
+            return None;
+        }
+        lower.copy_from_slice(sha);
+        lower.make_ascii_lowercase();
+        let sha = std::str::from_utf8(&lower).ok()?;
         let function = self.cache.lock().get(sha)?.function.clone();
-        Some(self.run_function(ctx, sha, &function, keys, argv, read_only))
+        ctx.shared.gate.mark_script(BusyKind::Script);
+        Some(self.execute(ctx, sha, &function, keys, argv, read_only, false))
     }
 
-    fn run_function(
+    /// Compiles (or finds in the cache) and runs a script body, as `EVAL` does.
+    pub fn eval(
         &self,
         ctx: &mut Ctx<'_>,
-        sha: &str,
-        function: &Function,
+        body: &[u8],
         keys: &[Bytes],
         argv: &[Bytes],
         read_only: bool,
     ) -> Frame {
-        self.execute(ctx, sha, function, keys, argv, read_only, false)
+        match self.load_function(body) {
+            Ok((sha, function)) => {
+                ctx.shared.gate.mark_script(BusyKind::Script);
+                self.execute(ctx, &sha, &function, keys, argv, read_only, false)
+            }
+            Err(e) => e,
+        }
     }
 
     /// Runs a script (as `KEYS`/`ARGV` globals) or a function (as its two parameters).
@@ -355,29 +387,8 @@ impl Scripting {
         read_only: bool,
         as_function: bool,
     ) -> Frame {
-        let strings = |items: &[Bytes]| -> mlua::Result<Table> {
-            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, self.lua.create_string(item)?)?;
-            }
-            Ok(t)
-        };
-        let tables = strings(keys).and_then(|k| Ok((k, strings(argv)?)));
-        let (keys_table, args_table) = match tables {
-            Ok(t) => t,
-            Err(e) => return Frame::error(format!("ERR {e}")),
-        };
-        if !as_function {
-            let set = self
-                .visible
-                .raw_set("KEYS", keys_table.clone())
-                .and_then(|_| self.visible.raw_set("ARGV", args_table.clone()));
-            if let Err(e) = set {
-                return Frame::error(format!("ERR {e}"));
-            }
-        }
         self.kill.store(false, Ordering::Release);
-        self.offloaded.store(false, Ordering::Release);
+        self.hook_fires.store(0, Ordering::Release);
         self.wrote.store(false, Ordering::Release);
         self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
@@ -403,17 +414,44 @@ impl Scripting {
             }
         }
         let _clear = ClearRun(self);
-        let result = if as_function {
-            self.run_with_fn
-                .call::<MultiValue>((function.clone(), keys_table, args_table))
+        let runner = if as_function {
+            &self.run_with_fn
         } else {
-            self.run_fn.call::<MultiValue>(function.clone())
+            &self.run_fn
+        };
+        // One trip into Lua, on the raw stack: build `KEYS` and `ARGV`, publish them as
+        // globals (scripts) or pass them (functions), and call the runner, which returns
+        // `(ok, value)`. Done through mlua's handles, each table and string would be a
+        // registry reference of its own, taken and released under mlua's lock.
+        // SAFETY: the closure runs inside mlua's protected call, so a Lua error raised in it
+        // is caught there; it holds nothing with a destructor (only borrowed slices), so
+        // the `longjmp` of such an error skips nothing. `lua_call` cannot leave more than the
+        // two results, and the stack is sized for what is pushed.
+        let result = unsafe {
+            self.lua
+                .exec_raw::<(bool, Value)>((runner, function, &self.visible), |state| {
+                    use mlua::ffi;
+                    // Stack: 1 runner, 2 function, 3 visible.
+                    ffi::luaL_checkstack(state, 4, std::ptr::null());
+                    push_string_array(state, keys); // 4
+                    push_string_array(state, argv); // 5
+                    if as_function {
+                        ffi::lua_remove(state, 3);
+                        ffi::lua_call(state, 3, 2);
+                    } else {
+                        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_settop(state, 2);
+                        ffi::lua_call(state, 1, 2);
+                    }
+                })
         };
         match result {
-            Ok(values) => {
-                let mut it = values.into_iter();
-                let ok = matches!(it.next(), Some(Value::Boolean(true)));
-                let value = it.next().unwrap_or(Value::Nil);
+            Ok((ok, value)) => {
                 if ok {
                     lua_to_frame(&value)
                 } else {
@@ -425,18 +463,17 @@ impl Scripting {
     }
 }
 
-/// `redis.call`: a C function that calls the Lua implementation stored in the registry. Being
-/// a C function matters: Lua 5.1 does not drop the caller's frame on a tail call into C, so an
-/// error raised by `return redis.call(...)` still reports the script's line, as in Redis.
+/// Pushes a Lua array of strings (`KEYS` or `ARGV`).
 ///
-/// No Rust value with a destructor lives in this frame, so the `longjmp` of a Lua error passing
-/// through it is sound.
-unsafe extern "C-unwind" fn call_through(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+/// # Safety
+/// `state` must be a live Lua state with room for two more stack slots.
+unsafe fn push_string_array(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
     use mlua::ffi;
-    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"__lk_call_impl".as_ptr());
-    ffi::lua_insert(state, 1);
-    ffi::lua_call(state, ffi::lua_gettop(state) - 1, ffi::LUA_MULTRET);
-    ffi::lua_gettop(state)
+    ffi::lua_createtable(state, items.len() as std::os::raw::c_int, 0);
+    for (i, item) in items.iter().enumerate() {
+        ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+        ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
+    }
 }
 
 /// Marks a write by the running script (for `SCRIPT KILL`'s UNKILLABLE answer).
@@ -445,32 +482,37 @@ fn note_write(scripting_wrote: &AtomicBool) {
 }
 
 /// A table that reads through to `real` and refuses every assignment, with Redis's texts.
+///
+/// Reads go through a *table* `__index` (the proxy's metatable points at `real` itself),
+/// which the Lua VM follows on its own, without calling a function: a script reads
+/// `redis`, `KEYS` and `ARGV` on every run, and a function-valued `__index` would cost a Lua
+/// call for each read. For the globals table, a read that `real` cannot answer falls
+/// through to `real`'s own metatable, whose `__index` function raises Redis's
+/// nonexistent-global error (called from the script's own frame, so `error(..., 2)` points
+/// at the script's line, as before).
 fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
     let proxy = lua.create_table()?;
     let mt = lua.create_table()?;
     mt.raw_set("__lk_real", real.clone())?;
     let is_globals = real.raw_get::<Value>("redis").is_ok_and(|v| !v.is_nil());
-    let index: Function = lua
-        .load(if is_globals {
-            r#"local real = ...
-            return function(_, k)
-              local v = real[k]
-              if v == nil then
-                error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-              end
-              return v
-            end"#
-        } else {
-            r#"local real = ...
-            return function(_, k) return real[k] end"#
-        })
-        .set_name("=latchkey")
-        .call(real.clone())?;
+    if is_globals {
+        let missing: Function = lua
+            .load(
+                r#"return function(_, k)
+                  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+                end"#,
+            )
+            .set_name("=latchkey")
+            .call(())?;
+        let real_mt = lua.create_table()?;
+        real_mt.raw_set("__index", missing)?;
+        real.set_metatable(Some(real_mt));
+    }
     let newindex: Function = lua
         .load(r#"return function() error("Attempt to modify a readonly table", 2) end"#)
         .set_name("=latchkey")
         .call(())?;
-    mt.raw_set("__index", index)?;
+    mt.raw_set("__index", real.clone())?;
     mt.raw_set("__newindex", newindex)?;
     mt.raw_set("__metatable", false)?;
     proxy.set_metatable(Some(mt));
@@ -512,73 +554,6 @@ fn script_error(err: &Value, sha: &str) -> Frame {
     }
 }
 
-/// `redis.call`/`redis.pcall`'s way into the server: returns `(true, value)` or
-/// `(false, error text)`, never raises (the Lua wrapper decides whether to raise).
-fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
-    let fail = |msg: &str| Ok((false, Value::String(lua.create_string(msg)?)));
-    if args.is_empty() {
-        return fail("ERR Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        match a {
-            Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Integer(i) => argv.push(Bytes::from(i.to_string())),
-            Value::Number(n) => argv.push(Bytes::from(lua_number_string(*n))),
-            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
-        }
-    }
-    RUN.with(|r| {
-        let mut guard = r.borrow_mut();
-        let Some(run) = guard.as_mut() else {
-            return fail("ERR redis.call is only available while a script runs");
-        };
-        // SAFETY: see `Scripting::run_function`: the context outlives the run record.
-        let ctx: &mut Ctx<'static> = unsafe { &mut *run.ctx };
-        let Some(spec) = cmd::lookup(&argv[0]) else {
-            return fail("ERR Unknown Redis command called from script");
-        };
-        if !spec.arity_ok(argv.len()) {
-            return fail("ERR Wrong number of args calling Redis command from script");
-        }
-        if spec.has(cmd::NOSCRIPT) {
-            return fail("ERR This Redis command is not allowed from script");
-        }
-        if spec.has(cmd::WRITE) {
-            if run.read_only {
-                return fail("ERR Write commands are not allowed from read-only scripts.");
-            }
-            if let Some(err) = ctx.shared.precheck(ctx.client, spec) {
-                return Ok((false, error_value(lua, &err)?));
-            }
-            run.wrote = true;
-            note_write(&ctx.shared.scripting.wrote);
-        }
-        let resp3 = run.resp3;
-        drop(guard);
-        let dirty_before = ctx.dirty;
-        let reply = cmd::call_spec(ctx, spec, &argv);
-        if ctx.dirty > dirty_before {
-            RUN.with(|r| {
-                if let Some(run) = r.borrow_mut().as_mut() {
-                    run.effects.push(argv.clone());
-                }
-            });
-        }
-        match reply {
-            Frame::Error(e) => Ok((false, Value::String(lua.create_string(&e)?))),
-            other => Ok((true, frame_to_lua(lua, &other, resp3)?)),
-        }
-    })
-}
-
-fn error_value(lua: &Lua, f: &Frame) -> mlua::Result<Value> {
-    match f {
-        Frame::Error(e) => Ok(Value::String(lua.create_string(e)?)),
-        _ => Ok(Value::Nil),
-    }
-}
-
 /// Lua 5.1's number-to-string (`%.14g`), used when a script passes a number as an argument.
 fn lua_number_string(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {
@@ -600,78 +575,6 @@ fn lua_number_string(n: f64) -> String {
         let m = m.trim_end_matches('0').trim_end_matches('.');
         format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
     }
-}
-
-/// Converts a reply into the Lua value a script sees, following Redis's rules for RESP2 or,
-/// after `redis.setresp(3)`, RESP3.
-fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
-    Ok(match f {
-        Frame::Integer(i) => Value::Number(*i as f64),
-        Frame::Bulk(b) => Value::String(lua.create_string(b)?),
-        Frame::Null | Frame::NullArray if resp3 => Value::Nil,
-        Frame::Null | Frame::NullArray => Value::Boolean(false),
-        Frame::Simple(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(s)?)?;
-            Value::Table(t)
-        }
-        Frame::Error(e) => {
-            let t = lua.create_table()?;
-            t.raw_set("err", lua.create_string(e)?)?;
-            Value::Table(t)
-        }
-        Frame::Array(items) | Frame::Push(items) | Frame::Multi(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, frame_to_lua(lua, item, resp3)?)?;
-            }
-            Value::Table(t)
-        }
-        Frame::Set(items) if resp3 => {
-            let set = lua.create_table()?;
-            for item in items {
-                set.raw_set(frame_to_lua(lua, item, resp3)?, true)?;
-            }
-            let t = lua.create_table()?;
-            t.raw_set("set", set)?;
-            Value::Table(t)
-        }
-        Frame::Set(items) => frame_to_lua(lua, &Frame::Array(items.clone()), resp3)?,
-        Frame::Map(pairs) if resp3 => {
-            let map = lua.create_table()?;
-            for (k, v) in pairs {
-                map.raw_set(frame_to_lua(lua, k, resp3)?, frame_to_lua(lua, v, resp3)?)?;
-            }
-            let t = lua.create_table()?;
-            t.raw_set("map", map)?;
-            Value::Table(t)
-        }
-        Frame::Map(pairs) => {
-            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
-            for (i, (k, v)) in pairs.iter().enumerate() {
-                t.raw_set(2 * i + 1, frame_to_lua(lua, k, resp3)?)?;
-                t.raw_set(2 * i + 2, frame_to_lua(lua, v, resp3)?)?;
-            }
-            Value::Table(t)
-        }
-        Frame::Double(d) if resp3 => {
-            let t = lua.create_table()?;
-            t.raw_set("double", *d)?;
-            Value::Table(t)
-        }
-        Frame::Double(d) => Value::String(lua.create_string(format_double(*d))?),
-        Frame::Boolean(b) if resp3 => Value::Boolean(*b),
-        Frame::Boolean(b) => Value::Number(*b as i64 as f64),
-        Frame::Verbatim(text) if resp3 => {
-            let inner = lua.create_table()?;
-            inner.raw_set("format", "txt")?;
-            inner.raw_set("string", lua.create_string(text)?)?;
-            let t = lua.create_table()?;
-            t.raw_set("verbatim_string", inner)?;
-            Value::Table(t)
-        }
-        Frame::Verbatim(text) | Frame::Raw(text) => Value::String(lua.create_string(text)?),
-    })
 }
 
 /// Converts what a script returned into a reply, following Redis's rules.

@@ -156,11 +156,15 @@ impl Shared {
         if !self.replication.feeds_stream() && aof.is_none() {
             return self.replication.offset();
         }
-        let effects = crate::replication::effects(self, db, spec, args);
+        // Encoded once; the AOF writes these bytes, and the backlog and every replica share
+        // them.
+        let effects = crate::replication::stream_chunk(|out| {
+            crate::replication::encode_effects(self, db, spec, args, out)
+        });
         if let Some(aof) = aof.as_ref() {
-            aof.append(db, &effects);
+            aof.append_encoded(db, &effects);
         }
-        self.replication.feed(db, &effects)
+        self.replication.feed_encoded(db, effects)
     }
 
     /// Called after the expiry cycle deleted keys: replicas receive a `DEL` for each, since
@@ -185,6 +189,9 @@ impl Shared {
     /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
     /// recreates such a key reaches the replicas after its `DEL`.
     pub fn propagate_lazy_expired(&self) {
+        if !self.keyspace.may_have_lazily_expired() {
+            return;
+        }
         for (i, db) in self.keyspace.iter() {
             if !db.may_have_lazily_expired() {
                 continue;

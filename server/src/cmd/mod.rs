@@ -348,7 +348,19 @@ pub fn arity_error(name: &str) -> Frame {
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
 /// subscribed-mode and busy-script rules, then the handler under the gate.
 pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>) -> Frame {
-    let Some(spec) = lookup(&args[0]) else {
+    let spec = lookup(&args[0]);
+    execute_spec(shared, client, spec, args).await
+}
+
+/// [`execute`] for a caller that has already looked the command up (`None`: unknown), so
+/// that the name is not lowercased and hashed twice per request.
+pub async fn execute_spec(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    spec: Option<&'static CommandSpec>,
+    args: Vec<Bytes>,
+) -> Frame {
+    let Some(spec) = spec else {
         if let Some(m) = client.multi.as_mut() {
             m.errored = true;
         }

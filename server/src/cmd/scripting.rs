@@ -11,7 +11,6 @@ use super::{
     arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, NOSCRIPT, NO_MULTI, STALE,
 };
 use crate::frame::Frame;
-use crate::gate::BusyKind;
 
 /// The scripting commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -94,23 +93,14 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], by_sha: bool, read_only: bool) -> Fram
         Err(e) => return e,
     };
     let scripting = &ctx.shared.scripting;
-    let sha = if by_sha {
-        let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-        if sha.len() != 40 || !scripting.exists(&sha) {
-            return Frame::error("NOSCRIPT No matching script. Please use EVAL.");
-        }
-        sha
-    } else {
-        match scripting.load(&args[1]) {
-            Ok(sha) => sha,
-            Err(e) => return e,
-        }
-    };
-    ctx.shared.gate.mark_script(BusyKind::Script);
     // Time stands still for the whole script: every command it calls sees `ctx.now_ms`.
-    match scripting.run(ctx, &sha, keys, argv, read_only) {
-        Some(reply) => reply,
-        None => Frame::error("NOSCRIPT No matching script. Please use EVAL."),
+    if by_sha {
+        match scripting.run(ctx, &args[1], keys, argv, read_only) {
+            Some(reply) => reply,
+            None => Frame::error("NOSCRIPT No matching script. Please use EVAL."),
+        }
+    } else {
+        scripting.eval(ctx, &args[1], keys, argv, read_only)
     }
 }
 

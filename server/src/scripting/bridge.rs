@@ -1,0 +1,416 @@
+//! `redis.call` and `redis.pcall`: the bridge from a running script to the command table,
+//! written against the Lua C API.
+//!
+//! A lock script calls into the server once or twice per run, so this bridge is on the hot
+//! path of every `EVALSHA`. mlua's general callbacks would box each argument as a registry
+//! reference, collect them in a `MultiValue`, take mlua's lock for each value and do the same
+//! again for the reply; here the arguments are read straight off the Lua stack and the reply
+//! is pushed straight onto it.
+//!
+//! The price is care about Lua errors. Lua 5.1 raises an error with `longjmp`, which skips
+//! Rust destructors, so this code raises one (`lua_error`) only from a frame that holds no
+//! Rust value with a destructor; and it calls no Lua API function that could raise: without
+//! a memory limit (this server sets none), mlua's allocator aborts rather than failing, so
+//! pushing values and creating tables cannot raise, and tables are only keyed by integers
+//! and non-nil values.
+
+use std::os::raw::c_int;
+
+use bytes::Bytes;
+use mlua::ffi;
+
+use super::{note_write, RUN};
+use crate::cmd;
+use crate::frame::{format_double, Frame};
+
+/// How a bridge call turned out: a reply to push, or the error text `redis.call` raises (as
+/// `{err = text}`) and `redis.pcall` returns (as the same table).
+enum Outcome {
+    Reply(Frame, bool),
+    Error(Bytes),
+}
+
+/// `redis.call(...)`: runs a command; a failure raises `{err = text}` as a Lua error, which
+/// the script's error handler turns into Redis's script error reply.
+///
+/// Being a C function matters for the error's line: Lua 5.1 does not drop the caller's
+/// frame on a tail call into C, so `return redis.call(...)` still reports the script's line.
+pub(super) unsafe extern "C-unwind" fn lua_redis_call(state: *mut ffi::lua_State) -> c_int {
+    if push_outcome(state) {
+        return 1;
+    }
+    // The error table is on the stack and nothing of Rust's is alive here: raise it.
+    ffi::lua_error(state)
+}
+
+/// `redis.pcall(...)`: like `redis.call`, but a failure is returned as `{err = text}`.
+pub(super) unsafe extern "C-unwind" fn lua_redis_pcall(state: *mut ffi::lua_State) -> c_int {
+    push_outcome(state);
+    1
+}
+
+/// Runs the call whose arguments are on the stack and pushes one value: the converted reply
+/// (returns true) or the `{err = text}` table (returns false). Everything with a destructor
+/// is dropped before this returns.
+unsafe fn push_outcome(state: *mut ffi::lua_State) -> bool {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(state)))
+        .unwrap_or_else(|_| Outcome::Error(Bytes::from_static(b"ERR internal error")));
+    match outcome {
+        Outcome::Reply(frame, resp3) => {
+            if push_frame(state, &frame, resp3) {
+                return true;
+            }
+            // Nested too deep for the Lua stack (no command replies like that).
+            push_error_table(state, b"ERR reply too deeply nested for Lua");
+            false
+        }
+        Outcome::Error(text) => {
+            push_error_table(state, &text);
+            false
+        }
+    }
+}
+
+/// Pushes `{err = text}`.
+unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
+    ffi::lua_createtable(state, 0, 1);
+    ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+    ffi::lua_setfield(state, -2, c"err".as_ptr());
+}
+
+fn fail(msg: &'static str) -> Outcome {
+    Outcome::Error(Bytes::from_static(msg.as_bytes()))
+}
+
+/// Reads the arguments, checks them the way Redis does for a script, and runs the command.
+unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
+    let argc = ffi::lua_gettop(state);
+    if argc <= 0 {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(argc as usize);
+    for i in 1..=argc {
+        match ffi::lua_type(state, i) {
+            ffi::LUA_TSTRING => {
+                let mut len = 0usize;
+                let ptr = ffi::lua_tolstring(state, i, &mut len);
+                argv.push(Bytes::copy_from_slice(std::slice::from_raw_parts(
+                    ptr.cast::<u8>(),
+                    len,
+                )));
+            }
+            ffi::LUA_TNUMBER => argv.push(number_argument(ffi::lua_tonumber(state, i))),
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    RUN.with(|r| {
+        let mut guard = r.borrow_mut();
+        let Some(run) = guard.as_mut() else {
+            return fail("ERR redis.call is only available while a script runs");
+        };
+        // SAFETY: see `Scripting::execute`: the context outlives the run record.
+        let ctx: &mut cmd::Ctx<'static> = &mut *run.ctx;
+        let Some(spec) = cmd::lookup(&argv[0]) else {
+            return fail("ERR Unknown Redis command called from script");
+        };
+        if !spec.arity_ok(argv.len()) {
+            return fail("ERR Wrong number of args calling Redis command from script");
+        }
+        if spec.has(cmd::NOSCRIPT) {
+            return fail("ERR This Redis command is not allowed from script");
+        }
+        if spec.has(cmd::WRITE) {
+            if run.read_only {
+                return fail("ERR Write commands are not allowed from read-only scripts.");
+            }
+            if let Some(err) = ctx.shared.precheck(ctx.client, spec) {
+                return match err {
+                    Frame::Error(e) => Outcome::Error(e),
+                    _ => fail("ERR execution failure"),
+                };
+            }
+            run.wrote = true;
+            note_write(&ctx.shared.scripting.wrote);
+        }
+        let resp3 = run.resp3;
+        // The command may run a script-visible hook (`redis.setresp` cannot, but be safe):
+        // never hold the run record across it.
+        drop(guard);
+        let dirty_before = ctx.dirty;
+        let reply = cmd::call_spec(ctx, spec, &argv);
+        if ctx.dirty > dirty_before {
+            RUN.with(|r| {
+                if let Some(run) = r.borrow_mut().as_mut() {
+                    run.effects.push(argv);
+                }
+            });
+        }
+        match reply {
+            Frame::Error(e) => Outcome::Error(e),
+            other => Outcome::Reply(other, resp3),
+        }
+    })
+}
+
+/// A number passed as an argument, as text: integral values in `i64`'s range print as
+/// integers, others the way Lua prints them (`%.14g`).
+fn number_argument(n: f64) -> Bytes {
+    // `i64::MIN as f64` is exactly -2^63; `i64::MAX as f64` rounds up to 2^63.
+    if n.is_finite() && n.trunc() == n && n >= i64::MIN as f64 && n < i64::MAX as f64 {
+        let mut buf = itoa::Buffer::new();
+        return Bytes::copy_from_slice(buf.format(n as i64).as_bytes());
+    }
+    Bytes::from(super::lua_number_string(n))
+}
+
+/// Pushes the Lua value a script sees for a reply, following Redis's rules for RESP2 or,
+/// after `redis.setresp(3)`, RESP3. Returns false (having pushed nothing) when the Lua stack
+/// cannot grow for a deeply nested reply.
+unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool {
+    // Room for a table, a key and a value at this level.
+    if ffi::lua_checkstack(state, 4) == 0 {
+        return false;
+    }
+    let push_bytes = |b: &[u8]| {
+        ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+    };
+    // `{name = value}` where `value` is pushed by `push_value`.
+    let wrapped = |name: &std::ffi::CStr, push_value: &dyn Fn() -> bool| -> bool {
+        ffi::lua_createtable(state, 0, 1);
+        if !push_value() {
+            ffi::lua_pop(state, 1);
+            return false;
+        }
+        ffi::lua_setfield(state, -2, name.as_ptr());
+        true
+    };
+    match f {
+        Frame::Integer(i) => ffi::lua_pushnumber(state, *i as f64),
+        Frame::Bulk(b) => push_bytes(b),
+        Frame::Null | Frame::NullArray if resp3 => ffi::lua_pushnil(state),
+        Frame::Null | Frame::NullArray => ffi::lua_pushboolean(state, 0),
+        Frame::Simple(s) => {
+            return wrapped(c"ok", &|| {
+                push_bytes(s);
+                true
+            })
+        }
+        Frame::Error(e) => {
+            return wrapped(c"err", &|| {
+                push_bytes(e);
+                true
+            })
+        }
+        Frame::Array(items) | Frame::Push(items) | Frame::Multi(items) => {
+            return push_array(state, items.iter(), items.len(), resp3)
+        }
+        Frame::Set(items) if resp3 => {
+            return wrapped(c"set", &|| {
+                ffi::lua_createtable(state, 0, items.len() as c_int);
+                for item in items {
+                    if !push_key(state, item, resp3) {
+                        continue;
+                    }
+                    ffi::lua_pushboolean(state, 1);
+                    ffi::lua_rawset(state, -3);
+                }
+                true
+            })
+        }
+        Frame::Set(items) => return push_array(state, items.iter(), items.len(), resp3),
+        Frame::Map(pairs) if resp3 => {
+            return wrapped(c"map", &|| {
+                ffi::lua_createtable(state, 0, pairs.len() as c_int);
+                for (k, v) in pairs {
+                    if !push_key(state, k, resp3) {
+                        continue;
+                    }
+                    if !push_frame(state, v, resp3) {
+                        ffi::lua_pop(state, 2);
+                        return false;
+                    }
+                    ffi::lua_rawset(state, -3);
+                }
+                true
+            })
+        }
+        Frame::Map(pairs) => {
+            ffi::lua_createtable(state, (pairs.len() * 2) as c_int, 0);
+            let mut i = 0;
+            for (k, v) in pairs {
+                for item in [k, v] {
+                    if !push_frame(state, item, resp3) {
+                        ffi::lua_pop(state, 1);
+                        return false;
+                    }
+                    i += 1;
+                    ffi::lua_rawseti(state, -2, i);
+                }
+            }
+        }
+        Frame::Double(d) if resp3 => {
+            return wrapped(c"double", &|| {
+                ffi::lua_pushnumber(state, *d);
+                true
+            })
+        }
+        Frame::Double(d) => push_bytes(format_double(*d).as_bytes()),
+        Frame::Boolean(b) if resp3 => ffi::lua_pushboolean(state, *b as c_int),
+        Frame::Boolean(b) => ffi::lua_pushnumber(state, *b as i64 as f64),
+        Frame::Verbatim(text) if resp3 => {
+            return wrapped(c"verbatim_string", &|| {
+                ffi::lua_createtable(state, 0, 2);
+                push_bytes(b"txt");
+                ffi::lua_setfield(state, -2, c"format".as_ptr());
+                push_bytes(text);
+                ffi::lua_setfield(state, -2, c"string".as_ptr());
+                true
+            })
+        }
+        Frame::Verbatim(text) | Frame::Raw(text) => push_bytes(text),
+    }
+    true
+}
+
+/// Pushes `items` as a Lua array.
+unsafe fn push_array<'a>(
+    state: *mut ffi::lua_State,
+    items: impl Iterator<Item = &'a Frame>,
+    len: usize,
+    resp3: bool,
+) -> bool {
+    ffi::lua_createtable(state, len as c_int, 0);
+    for (i, item) in items.enumerate() {
+        if !push_frame(state, item, resp3) {
+            ffi::lua_pop(state, 1);
+            return false;
+        }
+        ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
+    }
+    true
+}
+
+/// Pushes a reply used as a table key (a RESP3 set member or map key). Returns false, having
+/// pushed nothing, for one that would convert to nil or NaN: Lua refuses those as keys (with
+/// an error this bridge must not raise), so such an entry is left out.
+unsafe fn push_key(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool {
+    let unusable = match f {
+        Frame::Null | Frame::NullArray => resp3,
+        _ => false,
+    };
+    if unusable || !push_frame(state, f, resp3) {
+        return false;
+    }
+    if ffi::lua_type(state, -1) == ffi::LUA_TNUMBER && ffi::lua_tonumber(state, -1).is_nan() {
+        ffi::lua_pop(state, 1);
+        return false;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Frame, Server};
+
+    fn bulk(s: &str) -> Frame {
+        Frame::Bulk(bytes::Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// What a script sees of replies and errors, and what the server answers for it: the
+    /// shapes Redis 7 gives (checked against `redis-server` 7.0 by hand).
+    #[tokio::test]
+    async fn replies_and_errors_cross_the_bridge_as_in_redis() {
+        let server = Server::builder().no_listener().start().await.unwrap();
+        let mut c = server.client();
+        let eval = |body: &'static str| ["EVAL", body, "1", "k1", "a1"];
+        // Numbers as arguments: integral ones print as integers, others like Lua.
+        assert_eq!(
+            c.cmd(eval("return redis.call('set', 'n', 1.5)")).await,
+            Frame::ok()
+        );
+        assert_eq!(
+            c.cmd(eval("return redis.call('get', 'n')")).await,
+            bulk("1.5")
+        );
+        c.cmd(eval("return redis.call('set', 'n', 42)")).await;
+        assert_eq!(
+            c.cmd(eval("return redis.call('get', 'n')")).await,
+            bulk("42")
+        );
+        // A missing key is false in RESP2 and nil after setresp(3).
+        assert_eq!(
+            c.cmd(eval("return type(redis.call('get', 'none'))")).await,
+            bulk("boolean")
+        );
+        assert_eq!(
+            c.cmd(eval(
+                "redis.setresp(3); return type(redis.call('get', 'none'))"
+            ))
+            .await,
+            bulk("nil")
+        );
+        // Integers, status replies and nesting.
+        assert_eq!(
+            c.cmd(eval(
+                "local t = redis.call('ping'); return {redis.call('incr', 'n'), t.ok, {KEYS[1], ARGV[1]}}"
+            ))
+            .await,
+            Frame::Array(vec![
+                Frame::Integer(43),
+                bulk("PONG"),
+                Frame::Array(vec![bulk("k1"), bulk("a1")]),
+            ])
+        );
+        // RESP3 maps arrive as {map = {...}}.
+        c.cmd(["HSET", "h", "f", "v"]).await;
+        assert_eq!(
+            c.cmd(eval(
+                "redis.setresp(3); return redis.call('hgetall', 'h').map.f"
+            ))
+            .await,
+            bulk("v")
+        );
+        // redis.call raises with the script's line; redis.pcall returns the error table.
+        let Frame::Error(e) = c.cmd(eval("\nreturn redis.call('lpush', 'n', 'x')")).await else {
+            panic!("an error");
+        };
+        assert!(
+            e.starts_with(
+                b"WRONGTYPE Operation against a key holding the wrong kind of value script: "
+            ) && e.ends_with(b", on @user_script:2."),
+            "{}",
+            String::from_utf8_lossy(&e)
+        );
+        assert_eq!(
+            c.cmd(eval("return redis.pcall('nosuch').err")).await,
+            bulk("ERR Unknown Redis command called from script")
+        );
+        assert_eq!(
+            c.cmd(eval("return redis.pcall({}).err")).await,
+            bulk("ERR Lua redis lib command arguments must be strings or integers")
+        );
+        // The sandbox: no new globals, no unknown ones, libraries read-only.
+        for (body, text) in [
+            (
+                "return x",
+                "Script attempted to access nonexistent global variable 'x'",
+            ),
+            ("x = 1", "Attempt to modify a readonly table"),
+            ("string.x = 1", "Attempt to modify a readonly table"),
+        ] {
+            let Frame::Error(e) = c.cmd(eval(body)).await else {
+                panic!("an error for {body}");
+            };
+            let e = String::from_utf8_lossy(&e);
+            assert!(
+                e.starts_with(&format!("ERR user_script:1: {text} script: ")),
+                "{e}"
+            );
+        }
+        // Globals still read through: the libraries and KEYS/ARGV of this run.
+        assert_eq!(
+            c.cmd(eval("return string.upper(ARGV[1]) .. #KEYS")).await,
+            bulk("A11")
+        );
+    }
+}
