@@ -254,7 +254,6 @@ async fn the_cpu_budget_restarts_at_each_call_into_the_guest() {
             let compute = instance.get_typed_func::<(u32,), ()>(&mut *store, "compute")?;
             for _ in 0..30 {
                 compute.call_async(&mut *store, (10,)).await?;
-                compute.post_return_async(&mut *store).await?;
             }
             Ok(())
         })
