@@ -19,7 +19,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "quit",
         -1,
-        FAST | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
         0,
         0,
         0,
@@ -28,7 +28,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "hello",
         -1,
-        FAST | LOADING | STALE | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | NO_QUEUE | ALLOW_BUSY,
         0,
         0,
         0,
@@ -37,7 +37,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "reset",
         1,
-        FAST | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
         0,
         0,
         0,
