@@ -151,8 +151,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     match inst.lock_wait("demo", ttl, ttl * 4).await {
                         Ok(Ok(Some(lease))) => {
                             r.acquired += 1;
-                            if let Ok(Ok(Released::Released)) = inst.unlock("demo", lease).await {
-                                r.released += 1;
+                            // A release that fails says why, rather than only not counting.
+                            match inst.unlock("demo", lease).await {
+                                Ok(Ok(Released::Released)) => r.released += 1,
+                                Ok(Ok(other)) => r.error = Some(format!("release: {other:?}")),
+                                Ok(Err(e)) => r.error = Some(format!("release: {e}")),
+                                Err(e) => {
+                                    r.error = Some(format!("release: {e}"));
+                                    break;
+                                }
                             }
                         }
                         Ok(Ok(None)) => {}
