@@ -1,6 +1,7 @@
 //! The host: one wasmtime [`Engine`] for every tenant, the components it loaded ([`Plugin`]:
-//! compiled once, cached on disk, pre-linked as an `InstancePre`), the backend tenants talk to,
-//! and the epoch ticker that bounds their CPU.
+//! compiled once, cached on disk, pre-linked as an `InstancePre`), the backend tenants talk to
+//! (and the independent servers their quorum locks run on), and the epoch ticker that bounds
+//! their CPU.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<TenantState>,
     pub(crate) backend: Arc<dyn Backend>,
+    /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
+    pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
     pub(crate) limits: Limits,
     pooled: bool,
     cache_dir: Option<PathBuf>,
@@ -61,7 +64,8 @@ impl Drop for Shared {
     }
 }
 
-/// Runs tenants' components against one backend. Cheap to clone.
+/// Runs tenants' components against one backend (plus, for quorum locks, the nodes given to
+/// [`Host::with_nodes`]). Cheap to clone.
 #[derive(Clone)]
 pub struct Host {
     pub(crate) shared: Arc<Shared>,
@@ -101,7 +105,32 @@ impl Host {
     /// A host sending tenants' commands to `backend`. Tries to reserve the instance pool and
     /// falls back to on-demand allocation when it cannot (see [`Host::pooled`]). Instances
     /// then run on the caller's tokio runtime (the lease keeper spawns its renewals there).
+    ///
+    /// Tenants' quorum locks (RedLock) run on `backend` alone: one node. For several, see
+    /// [`Host::with_nodes`].
     pub fn new(backend: Arc<dyn Backend>, cfg: HostConfig) -> wasmtime::Result<Host> {
+        Host::with_nodes(backend, Vec::new(), cfg)
+    }
+
+    /// A host sending tenants' commands to `primary`, whose quorum locks (RedLock) run on
+    /// `nodes`: independent servers (not replicas of one another), in the order tenants see
+    /// them. Include `primary` among them or not, as you like; with no nodes at all, quorum
+    /// locks run on `primary` alone, as with [`Host::new`].
+    ///
+    /// Every node gets exactly what the primary gets: the tenant's namespace and allow-list
+    /// applied to each command, each command charged to the tenant's rate limit, and a
+    /// timeout (the tenant's own, per call) on each node's answer. Subscriptions and the lease
+    /// keeper use the primary only.
+    pub fn with_nodes(
+        primary: Arc<dyn Backend>,
+        nodes: Vec<Arc<dyn Backend>>,
+        cfg: HostConfig,
+    ) -> wasmtime::Result<Host> {
+        let nodes: Arc<[Arc<dyn Backend>]> = if nodes.is_empty() {
+            Arc::new([primary.clone()])
+        } else {
+            nodes.into()
+        };
         let mut engine = None;
         if cfg.pool_instances > 0 {
             let n = cfg.pool_instances;
@@ -146,7 +175,8 @@ impl Host {
             shared: Arc::new(Shared {
                 engine,
                 linker,
-                backend,
+                backend: primary,
+                nodes,
                 limits: cfg.limits,
                 pooled,
                 cache_dir: cfg.cache_dir,
@@ -159,6 +189,12 @@ impl Host {
     /// reserved, or none was asked for).
     pub fn pooled(&self) -> bool {
         self.shared.pooled
+    }
+
+    /// How many independent servers tenants' quorum locks run on (1 for a host built with
+    /// [`Host::new`]).
+    pub fn nodes(&self) -> usize {
+        self.shared.nodes.len()
     }
 
     /// The engine every tenant runs in.

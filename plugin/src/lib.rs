@@ -7,7 +7,8 @@
 //! - [`Namespace`] ([`namespace`]): keys and channels rewritten under the tenant (hash-tag
 //!   aware), commands allow-listed, scripts only the lock client's own, by SHA1;
 //! - [`Backend`] ([`backend`]): the latchkey server in-process, or real Redis (single node,
-//!   Sentinel, Cluster) through redis-rs;
+//!   Sentinel, Cluster) through redis-rs; a host may also be given several independent
+//!   backends for tenants' RedLocks ([`Host::with_nodes`]);
 //! - [`Limits`] ([`limits`]): CPU by epoch deadlines, memory by `StoreLimits`, host calls by a
 //!   token bucket;
 //! - the lease keeper ([`keeper`]): renews the leases tenants hand it, interrupts a tenant
@@ -32,7 +33,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use backend::Backend;
-pub use exports::latchkey::locks::locks::{Extended, Lease, Released};
+pub use exports::latchkey::locks::locks::{Extended, Lease, RedLease, Released};
 pub use guest::component_path;
 pub use host::{Host, HostConfig, Plugin};
 pub use limits::Limits;

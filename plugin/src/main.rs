@@ -2,9 +2,14 @@
 //! server (default) or a Redis deployment, has each take and release a lock some times, and
 //! prints what each did.
 //!
+//! Given `--redis` several times, the host's primary backend is the first server and tenants'
+//! quorum locks run on all of them; `--redlock` has the workers take a RedLock over them
+//! instead of the simple lock.
+//!
 //! ```text
 //! latchkey --tenants 4 --workers 2 --cycles 5
 //! latchkey --redis redis://127.0.0.1:6379 --tenants 100
+//! latchkey --redlock --redis redis://127.0.0.1:7001 --redis redis://127.0.0.1:7002 --redis redis://127.0.0.1:7003
 //! ```
 
 use std::path::PathBuf;
@@ -12,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use latchkey_plugin::{component_path, Backend, Host, HostConfig, Released};
+use latchkey_plugin::{component_path, Backend, Host, HostConfig, Instance, Released};
 use latchkey_server::Server;
 
 /// Command-line options.
@@ -34,9 +39,15 @@ struct Args {
     /// Lock TTL in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     ttl_ms: u64,
-    /// A Redis server (`redis://host:port`) instead of the embedded latchkey server.
+    /// A Redis server (`redis://host:port`) instead of the embedded latchkey server. Given
+    /// several times: independent servers for quorum locks (RedLock), the first also serving
+    /// every other lock.
     #[arg(long)]
-    redis: Option<String>,
+    redis: Vec<String>,
+    /// Workers take a RedLock over the `--redis` servers (or the embedded server alone)
+    /// instead of the simple lock.
+    #[arg(long)]
+    redlock: bool,
     /// The component (default: the lock client built from this workspace).
     #[arg(long)]
     component: Option<PathBuf>,
@@ -59,8 +70,12 @@ struct Report {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     // The embedded server lives as long as `_server`.
-    let (backend, _server, target): (Arc<dyn Backend>, _, String) = match &args.redis {
-        Some(url) => (<dyn Backend>::redis(url).await?, None, url.clone()),
+    let mut nodes = Vec::new();
+    for url in &args.redis {
+        nodes.push(<dyn Backend>::redis(url).await?);
+    }
+    let (backend, _server, target): (Arc<dyn Backend>, _, String) = match nodes.first() {
+        Some(first) => (first.clone(), None, args.redis.join(", ")),
         None => {
             let server = Server::builder().no_listener().start().await?;
             (
@@ -70,8 +85,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
-    let host = Host::new(
+    let host = Host::with_nodes(
         backend,
+        nodes,
         HostConfig {
             pool_instances: (args.tenants * args.workers).max(1),
             cache_dir: args.cache.clone(),
@@ -96,6 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let started = Instant::now();
     let ttl = Duration::from_millis(args.ttl_ms);
+    let (redlock, nodes) = (args.redlock, host.nodes());
     let mut tasks = Vec::new();
     for t in 0..args.tenants {
         let tenant = host.tenant(&format!("tenant{t}"));
@@ -118,11 +135,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 };
                 for _ in 0..cycles {
+                    if redlock {
+                        match redlock_cycle(&mut inst, ttl, nodes).await {
+                            Ok((acquired, released)) => {
+                                r.acquired += u32::from(acquired);
+                                r.released += u32::from(released);
+                            }
+                            Err(e) => {
+                                r.error = Some(e);
+                                break;
+                            }
+                        }
+                        continue;
+                    }
                     match inst.lock_wait("demo", ttl, ttl * 4).await {
                         Ok(Ok(Some(lease))) => {
                             r.acquired += 1;
-                            if let Ok(Ok(Released::Released)) = inst.unlock("demo", lease).await {
-                                r.released += 1;
+                            // A release that fails says why, rather than only not counting.
+                            match inst.unlock("demo", lease).await {
+                                Ok(Ok(Released::Released)) => r.released += 1,
+                                Ok(Ok(other)) => r.error = Some(format!("release: {other:?}")),
+                                Ok(Err(e)) => r.error = Some(format!("release: {e}")),
+                                Err(e) => {
+                                    r.error = Some(format!("release: {e}"));
+                                    break;
+                                }
                             }
                         }
                         Ok(Ok(None)) => {}
@@ -154,9 +191,43 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => println!(),
         }
     }
-    println!("{acquired} acquisitions in {:?}", started.elapsed());
+    let kind = if args.redlock {
+        format!("RedLock acquisitions over {nodes} node(s)")
+    } else {
+        "acquisitions".into()
+    };
+    println!("{acquired} {kind} in {:?}", started.elapsed());
     if failed > 0 {
         return Err(format!("{failed} worker(s) failed").into());
     }
     Ok(())
+}
+
+/// One RedLock cycle of a worker: tries the RedLock `demo` until it is taken or `ttl * 4` has
+/// passed (RedLock has no waiting acquisition), then releases it. Returns whether it was taken
+/// and whether a majority of the `nodes` released it.
+async fn redlock_cycle(
+    inst: &mut Instance,
+    ttl: Duration,
+    nodes: usize,
+) -> Result<(bool, bool), String> {
+    let node_timeout = Duration::from_millis(50);
+    let deadline = Instant::now() + ttl * 4;
+    loop {
+        match inst.try_redlock("demo", ttl, node_timeout).await {
+            Ok(Ok(Some(lease))) => {
+                let released = inst
+                    .unlock_redlock("demo", lease, node_timeout)
+                    .await
+                    .map_err(|e| e.to_string())??;
+                return Ok((true, released as usize > nodes / 2));
+            }
+            Ok(Ok(None)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok(Ok(None)) => return Ok((false, false)),
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }

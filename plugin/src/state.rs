@@ -1,6 +1,8 @@
 //! The state of one instance's store, and the host functions (`redis` imports) a tenant's
 //! component calls: every one checks that the instance was not interrupted, takes a token from
 //! the tenant's rate limiter, and goes to the backend through the tenant's namespace.
+//! `command-all` does the same for each of the host's quorum nodes (one token per node), and
+//! asks them concurrently, each under its own tokio timeout.
 //!
 //! Host functions are `async`: while one waits (a slow command, a backoff sleep, an unlock
 //! message), wasmtime suspends the guest's fiber and the tokio worker runs other tenants.
@@ -27,6 +29,8 @@ pub struct TenantState {
     pub(crate) limits: StoreLimits,
     ns: Namespace,
     backend: Arc<dyn Backend>,
+    /// The independent servers `command-all` fans out to (at least one).
+    nodes: Arc<[Arc<dyn Backend>]>,
     rate: RateLimiter,
     subs: HashMap<u64, Box<dyn Subscription>>,
     next_sub: u64,
@@ -57,10 +61,11 @@ impl WasiView for TenantState {
 }
 
 impl TenantState {
-    /// The state of a fresh instance of tenant `ns`.
+    /// The state of a fresh instance of tenant `ns`, whose quorum locks run on `nodes`.
     pub(crate) fn new(
         ns: Namespace,
         backend: Arc<dyn Backend>,
+        nodes: Arc<[Arc<dyn Backend>]>,
         rate: RateLimiter,
         limits: StoreLimits,
     ) -> TenantState {
@@ -72,6 +77,7 @@ impl TenantState {
             keeper: LeaseKeeper::new(backend.clone(), ns.clone(), interrupt.clone()),
             ns,
             backend,
+            nodes,
             rate,
             subs: HashMap::new(),
             next_sub: 0,
@@ -179,6 +185,46 @@ impl Host for TenantState {
         let reply = self.backend.command(args).await;
         self.mark();
         Ok(reply.map(frames))
+    }
+
+    async fn nodes(&mut self) -> wasmtime::Result<u32> {
+        Ok(u32::try_from(self.nodes.len()).unwrap_or(u32::MAX))
+    }
+
+    async fn command_all(
+        &mut self,
+        args: Vec<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> wasmtime::Result<Vec<Result<Vec<WitFrame>, String>>> {
+        // The first node's call is charged by `enter`, every other node's here: the rate
+        // limiter counts commands sent, however they were batched.
+        self.enter().await?;
+        let mut wait = None;
+        for _ in 1..self.nodes.len() {
+            wait = self.rate.reserve().or(wait);
+        }
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+            self.mark();
+        }
+        // One namespace, one allow-list: a refused command is refused on every node.
+        let args = match self.ns.rewrite(args) {
+            Ok(a) => a,
+            Err(e) => return Ok(vec![Err(e); self.nodes.len()]),
+        };
+        let timeout = Duration::from_millis(timeout_ms);
+        let calls = self.nodes.iter().map(|node| {
+            let args = args.clone();
+            async move {
+                match tokio::time::timeout(timeout, node.command(args)).await {
+                    Ok(reply) => reply.map(frames),
+                    Err(_) => Err(format!("no answer within {timeout_ms} ms")),
+                }
+            }
+        });
+        let replies = futures_util::future::join_all(calls).await;
+        self.mark();
+        Ok(replies)
     }
 
     async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {

@@ -15,12 +15,12 @@ use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lo
 use wasmtime::{CallHook, Store, StoreLimitsBuilder, UpdateDeadline};
 
 use crate::backend::BoxFuture;
-use crate::exports::latchkey::locks::locks::GuestSimpleLock;
+use crate::exports::latchkey::locks::locks::{GuestRedLock, GuestSimpleLock};
 use crate::host::{Host, Plugin};
 use crate::limits::RateLimiter;
 use crate::namespace::Namespace;
 use crate::state::TenantState;
-use crate::{Extended, Lease, LockClient, Released};
+use crate::{Extended, Lease, LockClient, RedLease, Released};
 
 /// How many CPU budgets of wall time a guest may go without a host call, however little of
 /// that time it was running.
@@ -85,6 +85,7 @@ impl Tenant {
         let state = TenantState::new(
             self.ns.clone(),
             shared.backend.clone(),
+            shared.nodes.clone(),
             self.rate.clone(),
             limits,
         );
@@ -328,6 +329,77 @@ impl Instance {
                 lock.resource_drop_async(&mut *store).await?;
                 Ok(r)
             })
+        })
+        .await
+    }
+
+    /// Runs `call` on a `red-lock` named `name` with a node timeout of `node_timeout`, built in
+    /// the instance for the call and dropped after it.
+    async fn with_red<R: Send + 'static>(
+        &mut self,
+        name: &str,
+        node_timeout: Duration,
+        call: impl for<'a> FnOnce(
+                &'a mut Store<TenantState>,
+                GuestRedLock<'a>,
+                ResourceAny,
+            ) -> BoxFuture<'a, wasmtime::Result<R>>
+            + Send
+            + 'static,
+    ) -> Result<R, Trapped> {
+        let name = name.to_string();
+        self.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let locks = Self::need_locks(l)?.latchkey_locks_locks().red_lock();
+                let lock = locks
+                    .call_constructor(&mut *store, &name, ms(node_timeout))
+                    .await?;
+                let r = call(&mut *store, locks, lock).await?;
+                lock.resource_drop_async(&mut *store).await?;
+                Ok(r)
+            })
+        })
+        .await
+    }
+
+    /// Tries to take the RedLock `name` for `ttl` on the host's quorum nodes, giving each node
+    /// at most `node_timeout`: the lease when a majority granted it in time.
+    pub async fn try_redlock(
+        &mut self,
+        name: &str,
+        ttl: Duration,
+        node_timeout: Duration,
+    ) -> Result<Result<Option<RedLease>, String>, Trapped> {
+        self.with_red(name, node_timeout, move |s, locks, lock| {
+            Box::pin(async move { locks.call_try_acquire(s, lock, ms(ttl)).await })
+        })
+        .await
+    }
+
+    /// Extends a RedLock lease to `ttl` on every node that still holds it: the renewed lease
+    /// when a majority did so in time.
+    pub async fn extend_redlock(
+        &mut self,
+        name: &str,
+        lease: RedLease,
+        ttl: Duration,
+        node_timeout: Duration,
+    ) -> Result<Result<Option<RedLease>, String>, Trapped> {
+        self.with_red(name, node_timeout, move |s, locks, lock| {
+            Box::pin(async move { locks.call_extend(s, lock, &lease, ms(ttl)).await })
+        })
+        .await
+    }
+
+    /// Releases a RedLock lease on every node; returns how many nodes released it.
+    pub async fn unlock_redlock(
+        &mut self,
+        name: &str,
+        lease: RedLease,
+        node_timeout: Duration,
+    ) -> Result<Result<u32, String>, Trapped> {
+        self.with_red(name, node_timeout, move |s, locks, lock| {
+            Box::pin(async move { locks.call_release(s, lock, &lease).await })
         })
         .await
     }

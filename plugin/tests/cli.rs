@@ -71,3 +71,40 @@ fn the_cli_reports_a_server_it_cannot_reach() {
     assert!(!out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
 }
+
+#[test]
+fn the_cli_takes_redlocks_over_several_servers() {
+    let nodes: Vec<_> = (0..3).map(|_| common::RedisProcess::spawn()).collect();
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_latchkey"));
+    cli.args([
+        "--redlock",
+        "--tenants",
+        "2",
+        "--workers",
+        "2",
+        "--cycles",
+        "3",
+    ]);
+    for n in &nodes {
+        cli.args(["--redis", &n.url()]);
+    }
+    let out = cli.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for t in 0..2 {
+        for w in 0..2 {
+            assert!(
+                text.contains(&format!("tenant{t} worker{w}: acquired 3/3, released 3")),
+                "{text}"
+            );
+        }
+    }
+    assert!(
+        text.contains("12 RedLock acquisitions over 3 node(s)"),
+        "{text}"
+    );
+}

@@ -66,6 +66,19 @@ export function command(args) {
   return result(call('command', args));
 }
 
+/**
+ * `nodes`: this host has one server, so quorum locks (the component's `red-lock`) run on it
+ * alone.
+ */
+export function nodes() {
+  return 1;
+}
+
+/** `command-all`: the one node's outcome, bounded by the timeout, as a list of one. */
+export function commandAll(args, timeoutMs) {
+  return [result(call('commandTimed', args, timeoutMs))];
+}
+
 /** `subscribe`: a subscription id, once the server has confirmed the subscription. */
 export function subscribe(channel) {
   return result(call('subscribe', channel));

@@ -106,7 +106,17 @@ function unsubscribe(id) {
   subs.delete(id);
 }
 
-const ops = { command, subscribe, waitMessage, unsubscribe };
+// `command-all` on this host's one node: the command, bounded by the timeout. A reply that
+// comes after the timeout still reaches its place in the FIFO above and is dropped there.
+function commandTimed(args, timeoutMs) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), Number(timeoutMs));
+  });
+  return Promise.race([command(args), late]).finally(() => clearTimeout(timer));
+}
+
+const ops = { command, commandTimed, subscribe, waitMessage, unsubscribe };
 
 port.on('message', async ({ op, args }) => {
   let answer;

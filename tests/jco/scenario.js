@@ -101,5 +101,13 @@ const fair = new locks.FairLock('jco-fair', 1_000n);
 const turn = fair.acquireWait(30_000n, 1_000n);
 say('fair', turn !== undefined, fair.enqueueOnce(30_000n).tag, fair.release(turn));
 
+// RedLock on this host's one node: a majority of one, refused while held, released on it.
+const red = new locks.RedLock('jco-red', 200n);
+const rl = red.tryAcquire(30_000n);
+const redRefused = red.tryAcquire(30_000n) === undefined;
+const renewed = red.extend(rl, 60_000n);
+pause('redlock-held', red.nodes(), red.quorum(), rl.granted, rl.validityMs > 0n, rl.token);
+say('redlock', redRefused, renewed.granted, renewed.validityMs > 30_000n, red.release(renewed), red.release(renewed));
+
 say('done');
 close();

@@ -11,8 +11,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use latchkey_client::locks::{
-    self, Backoff, Extended, FencedLease, Lease, LostReason, MultiLease, Permit, ReentrantRelease,
-    Released, ReplicatedAcquire, RwLease,
+    self, Backoff, Extended, FencedLease, Lease, LostReason, MultiLease, Permit, RedLease,
+    ReentrantRelease, Released, ReplicatedAcquire, RwLease,
 };
 use latchkey_client::{Reply, Transport};
 
@@ -110,6 +110,18 @@ pub trait ReplicatedOps: Clone + Send + Sync + 'static {
     fn try_acquire(&self, ttl: Duration) -> impl Fut<ReplicatedAcquire>;
 }
 
+/// RedLock over the leg's servers: its one server, a majority of one (natively a
+/// [`locks::RedLock`] over a one-element `Vec`; in wasm the component's `red-lock` on a host
+/// whose quorum is its one backend).
+pub trait RedOps: Clone + Send + Sync + 'static {
+    /// One attempt on every server.
+    fn try_acquire(&self, ttl: Duration) -> impl Fut<Option<RedLease>>;
+    /// Token-checked extension to `ttl` on every server: the renewed lease if a majority did.
+    fn extend(&self, lease: &RedLease, ttl: Duration) -> impl Fut<Option<RedLease>>;
+    /// Token-checked release on every server; how many released it.
+    fn release(&self, lease: &RedLease) -> impl Fut<usize>;
+}
+
 /// A lock kept alive in the background, and the news of its loss.
 pub trait WatchOps: Send + 'static {
     /// Whether the lease is known to be lost.
@@ -140,6 +152,8 @@ pub trait Locks: Clone + Send + Sync + 'static {
     type Replicated: ReplicatedOps;
     /// See [`WatchOps`].
     type Watch: WatchOps;
+    /// See [`RedOps`].
+    type Red: RedOps;
 
     /// The simple lock `name`.
     fn simple(&self, name: &str) -> Self::Simple;
@@ -157,6 +171,8 @@ pub trait Locks: Clone + Send + Sync + 'static {
     fn fair(&self, name: &str, heartbeat: Duration) -> Self::Fair;
     /// The lock `name` confirmed by `replicas` replicas within `wait`.
     fn replicated(&self, name: &str, replicas: i64, wait: Duration) -> Self::Replicated;
+    /// The RedLock `name`, giving each server at most `node_timeout`.
+    fn red(&self, name: &str, node_timeout: Duration) -> Self::Red;
     /// Takes the simple lock `name` for `ttl` and keeps it alive in the background (a
     /// watchdog natively, the host's lease keeper in wasm) until it is lost; none when held.
     fn acquire_watched(&self, name: &str, ttl: Duration) -> impl Fut<Option<Self::Watch>>;
@@ -229,6 +245,25 @@ impl<T: Transport + Clone> ReplicatedOps for locks::ReplicatedLock<T> {
     forward!(try_acquire(&self, ttl: Duration) -> ReplicatedAcquire);
 }
 
+/// A native RedLock over the leg's one transport, with the lock's name.
+#[derive(Clone)]
+pub struct NativeRed<T: Transport + Clone> {
+    lock: locks::RedLock<Vec<T>>,
+    name: String,
+}
+
+impl<T: Transport + Clone> RedOps for NativeRed<T> {
+    async fn try_acquire(&self, ttl: Duration) -> Option<RedLease> {
+        ok(self.lock.acquire(&self.name, ttl).await)
+    }
+    async fn extend(&self, lease: &RedLease, ttl: Duration) -> Option<RedLease> {
+        self.lock.extend(lease, ttl).await
+    }
+    async fn release(&self, lease: &RedLease) -> usize {
+        self.lock.release(lease).await
+    }
+}
+
 /// A native watchdog renewing one lease.
 pub struct NativeWatch {
     _dog: locks::Watchdog,
@@ -255,6 +290,7 @@ impl<T: Transport + Clone> Locks for Native<T> {
     type Fair = locks::FairLock<T>;
     type Replicated = locks::ReplicatedLock<T>;
     type Watch = NativeWatch;
+    type Red = NativeRed<T>;
 
     fn simple(&self, name: &str) -> Self::Simple {
         locks::SimpleLock::new(self.0.clone(), name)
@@ -279,6 +315,12 @@ impl<T: Transport + Clone> Locks for Native<T> {
     }
     fn replicated(&self, name: &str, replicas: i64, wait: Duration) -> Self::Replicated {
         locks::ReplicatedLock::new(self.0.clone(), name, replicas, wait)
+    }
+    fn red(&self, name: &str, node_timeout: Duration) -> Self::Red {
+        NativeRed {
+            lock: locks::RedLock::new(vec![self.0.clone()], node_timeout),
+            name: name.into(),
+        }
     }
     async fn acquire_watched(&self, name: &str, ttl: Duration) -> Option<NativeWatch> {
         let lease = ok(self.simple(name).try_acquire(ttl).await)?;

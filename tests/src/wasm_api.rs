@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use latchkey_client::locks::{
-    Backoff, Extended, FencedLease, Lease, LostReason, MultiLease, Permit, ReentrantRelease,
-    Released, ReplicatedAcquire, RwLease,
+    Backoff, Extended, FencedLease, Lease, LostReason, MultiLease, Permit, RedLease,
+    ReentrantRelease, Released, ReplicatedAcquire, RwLease,
 };
 use latchkey_client::Reply;
 use latchkey_plugin::exports::latchkey::locks::locks as wit;
@@ -480,6 +480,66 @@ impl RwOps for WasmRw {
     }
 }
 
+/// `red-lock` in the tenant, on the host's quorum nodes (here its one backend).
+#[derive(Clone)]
+pub struct WasmRed {
+    w: Wasm,
+    name: String,
+    node_timeout: Duration,
+}
+
+fn red_to_wit(l: &RedLease) -> wit::RedLease {
+    wit::RedLease {
+        key: l.key.clone(),
+        token: l.token.clone(),
+        validity_ms: ms(l.validity),
+        granted: l.granted as u32,
+    }
+}
+
+fn red_from_wit(l: wit::RedLease) -> RedLease {
+    RedLease {
+        key: l.key,
+        token: l.token,
+        validity: Duration::from_millis(l.validity_ms),
+        granted: l.granted as usize,
+    }
+}
+
+impl RedOps for WasmRed {
+    async fn try_acquire(&self, ttl: Duration) -> Option<RedLease> {
+        let (name, t) = (self.name.clone(), ms(self.node_timeout));
+        ok(call!(
+            self,
+            red_lock,
+            |s, r, h| r.call_constructor(&mut *s, &name, t).await?,
+            r.call_try_acquire(&mut *s, h, ms(ttl)).await?
+        ))
+        .map(red_from_wit)
+    }
+
+    async fn extend(&self, lease: &RedLease, ttl: Duration) -> Option<RedLease> {
+        let (name, t, l) = (self.name.clone(), ms(self.node_timeout), red_to_wit(lease));
+        ok(call!(
+            self,
+            red_lock,
+            |s, r, h| r.call_constructor(&mut *s, &name, t).await?,
+            r.call_extend(&mut *s, h, &l, ms(ttl)).await?
+        ))
+        .map(red_from_wit)
+    }
+
+    async fn release(&self, lease: &RedLease) -> usize {
+        let (name, t, l) = (self.name.clone(), ms(self.node_timeout), red_to_wit(lease));
+        ok(call!(
+            self,
+            red_lock,
+            |s, r, h| r.call_constructor(&mut *s, &name, t).await?,
+            r.call_release(&mut *s, h, &l).await?
+        )) as usize
+    }
+}
+
 /// `fair-lock` in the tenant.
 #[derive(Clone)]
 pub struct WasmFair {
@@ -603,6 +663,7 @@ impl Locks for Wasm {
     type Fair = WasmFair;
     type Replicated = WasmReplicated;
     type Watch = WasmWatch;
+    type Red = WasmRed;
 
     fn simple(&self, name: &str) -> WasmSimple {
         WasmSimple {
@@ -659,6 +720,14 @@ impl Locks for Wasm {
             name: name.into(),
             replicas: replicas.try_into().expect("a replica count"),
             wait,
+        }
+    }
+
+    fn red(&self, name: &str, node_timeout: Duration) -> WasmRed {
+        WasmRed {
+            w: self.clone(),
+            name: name.into(),
+            node_timeout,
         }
     }
 

@@ -157,6 +157,7 @@ legs!(
     read_write_exclusion,
     fair_lock_serves_in_arrival_order_and_survives_a_dead_waiter,
     replicated_lock_without_replicas_is_given_up,
+    redlock_on_one_server_is_a_majority_of_one,
 );
 
 /// 16 tasks × 200 acquisitions: a non-atomic read-modify-write counter ends exact, fencing
@@ -487,4 +488,29 @@ async fn replicated_lock_without_replicas_is_given_up<L: Locks>(t: L, _time: Tim
         zero.try_acquire(Duration::from_secs(10)).await,
         ReplicatedAcquire::Confirmed(_)
     ));
+}
+
+/// RedLock on the leg's one server (in wasm: a host whose quorum is its one backend): granted
+/// by one of one, held under the lock's plain key (a simple lock of the same name sees the
+/// holder), refused while held, extended, released once and only once.
+async fn redlock_on_one_server_is_a_majority_of_one<L: Locks>(t: L, _time: Time) {
+    let ttl = Duration::from_secs(30);
+    let red = t.red("red", Duration::from_millis(500));
+    let simple = t.simple("red");
+    let l = red.try_acquire(ttl).await.expect("free");
+    assert_eq!((l.granted, l.key.as_slice()), (1, &b"{red}"[..]));
+    assert!(l.validity > Duration::ZERO && l.validity < ttl, "{l:?}");
+    assert_eq!(simple.holder().await, Some(l.token.clone()));
+    assert!(red.try_acquire(ttl).await.is_none(), "held twice");
+    let longer = red
+        .extend(&l, ttl * 2)
+        .await
+        .expect("extended on the one server");
+    assert_eq!((longer.granted, &longer.token), (1, &l.token));
+    assert!(longer.validity > ttl, "{longer:?}");
+    assert!(simple.pttl().await.expect("held") > ttl);
+    assert_eq!(red.release(&longer).await, 1);
+    assert_eq!(red.release(&longer).await, 0);
+    assert!(red.extend(&longer, ttl).await.is_none(), "released");
+    assert_eq!(simple.holder().await, None);
 }

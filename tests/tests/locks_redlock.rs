@@ -1,5 +1,5 @@
-//! RedLock over five independent servers of each kind: it acquires with two of five down,
-//! fails with three down, and a server that never answers does not stall it past its
+//! RedLock over five independent servers of each kind: it acquires (and extends) with two of
+//! five down, fails with three down, and a server that never answers does not stall it past its
 //! per-server timeout.
 
 use std::time::{Duration, Instant};
@@ -23,7 +23,12 @@ async fn check_majority<T: Transport + Clone>(servers: Vec<T>, stop: impl Fn(usi
     assert!(l.validity > Duration::ZERO && l.validity < TTL);
     // A second acquisition of the same resource fails while the first is held.
     assert!(redlock.acquire("all-up", TTL).await.unwrap().is_none());
-    assert_eq!(redlock.release(&l).await, 5);
+    // Extended on all five (validity counted afresh), then released on all five.
+    let longer = redlock.extend(&l, TTL * 2).await.expect("held on all five");
+    assert_eq!((longer.granted, &longer.token), (5, &l.token));
+    assert!(longer.validity > TTL, "{longer:?}");
+    assert_eq!(redlock.release(&longer).await, 5);
+    assert!(redlock.extend(&longer, TTL).await.is_none(), "released");
 
     stop(0);
     stop(1);
@@ -33,7 +38,9 @@ async fn check_majority<T: Transport + Clone>(servers: Vec<T>, stop: impl Fn(usi
         .unwrap()
         .expect("3 of 5 is a majority");
     assert_eq!(l.granted, 3);
-    redlock.release(&l).await;
+    let longer = redlock.extend(&l, TTL).await.expect("3 of 5 is a majority");
+    assert_eq!(longer.granted, 3);
+    assert_eq!(redlock.release(&longer).await, 3);
 
     stop(2);
     assert!(

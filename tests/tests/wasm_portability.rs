@@ -168,6 +168,19 @@ fn check_while_held(server: &mut RawConn, words: &[String]) {
                 assert_eq!(get(server, &["GET", key]).as_ref(), Some(token), "{key}");
             }
         }
+        "redlock-held" => {
+            // nodes, quorum, granted, validity > 0, token: one node, held there, extended.
+            assert_eq!(words[1..5], ["1", "1", "1", "true"]);
+            assert_eq!(get(server, &["GET", "{jco-red}"]).as_ref(), Some(&words[5]));
+            let ttl: i64 = get(server, &["PTTL", "{jco-red}"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                ttl > 30_000 && ttl <= 60_000,
+                "PTTL {ttl} after the extension"
+            );
+        }
         other => panic!("unknown pause {other}"),
     }
 }
@@ -202,6 +215,7 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
     assert_eq!(line("semaphore"), "permit,permit,none true");
     assert_eq!(line("replicated"), "not-replicated 0 confirmed released");
     assert_eq!(line("fair"), "true queued released");
+    assert_eq!(line("redlock"), "true 1 true 1 0");
 
     let mut conn = RawConn::connect(server).expect("connect to the server");
     assert_eq!(
@@ -209,7 +223,14 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
         Some(fences[1].to_string()),
         "the server's fence counter is the last token node was given"
     );
-    for released in ["{jco-simple}", "{jco-re}", "{jco-rw}", "{jco-a}", "{jco-b}"] {
+    for released in [
+        "{jco-simple}",
+        "{jco-re}",
+        "{jco-rw}",
+        "{jco-a}",
+        "{jco-b}",
+        "{jco-red}",
+    ] {
         assert_eq!(
             get(&mut conn, &["EXISTS", released]).unwrap(),
             "0",

@@ -140,3 +140,75 @@ pub fn rogue(host: &Host) -> Plugin {
     host.load(&rogue_path().expect("the rogue guest builds"))
         .expect("the rogue guest loads")
 }
+
+/// A TCP listener in front of a server that forwards both ways until it is silenced, and from
+/// then on accepts, reads and never replies (nor passes anything on): a node that hangs. It
+/// forwards at first because a redis-rs client checks the server at connect time.
+pub struct SilentProxy {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    silent: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SilentProxy {
+    /// A proxy to `upstream` on a free port (call from inside a tokio runtime).
+    pub async fn start(upstream: SocketAddr) -> SilentProxy {
+        use std::sync::atomic::AtomicBool;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let silent = Arc::new(AtomicBool::new(false));
+        let flag = silent.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(pump(cr, sw, flag.clone()));
+                tokio::spawn(pump(sr, cw, flag.clone()));
+            }
+        });
+        SilentProxy { addr, silent, task }
+    }
+
+    /// `redis://` URL of the proxy.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// From now on, nothing passes: every byte either way is read and dropped.
+    pub fn silence(&self) {
+        self.silent.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for SilentProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to` until either closes, dropping what it reads once `silent` is set.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    silent: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if silent.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! The `locks` interface the component exports: each resource wraps the lock of the same name
-//! from [`crate::locks`], driven over [`HostTransport`]. The simple, fenced and semaphore
+//! from [`crate::locks`], driven over [`HostTransport`] (RedLock over the host's quorum nodes,
+//! [`super::transport::HostNodes`]). The simple, fenced and semaphore
 //! resources live here with the conversions every resource shares; the others have a file
 //! each under `locks/`.
 
@@ -12,12 +13,14 @@ use crate::{Error, Transport};
 
 mod fair;
 mod multi;
+mod redlock;
 mod reentrant;
 mod replicated;
 mod rwlock;
 
 pub use fair::FairLock;
 pub use multi::MultiLock;
+pub use redlock::RedLock;
 pub use reentrant::ReentrantLock;
 pub use replicated::ReplicatedLock;
 pub use rwlock::RwLock;
@@ -175,4 +178,5 @@ impl api::Guest for Component {
     type RwLock = RwLock;
     type MultiLock = MultiLock;
     type ReplicatedLock = ReplicatedLock;
+    type RedLock = RedLock;
 }

@@ -78,3 +78,38 @@ impl Transport for HostTransport {
         }
     }
 }
+
+/// The independent servers the host offers for quorum locks (`nodes`, `command-all`), as a
+/// [`Quorum`](crate::locks::Quorum): one host call asks them all, concurrently on the host's
+/// side, so RedLock's round costs one timeout however many servers are down.
+#[derive(Debug, Clone, Copy)]
+pub struct HostNodes;
+
+impl crate::locks::Quorum for HostNodes {
+    fn nodes(&self) -> usize {
+        host::nodes() as usize
+    }
+
+    async fn command_all(
+        &self,
+        args: Vec<Vec<u8>>,
+        timeout: Duration,
+    ) -> Vec<Result<Reply, Error>> {
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        host::command_all(&args, timeout_ms)
+            .into_iter()
+            .map(|r| {
+                r.map(|frames| build(&mut frames.into_iter()))
+                    .map_err(Error::Transport)
+            })
+            .collect()
+    }
+
+    fn now(&self) -> Duration {
+        HostTransport.now()
+    }
+
+    fn random_bytes(&self, buf: &mut [u8]) {
+        HostTransport.random_bytes(buf)
+    }
+}

@@ -4,7 +4,6 @@
 mod fair;
 mod fenced;
 mod multi;
-#[cfg(not(target_arch = "wasm32"))]
 mod redlock;
 mod reentrant;
 mod replicated;
@@ -17,8 +16,7 @@ mod watchdog;
 pub use fair::FairLock;
 pub use fenced::{FencedLease, FencedLock};
 pub use multi::{MultiLease, MultiLock};
-#[cfg(not(target_arch = "wasm32"))]
-pub use redlock::{RedLease, RedLock};
+pub use redlock::{Quorum, RedAttempt, RedLease, RedLock};
 pub use reentrant::{ReentrantLock, ReentrantRelease};
 pub use replicated::{ReplicatedAcquire, ReplicatedLock};
 pub use rwlock::{RwLease, RwLock};
