@@ -96,6 +96,36 @@ struct Script {
     function: Function,
 }
 
+/// The value of `hook_fires` once the running script has handed its worker's tasks away.
+const HANDED_OFF: u32 = u32::MAX;
+
+/// Moves the tokio worker this script runs on (its queue of other clients' tasks) to a fresh
+/// thread, and returns whether that took, so that the script can go on here without holding
+/// up those clients. Returns false, having changed nothing, outside a multi-thread runtime.
+///
+/// `block_in_place` hands the worker's core to a new thread, but takes the core back when
+/// its closure returns before that thread has picked it up: a bare sleep inside loses that
+/// race on a loaded machine, and the clients queued here then wait for the whole script. So
+/// the closure waits for a marker task spawned just before, which sits in this worker's
+/// own queue (its LIFO slot, which other workers cannot steal) and so runs only once the core
+/// has moved.
+fn hand_off_worker() -> bool {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        return false;
+    }
+    let (moved, picked_up) = std::sync::mpsc::sync_channel::<()>(1);
+    tokio::spawn(async move {
+        let _ = moved.send(());
+    });
+    tokio::task::block_in_place(|| {
+        picked_up
+            .recv_timeout(std::time::Duration::from_millis(50))
+            .is_ok()
+    })
+}
+
 /// The server's scripting engine: one Lua state, the script cache, and the kill switch.
 pub struct Scripting {
     lua: Lua,
@@ -115,8 +145,9 @@ pub struct Scripting {
     kill: Arc<AtomicBool>,
     /// The effects of the last script or function run (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
-    /// How often the instruction hook fired during the running script: on the second
-    /// firing the script has surely run long, and hands its worker's other tasks away.
+    /// How often the instruction hook fired during the running script: from the second
+    /// firing on the script has surely run long, and hands its worker's other tasks away
+    /// ([`HANDED_OFF`] once that took).
     hook_fires: Arc<AtomicU32>,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
@@ -229,20 +260,17 @@ impl Scripting {
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
             move |_lua, _debug| {
-                if fires.fetch_add(1, Ordering::AcqRel) + 1 == 2 {
-                    // A long script: hand this worker's other tasks to another thread, so that
-                    // other clients are served (and answered -BUSY) while the script runs.
-                    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
-                        h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-                    });
-                    if multi_thread {
-                        // block_in_place hands this worker's core to a fresh thread; the short
-                        // sleep gives that thread time to take it, so the rest of the script
-                        // runs here without holding up the tasks queued behind it.
-                        tokio::task::block_in_place(|| {
-                            std::thread::sleep(std::time::Duration::from_millis(2))
-                        });
-                    }
+                let seen = fires.load(Ordering::Acquire);
+                if seen != HANDED_OFF {
+                    // A long script, from its second firing on: hand this worker's other tasks
+                    // to another thread, so that other clients are served (and answered -BUSY)
+                    // while the script runs. Retried at each firing until it took.
+                    let next = if seen + 1 >= 2 && hand_off_worker() {
+                        HANDED_OFF
+                    } else {
+                        seen + 1
+                    };
+                    fires.store(next, Ordering::Release);
                 }
                 if kill_flag.swap(false, Ordering::AcqRel) {
                     return Err(mlua::Error::RuntimeError(
