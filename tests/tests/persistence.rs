@@ -6,11 +6,12 @@ use std::time::Duration;
 use latchkey_server::{Frame, Server, ServerHandle};
 use latchkey_tests::RedisProcess;
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("latchkey-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test's files, removed when dropped (a failing test too).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("latchkey-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 async fn start(dir: &std::path::Path, aof: bool) -> ServerHandle {
@@ -28,8 +29,9 @@ async fn start(dir: &std::path::Path, aof: bool) -> ServerHandle {
 #[tokio::test]
 async fn latchkey_crash_restart_with_and_without_aof() {
     // Without persistence: the restarted node has forgotten the lock.
-    let dir = temp_dir("noaof");
-    let s = start(&dir, false).await;
+    let tmp = temp_dir("noaof");
+    let dir = tmp.path();
+    let s = start(dir, false).await;
     assert_eq!(
         s.client()
             .cmd(["SET", "lock", "c1", "NX", "PX", "30000"])
@@ -37,7 +39,7 @@ async fn latchkey_crash_restart_with_and_without_aof() {
         Frame::ok()
     );
     s.crash().await;
-    let s = start(&dir, false).await;
+    let s = start(dir, false).await;
     assert_eq!(
         s.client()
             .cmd(["SET", "lock", "c2", "NX", "PX", "30000"])
@@ -46,8 +48,9 @@ async fn latchkey_crash_restart_with_and_without_aof() {
     );
 
     // With appendfsync always: the lock (and its deadline) survives the crash.
-    let dir = temp_dir("aof");
-    let s = start(&dir, true).await;
+    let tmp = temp_dir("aof");
+    let dir = tmp.path();
+    let s = start(dir, true).await;
     let mut c = s.client();
     assert_eq!(
         c.cmd(["SET", "lock", "c1", "NX", "PX", "30000"]).await,
@@ -58,7 +61,7 @@ async fn latchkey_crash_restart_with_and_without_aof() {
         panic!()
     };
     s.crash().await;
-    let s = start(&dir, true).await;
+    let s = start(dir, true).await;
     let mut c = s.client();
     assert_eq!(
         c.cmd(["SET", "lock", "c2", "NX", "PX", "30000"]).await,
@@ -70,13 +73,13 @@ async fn latchkey_crash_restart_with_and_without_aof() {
         Frame::Integer(deadline)
     );
     assert_eq!(c.cmd(["HGET", "h", "owner"]).await, Frame::bulk("1"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_torn_aof_tail_is_truncated_not_refused() {
-    let dir = temp_dir("torn");
-    let s = start(&dir, true).await;
+    let tmp = temp_dir("torn");
+    let dir = tmp.path();
+    let s = start(dir, true).await;
     s.client().cmd(["SET", "kept", "1"]).await;
     s.crash().await;
     let path = dir.join("appendonly.aof");
@@ -89,7 +92,7 @@ async fn a_torn_aof_tail_is_truncated_not_refused() {
         .unwrap()
         .write_all(b"*3\r\n$3\r\nSET\r\n$4\r\nlost\r\n$5\r\nval")
         .unwrap();
-    let s = start(&dir, true).await;
+    let s = start(dir, true).await;
     let mut c = s.client();
     assert_eq!(c.cmd(["GET", "kept"]).await, Frame::bulk("1"));
     assert_eq!(c.cmd(["EXISTS", "lost"]).await, Frame::Integer(0));
@@ -98,7 +101,6 @@ async fn a_torn_aof_tail_is_truncated_not_refused() {
         clean,
         "the torn tail was not cut"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -136,7 +138,8 @@ fn real_redis_crash_restart_with_and_without_aof() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latchkey_restart_control_with_and_without_the_aof() {
     use latchkey_tests::restart::restart;
-    let dir = temp_dir("restart");
+    let tmp = temp_dir("restart");
+    let dir = tmp.path();
     let node = Server::builder()
         .config("dir", dir.to_str().unwrap())
         .config("appendonly", "yes")
@@ -175,7 +178,6 @@ async fn latchkey_restart_control_with_and_without_the_aof() {
         b"+OK\r\n"
     );
     node.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Whether the server closed `c` (end of stream or reset; a read timeout is not that).
@@ -207,7 +209,8 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn restart_over_the_wire_with_and_without_the_aof() {
     use latchkey_tests::RawConn;
-    let dir = temp_dir("wire-restart");
+    let tmp = temp_dir("wire-restart");
+    let dir = tmp.path();
     let node = Server::builder()
         .config("dir", dir.to_str().unwrap())
         .config("appendonly", "yes")
@@ -263,7 +266,6 @@ fn restart_over_the_wire_with_and_without_the_aof() {
     let mut c = RawConn::connect(addr).unwrap();
     assert_eq!(c.cmd(&["GET", "lock"]), b"$2\r\nc1\r\n");
     drop(node);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A restarted replica without an AOF comes back empty, follows its master again and gets

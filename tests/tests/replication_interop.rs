@@ -477,11 +477,12 @@ fn a_promoted_replica_lets_its_peers_continue() {
     assert_eq!(cmd(&mut r, &["GET", "k2"]), "$2\r\nv2\r\n");
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("latchkey-interop-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test's files, removed when dropped (a failing test too).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("latchkey-interop-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn with_aof(dir: &std::path::Path, fsync: &str) -> BlockingServer {
@@ -520,7 +521,8 @@ fn waitaof_counts_local_and_replica_fsyncs() {
         "-ERR timeout is negative\r\n"
     );
 
-    let dir = temp_dir("waitaof");
+    let tmp = temp_dir("waitaof");
+    let dir = tmp.path();
     let (mdir, rdir, edir) = (dir.join("m"), dir.join("r"), dir.join("e"));
     for d in [&mdir, &rdir, &edir] {
         std::fs::create_dir_all(d).unwrap();
@@ -558,7 +560,6 @@ fn waitaof_counts_local_and_replica_fsyncs() {
         "*2\r\n:1\r\n:0\r\n"
     );
     drop((master, durable, volatile, everysec));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// latchkey has no set type: a snapshot holding a set is refused as a whole (and retried),
@@ -626,7 +627,8 @@ fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
     let master = latchkey();
     let mut m = conn(master.addr());
     fill(&mut m);
-    let dir = temp_dir("rdbfile");
+    let tmp = temp_dir("rdbfile");
+    let dir = tmp.path();
     let file = dir.join("dump.rdb");
     let port = master.addr().port().to_string();
     let out = std::process::Command::new("redis-cli")
@@ -643,7 +645,6 @@ fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
     let mut r = conn(redis.addr());
     assert_same_data(&mut m, &mut r);
     drop(redis);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sends `count` pipelined `SET`s of values of uneven, growing sizes in one write, so that the
