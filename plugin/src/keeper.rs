@@ -1,7 +1,9 @@
-//! The lease keeper: the host renews the leases an instance hands it (`keep-lease`), every
-//! ttl/3, with the lock client's own extend script, so a tenant busy in its critical section
-//! keeps its lock. When a renewal finds the lock gone or taken by another token, the lease is
-//! lost and the instance is interrupted (see [`Interrupt`]).
+//! The lease keeper: the host renews the leases an instance hands it, every ttl/3, with the
+//! lock client's own extend script, so a tenant busy in its critical section keeps its lock.
+//! A lease lives on the tenant's backend (`keep-lease`) or on the quorum nodes
+//! (`keep-quorum-lease`, for a RedLock: renewed on every node at once, held while a majority
+//! holds it). When a renewal finds the lock gone or taken by another token, the lease is lost
+//! and the instance is interrupted (see [`Interrupt`]).
 //!
 //! A tenant's component has no background tasks of its own, which is why this lives in the
 //! host; the native client does the same from a tokio task ([`latchkey_client::locks::Watchdog`]).
@@ -45,10 +47,109 @@ impl Interrupt {
     }
 }
 
+/// Where a kept lease lives.
+#[derive(Clone)]
+enum Target {
+    /// On the tenant's backend.
+    Primary(Arc<dyn Backend>),
+    /// On every quorum node, each given `node_timeout` to answer; held while a majority holds
+    /// it.
+    Quorum {
+        nodes: Arc<[Arc<dyn Backend>]>,
+        node_timeout: Duration,
+    },
+}
+
+/// What one renewal round found.
+enum Renewal {
+    /// The lease is held for another TTL.
+    Renewed,
+    /// The lease is gone for good (why).
+    Lost(String),
+    /// The round did not get through (why); a later one may.
+    Failed(String),
+}
+
+impl Target {
+    /// Extends the lease to `ttl` from now (`ttl_ms`, as the extend script takes it).
+    async fn extend(&self, key: &[u8], token: &str, ttl_ms: &str) -> Renewal {
+        let argv: [&[u8]; 2] = [token.as_bytes(), ttl_ms.as_bytes()];
+        match self {
+            Target::Primary(backend) => match eval(&**backend, &EXTEND, key, &argv).await {
+                Ok(Reply::Int(1)) => Renewal::Renewed,
+                Ok(Reply::Int(-1)) => Renewal::Lost("the lock expired or was deleted".into()),
+                Ok(Reply::Int(_)) => Renewal::Lost("another holder took the lock".into()),
+                Ok(other) => Renewal::Lost(format!("unexpected renewal reply {other:?}")),
+                Err(e) => Renewal::Failed(e),
+            },
+            Target::Quorum {
+                nodes,
+                node_timeout,
+            } => {
+                let replies = on_every_node(nodes, *node_timeout, &EXTEND, key, &argv).await;
+                let n = replies.len();
+                let quorum = n / 2 + 1;
+                let renewed = replies
+                    .iter()
+                    .filter(|r| matches!(r, Ok(Reply::Int(1))))
+                    .count();
+                // A node that answered anything but 1 no longer holds our token.
+                let gone = replies
+                    .iter()
+                    .filter(|r| matches!(r, Ok(r) if *r != Reply::Int(1)))
+                    .count();
+                if renewed >= quorum {
+                    Renewal::Renewed
+                } else if n - gone < quorum {
+                    Renewal::Lost(format!(
+                        "{gone} of {n} nodes no longer hold it, a majority is {quorum}"
+                    ))
+                } else {
+                    Renewal::Failed(format!(
+                        "{renewed} of {n} nodes renewed it, a majority is {quorum}"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Releases the lease (token-checked) wherever it lives.
+    async fn release(&self, key: &[u8], token: &str) {
+        match self {
+            Target::Primary(backend) => {
+                let _ = eval(&**backend, &RELEASE, key, &[token.as_bytes()]).await;
+            }
+            Target::Quorum {
+                nodes,
+                node_timeout,
+            } => {
+                on_every_node(nodes, *node_timeout, &RELEASE, key, &[token.as_bytes()]).await;
+            }
+        }
+    }
+}
+
+/// Runs `script` on every node at once, each bounded by `timeout`, in node order.
+async fn on_every_node(
+    nodes: &[Arc<dyn Backend>],
+    timeout: Duration,
+    script: &Script,
+    key: &[u8],
+    argv: &[&[u8]],
+) -> Vec<Result<Reply, String>> {
+    let calls = nodes.iter().map(|node| async move {
+        tokio::time::timeout(timeout, eval(&**node, script, key, argv))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
+    });
+    futures_util::future::join_all(calls).await
+}
+
 /// One kept lease.
 struct Kept {
     key: Vec<u8>,
     token: String,
+    target: Target,
     alive: Arc<AtomicBool>,
     renewer: JoinHandle<()>,
 }
@@ -56,6 +157,7 @@ struct Kept {
 /// The leases one instance asked the host to keep.
 pub struct LeaseKeeper {
     backend: Arc<dyn Backend>,
+    nodes: Arc<[Arc<dyn Backend>]>,
     ns: Namespace,
     interrupt: Arc<Interrupt>,
     leases: HashMap<u64, Kept>,
@@ -91,10 +193,17 @@ async fn eval(
 }
 
 impl LeaseKeeper {
-    /// A keeper for one instance of the tenant `ns`, raising `interrupt` when a lease is lost.
-    pub fn new(backend: Arc<dyn Backend>, ns: Namespace, interrupt: Arc<Interrupt>) -> LeaseKeeper {
+    /// A keeper for one instance of the tenant `ns` whose backend is `backend` and whose
+    /// quorum nodes are `nodes`, raising `interrupt` when a lease is lost.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        nodes: Arc<[Arc<dyn Backend>]>,
+        ns: Namespace,
+        interrupt: Arc<Interrupt>,
+    ) -> LeaseKeeper {
         LeaseKeeper {
             backend,
+            nodes,
             ns,
             interrupt,
             leases: HashMap::new(),
@@ -102,9 +211,30 @@ impl LeaseKeeper {
         }
     }
 
-    /// Starts renewing `key` (as the component names it) held with `token`, for `ttl` each
-    /// time, every ttl/3. Returns the lease's id.
+    /// Starts renewing `key` (as the component names it) held with `token` on the tenant's
+    /// backend, for `ttl` each time, every ttl/3. Returns the lease's id.
     pub fn keep(&mut self, key: &[u8], token: String, ttl: Duration) -> Result<u64, String> {
+        self.start(Target::Primary(self.backend.clone()), key, token, ttl)
+    }
+
+    /// Like [`keep`](LeaseKeeper::keep), for a lease held on the quorum nodes: each renewal
+    /// extends it on every node at once (each bounded by a tenth of the TTL) and holds when a
+    /// majority did.
+    pub fn keep_quorum(&mut self, key: &[u8], token: String, ttl: Duration) -> Result<u64, String> {
+        let target = Target::Quorum {
+            nodes: self.nodes.clone(),
+            node_timeout: (ttl / 10).max(Duration::from_millis(1)),
+        };
+        self.start(target, key, token, ttl)
+    }
+
+    fn start(
+        &mut self,
+        target: Target,
+        key: &[u8],
+        token: String,
+        ttl: Duration,
+    ) -> Result<u64, String> {
         if ttl < Duration::from_millis(3) {
             return Err("ttl-ms must be at least 3 for the host to renew it".into());
         }
@@ -113,7 +243,7 @@ impl LeaseKeeper {
         let key = self.ns.key(key);
         let alive = Arc::new(AtomicBool::new(true));
         let renewer = tokio::spawn(renew(
-            self.backend.clone(),
+            target.clone(),
             key.clone(),
             token.clone(),
             ttl,
@@ -125,6 +255,7 @@ impl LeaseKeeper {
             Kept {
                 key,
                 token,
+                target,
                 alive,
                 renewer,
             },
@@ -162,7 +293,7 @@ impl LeaseKeeper {
         for (_, k) in self.leases.drain() {
             k.renewer.abort();
             if k.alive.load(Ordering::SeqCst) {
-                let _ = eval(&*self.backend, &RELEASE, &k.key, &[k.token.as_bytes()]).await;
+                k.target.release(&k.key, &k.token).await;
             }
         }
     }
@@ -175,33 +306,33 @@ impl Drop for LeaseKeeper {
     /// for the TTL. Outside a runtime they are left to expire.
     /// [`crate::Instance::close`] does the same and waits for it.
     fn drop(&mut self) {
-        let live: Vec<(Vec<u8>, String)> = self
+        let live: Vec<Kept> = self
             .leases
             .drain()
             .filter_map(|(_, k)| {
                 k.renewer.abort();
-                k.alive.load(Ordering::SeqCst).then_some((k.key, k.token))
+                k.alive.load(Ordering::SeqCst).then_some(k)
             })
             .collect();
         if live.is_empty() {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let backend = self.backend.clone();
             rt.spawn(async move {
-                for (key, token) in live {
-                    let _ = eval(&*backend, &RELEASE, &key, &[token.as_bytes()]).await;
+                for k in live {
+                    k.target.release(&k.key, &k.token).await;
                 }
             });
         }
     }
 }
 
-/// The renewal loop of one lease: extend every ttl/3; on a reply saying the lock is gone or
-/// not ours, mark the lease dead and interrupt the instance. A failing connection is retried
-/// until a whole TTL passed without a successful renewal (then the lock may have expired).
+/// The renewal loop of one lease: extend every ttl/3; when a renewal finds the lock gone or
+/// not ours, mark the lease dead and interrupt the instance. A round that does not get
+/// through (a failing connection, too few nodes answering) is retried until a whole TTL passed
+/// without a successful renewal (then the lock may have expired).
 async fn renew(
-    backend: Arc<dyn Backend>,
+    target: Target,
     key: Vec<u8>,
     token: String,
     ttl: Duration,
@@ -212,25 +343,16 @@ async fn renew(
     let mut last_ok = Instant::now();
     loop {
         tokio::time::sleep(ttl / 3).await;
-        let lost = match eval(
-            &*backend,
-            &EXTEND,
-            &key,
-            &[token.as_bytes(), ttl_ms.as_bytes()],
-        )
-        .await
-        {
-            Ok(Reply::Int(1)) => {
+        let lost = match target.extend(&key, &token, &ttl_ms).await {
+            Renewal::Renewed => {
                 last_ok = Instant::now();
                 None
             }
-            Ok(Reply::Int(-1)) => Some("the lock expired or was deleted".to_string()),
-            Ok(Reply::Int(_)) => Some("another holder took the lock".to_string()),
-            Ok(other) => Some(format!("unexpected renewal reply {other:?}")),
-            Err(e) if last_ok.elapsed() >= ttl => {
+            Renewal::Lost(why) => Some(why),
+            Renewal::Failed(e) if last_ok.elapsed() >= ttl => {
                 Some(format!("renewals failed for a whole TTL: {e}"))
             }
-            Err(_) => None,
+            Renewal::Failed(_) => None,
         };
         if let Some(why) = lost {
             alive.store(false, Ordering::SeqCst);

@@ -74,7 +74,12 @@ impl TenantState {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
             limits,
-            keeper: LeaseKeeper::new(backend.clone(), ns.clone(), interrupt.clone()),
+            keeper: LeaseKeeper::new(
+                backend.clone(),
+                nodes.clone(),
+                ns.clone(),
+                interrupt.clone(),
+            ),
             ns,
             backend,
             nodes,
@@ -272,6 +277,18 @@ impl Host for TenantState {
     ) -> wasmtime::Result<Result<u64, String>> {
         self.enter().await?;
         Ok(self.keeper.keep(&key, token, Duration::from_millis(ttl_ms)))
+    }
+
+    async fn keep_quorum_lease(
+        &mut self,
+        key: Vec<u8>,
+        token: String,
+        ttl_ms: u64,
+    ) -> wasmtime::Result<Result<u64, String>> {
+        self.enter().await?;
+        Ok(self
+            .keeper
+            .keep_quorum(&key, token, Duration::from_millis(ttl_ms)))
     }
 
     async fn drop_lease(&mut self, id: u64) -> wasmtime::Result<()> {

@@ -311,3 +311,172 @@ async fn each_node_is_charged_to_the_rate_limit() {
         "five nodes' calls were not charged: {took:?}"
     );
 }
+
+/// `watched-red-lock` calls, one per `run`, so that the test can act between them.
+mod watched {
+    use latchkey_plugin::{Instance, Trapped};
+    use wasmtime::component::ResourceAny;
+
+    pub async fn new(inst: &mut Instance, name: &str, node_timeout_ms: u64) -> ResourceAny {
+        let name = name.to_string();
+        inst.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
+                w.call_constructor(&mut *store, &name, node_timeout_ms)
+                    .await
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    pub async fn acquire(inst: &mut Instance, lock: ResourceAny, ttl_ms: u64) -> Option<u32> {
+        inst.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
+                w.call_acquire(&mut *store, lock, ttl_ms).await
+            })
+        })
+        .await
+        .unwrap()
+        .unwrap()
+    }
+
+    pub async fn held(inst: &mut Instance, lock: ResourceAny) -> bool {
+        inst.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
+                w.call_held(&mut *store, lock).await
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    pub async fn release(
+        inst: &mut Instance,
+        lock: ResourceAny,
+    ) -> Result<Result<u32, String>, Trapped> {
+        inst.run(move |(store, _, l)| {
+            Box::pin(async move {
+                let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
+                w.call_release(&mut *store, lock).await
+            })
+        })
+        .await
+    }
+}
+
+/// Whether node `view` holds `key` with a TTL left.
+async fn has_ttl(view: &Arc<dyn Backend>, key: &str) -> bool {
+    let pttl = view
+        .command(vec![b"PTTL".to_vec(), key.as_bytes().to_vec()])
+        .await
+        .unwrap();
+    pttl.as_int().is_some_and(|ms| ms > 0)
+}
+
+async fn del(view: &Arc<dyn Backend>, key: &str) {
+    view.command(vec![b"DEL".to_vec(), key.as_bytes().to_vec()])
+        .await
+        .unwrap();
+}
+
+/// A RedLock whose lease the host keeps (`watched-red-lock`, `keep-quorum-lease`) on five
+/// nodes: it outlives its TTL on every node while the tenant does nothing, survives the loss of
+/// two nodes' keys (three still make a majority), and is lost, with the tenant interrupted,
+/// once a third node lost it. A second lock released by the tenant is gone from every node,
+/// and one left held when the instance closes is released by the host.
+async fn watched_session(nodes: Nodes) {
+    let host = host(&nodes, Limits::default());
+    let plugin = common::lock_client(&host);
+    let tenant = host.tenant("alpha");
+    let mut a = tenant.instantiate(&plugin).await.unwrap();
+    let mut b = tenant.instantiate(&plugin).await.unwrap();
+
+    // Released by the tenant: gone everywhere, nothing kept.
+    let lock = watched::new(&mut a, "short", 200).await;
+    assert_eq!(watched::acquire(&mut a, lock, 300).await, Some(5));
+    assert_eq!(watched::acquire(&mut a, lock, 300).await, None, "held");
+    assert_eq!(a.kept_leases(), 1);
+    assert_eq!(watched::release(&mut a, lock).await.unwrap().unwrap(), 5);
+    assert_eq!(a.kept_leases(), 0);
+    assert!(!watched::held(&mut a, lock).await);
+    for view in &nodes.views {
+        assert_eq!(get(view, "{alpha:short}").await, Reply::Nil);
+    }
+
+    // Kept: three TTLs pass while the tenant does nothing, and every node still holds it.
+    let lock = watched::new(&mut a, "job", 200).await;
+    assert_eq!(watched::acquire(&mut a, lock, 300).await, Some(5));
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for (i, view) in nodes.views.iter().enumerate() {
+        assert!(has_ttl(view, "{alpha:job}").await, "node {i}");
+    }
+    let other = watched::new(&mut b, "job", 200).await;
+    assert_eq!(watched::acquire(&mut b, other, 300).await, None);
+    // Two nodes lose the key (restarted without persistence, say): three still renew it.
+    del(&nodes.views[0], "{alpha:job}").await;
+    del(&nodes.views[1], "{alpha:job}").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(watched::held(&mut a, lock).await, "3 of 5 is a majority");
+    assert!(a.trapped().is_none());
+    // A third: no majority can renew it any more. The keeper notices at its next round.
+    del(&nodes.views[2], "{alpha:job}").await;
+    let mut lost = false;
+    for _ in 0..100 {
+        if !watched::held(&mut a, lock).await {
+            lost = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(lost, "the keeper never noticed");
+    let err = watched::release(&mut a, lock).await.unwrap_err();
+    assert!(
+        err.0.contains("lost (3 of 5 nodes no longer hold it"),
+        "{err}"
+    );
+
+    // Left held when the instance closes: the host releases it on every node.
+    let lock = watched::new(&mut b, "closed", 200).await;
+    assert_eq!(watched::acquire(&mut b, lock, 60_000).await, Some(5));
+    b.close().await;
+    for view in &nodes.views {
+        assert_eq!(get(view, "{alpha:closed}").await, Reply::Nil);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keeper_keeps_a_redlock_on_five_in_process_latchkey_servers() {
+    let mut servers = Vec::new();
+    for _ in 0..5 {
+        servers.push(Server::builder().no_listener().start().await.unwrap());
+    }
+    let backends: Vec<Arc<dyn Backend>> = servers.iter().map(<dyn Backend>::local).collect();
+    watched_session(Nodes {
+        host_side: backends.clone(),
+        views: backends,
+        stop: Box::new(|_| {}),
+        all_down_is_error: false,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keeper_keeps_a_redlock_on_five_redis_servers() {
+    let procs: Vec<_> = (0..5).map(|_| common::RedisProcess::spawn()).collect();
+    let mut backends = Vec::new();
+    let mut views = Vec::new();
+    for p in &procs {
+        backends.push(<dyn Backend>::redis(&p.url()).await.unwrap());
+        views.push(<dyn Backend>::redis(&p.url()).await.unwrap());
+    }
+    watched_session(Nodes {
+        host_side: backends,
+        views,
+        stop: Box::new(|_| {}),
+        all_down_is_error: true,
+    })
+    .await;
+}

@@ -102,5 +102,6 @@ export function sleep(ms) {
 
 // Functions of the import this host does not (yet) provide; each is one line to add.
 export const keepLease = unsupported('keep-lease');
+export const keepQuorumLease = unsupported('keep-quorum-lease');
 export const dropLease = unsupported('drop-lease');
 export const leaseAlive = unsupported('lease-alive');

@@ -1,6 +1,7 @@
-//! The `watchdog` interface the component exports: a simple lock whose lease the host's lease
-//! keeper renews (imports `keep-lease`, `drop-lease`, `lease-alive`), so a critical section
-//! may outlast the TTL without the component having to wake up and extend it.
+//! The `watchdog` interface the component exports: a simple lock and a RedLock whose leases the
+//! host's lease keeper renews (imports `keep-lease`, `keep-quorum-lease`, `drop-lease`,
+//! `lease-alive`), so a critical section may outlast the TTL without the component having to
+//! wake up and extend it.
 //!
 //! Natively, [`crate::locks::Watchdog`] renews from a tokio task; a component has no
 //! background tasks, which is why the host does the renewing here.
@@ -9,9 +10,9 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use super::exports::latchkey::locks::watchdog as api;
-use super::transport::HostTransport;
+use super::transport::{HostNodes, HostTransport};
 use super::{block_on, host, Component};
-use crate::locks::{self, Released};
+use crate::locks::{self, RedLease, Released};
 
 /// A held lease and the id under which the host keeps it.
 struct Kept {
@@ -77,6 +78,69 @@ impl api::GuestWatchedLock for WatchedLock {
     }
 }
 
+/// A held RedLock lease and the id under which the host keeps it.
+struct KeptRed {
+    lease: RedLease,
+    id: u64,
+}
+
+/// `watched-red-lock`: a [`locks::RedLock`] over the host's quorum nodes plus the kept lease.
+pub struct WatchedRedLock {
+    name: String,
+    lock: locks::RedLock<HostNodes>,
+    kept: RefCell<Option<KeptRed>>,
+}
+
+impl api::GuestWatchedRedLock for WatchedRedLock {
+    fn new(name: String, node_timeout_ms: u64) -> Self {
+        WatchedRedLock {
+            name,
+            lock: locks::RedLock::new(HostNodes, Duration::from_millis(node_timeout_ms)),
+            kept: RefCell::new(None),
+        }
+    }
+
+    fn acquire(&self, ttl_ms: u64) -> Result<Option<u32>, String> {
+        if self.kept.borrow().is_some() {
+            return Ok(None);
+        }
+        let attempt = block_on(self.lock.attempt(&self.name, Duration::from_millis(ttl_ms)));
+        let lease = match (attempt.lease, attempt.first_error) {
+            (Some(lease), _) => lease,
+            (None, Some(e)) if attempt.answered == 0 => return Err(e.to_string()),
+            (None, _) => return Ok(None),
+        };
+        match host::keep_quorum_lease(&lease.key, &lease.token, ttl_ms) {
+            Ok(id) => {
+                let granted = lease.granted as u32;
+                *self.kept.borrow_mut() = Some(KeptRed { lease, id });
+                Ok(Some(granted))
+            }
+            Err(e) => {
+                // The host would not keep it: do not hold a lock nobody renews.
+                block_on(self.lock.release(&lease));
+                Err(e)
+            }
+        }
+    }
+
+    fn held(&self) -> bool {
+        self.kept
+            .borrow()
+            .as_ref()
+            .is_some_and(|k| host::lease_alive(k.id))
+    }
+
+    fn release(&self) -> Result<u32, String> {
+        let Some(kept) = self.kept.borrow_mut().take() else {
+            return Ok(0);
+        };
+        host::drop_lease(kept.id);
+        Ok(block_on(self.lock.release(&kept.lease)) as u32)
+    }
+}
+
 impl api::Guest for Component {
     type WatchedLock = WatchedLock;
+    type WatchedRedLock = WatchedRedLock;
 }
