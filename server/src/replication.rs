@@ -211,10 +211,7 @@ impl Replication {
         self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
-    /// Whether a replica is attached to this master right now. Then writes take the gate
-    /// exclusively, so the stream carries them in the order the keyspace saw them. Once the
-    /// last replica has left, writes go back to the shared gate (the fast path), and
-    /// [`order_guard`](Replication::order_guard) keeps the backlog in order.
+    /// Whether a replica is attached to this master right now.
     pub fn has_attached_replicas(&self) -> bool {
         self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
@@ -222,8 +219,8 @@ impl Replication {
     /// The stream-order lock, while the stream is fed (else `None`, at no cost). Whoever
     /// changes the keyspace under the *shared* gate and feeds the change — a write on the
     /// fast path, a read that expired a key, the expiry cycle, a woken `BLPOP` — holds it
-    /// from the change until the change is in the stream, so that the backlog a returning
-    /// replica continues from has the keyspace's order. It is re-entrant: a write that
+    /// from the change until the change is in the stream, so that the replicas and the
+    /// backlog a returning replica continues from get the keyspace's order. It is re-entrant: a write that
     /// holds it may expire keys and feed them under it.
     pub fn order_guard(&self) -> Option<ReentrantMutexGuard<'_, ()>> {
         self.feeds_stream().then(|| self.order.lock())

@@ -399,11 +399,10 @@ pub async fn execute_spec(
     let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
         run_handler(shared, client, spec, &args, now_ms)
-    } else if spec.has(EXCLUSIVE) || (spec.has(WRITE) && shared.replication.has_attached_replicas())
-    {
-        // With replicas attached, writes run one at a time so that the stream carries them in
-        // the order the keyspace saw them. Without, they share the gate (and run_handler
-        // keeps a kept backlog in order).
+    } else if spec.has(EXCLUSIVE) {
+        // Writes of one key only share the gate, replicas attached or not: run_handler holds
+        // the stream-order lock from the change to its feed, so the stream carries them in the
+        // order the keyspace saw them.
         let guard = match shared.gate.exclusive(threshold).await {
             Ok(g) => g,
             Err(busy) => return Frame::error(busy.message()),
