@@ -20,6 +20,7 @@ pub mod expire;
 pub mod frame;
 pub mod gate;
 pub mod glob;
+pub mod long_double;
 pub mod net;
 pub mod pubsub;
 pub mod rdb;

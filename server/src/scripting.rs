@@ -582,26 +582,33 @@ fn script_error(err: &Value, sha: &str) -> Frame {
     }
 }
 
-/// Lua 5.1's number-to-string (`%.14g`), used when a script passes a number as an argument.
-fn lua_number_string(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        return format!("{}", n as i64);
+/// A number as C's `printf("%.<precision>g")` prints it (glibc's spelling of infinities and
+/// NaNs included). Redis 7.0 turns a number a script passes to `redis.call` into text with
+/// `%.17g`, so a script's `redis.call('SET', k, 0.1)` stores `0.10000000000000001`.
+fn printf_g(n: f64, precision: usize) -> String {
+    if n.is_nan() {
+        return if n.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
-    let s = format!("{:.13e}", n);
-    let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-    let e: i32 = e.parse().unwrap_or(0);
-    if (-5..14).contains(&e) {
-        let decimals = (13 - e).max(0) as usize;
-        let f = format!("{:.*}", decimals, n);
-        let f = if f.contains('.') {
-            f.trim_end_matches('0').trim_end_matches('.').to_string()
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let p = precision.max(1);
+    // The exponent %e would print at this precision (after its rounding) picks the style.
+    let sci = format!("{:.*e}", p - 1, n);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i64 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
         } else {
-            f
-        };
-        f
+            s.to_string()
+        }
+    };
+    if x >= -4 && x < p as i64 {
+        trim(&format!("{:.*}", (p as i64 - 1 - x) as usize, n))
     } else {
-        let m = m.trim_end_matches('0').trim_end_matches('.');
-        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+        let sign = if x < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), x.abs())
     }
 }
 
@@ -674,11 +681,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_print_like_lua() {
-        assert_eq!(lua_number_string(3.0), "3");
-        assert_eq!(lua_number_string(3.5), "3.5");
-        assert_eq!(lua_number_string(0.1), "0.1");
-        assert_eq!(lua_number_string(1e20), "1e+20");
+    fn numbers_print_like_printf_g() {
+        // What glibc's printf prints for each, at %.14g (Lua's own) and %.17g (Redis's).
+        let cases: [(f64, &str, &str); 14] = [
+            (3.0, "3", "3"),
+            (3.5, "3.5", "3.5"),
+            (0.1, "0.1", "0.10000000000000001"),
+            (1e20, "1e+20", "1e+20"),
+            (1e15, "1e+15", "1000000000000000"),
+            (1e17, "1e+17", "1e+17"),
+            (
+                123456789012345678.0,
+                "1.2345678901235e+17",
+                "1.2345678901234568e+17",
+            ),
+            (-0.0, "-0", "-0"),
+            (0.0001, "0.0001", "0.0001"),
+            (0.00001, "1e-05", "1.0000000000000001e-05"),
+            (1e300, "1e+300", "1.0000000000000001e+300"),
+            (
+                9223372036854775808.0,
+                "9.2233720368548e+18",
+                "9.2233720368547758e+18",
+            ),
+            (f64::INFINITY, "inf", "inf"),
+            (f64::NEG_INFINITY, "-inf", "-inf"),
+        ];
+        for (n, g14, g17) in cases {
+            assert_eq!(printf_g(n, 14), g14, "{n} at %.14g");
+            assert_eq!(printf_g(n, 17), g17, "{n} at %.17g");
+        }
+        assert_eq!(printf_g(f64::NAN, 17), "nan");
+        assert_eq!(printf_g(-f64::NAN, 17), "-nan");
     }
 
     #[test]

@@ -27,6 +27,13 @@ const CASES: &[(&str, &[&str])] = &[
     ("return KEYS", &["2", "a", "b", "c"]),
     ("return ARGV", &["1", "a", "b", "c"]),
     ("return {KEYS[1], ARGV[1], #KEYS, #ARGV}", &["1", "k", "v"]),
+    // Numbers passed to redis.call become text as Redis 7.0 writes them (%.17g).
+    (
+        "local out = {} for _, n in ipairs({1e15, 1e16, 1e17, 99999999999999999, 0.1, 1.5, -0, 1/0, -1/0, 0/0, 1e300, 2^53, 2^63, -2^63, 1e-5, 0.0001, 12345.678}) do redis.call('set', 'n', n) out[#out+1] = redis.call('get', 'n') end return out",
+        &["0"],
+    ),
+    ("return redis.call('incrbyfloat', 'f', 0.1)", &["0"]),
+    ("return redis.call('echo', 3.25)", &["0"]),
     // reply -> Lua
     ("return redis.call('set','a','b')", &["0"]),
     ("return redis.call('get','a')", &["0"]),

@@ -87,11 +87,33 @@ fn counters() {
         "INCRBYFLOAT s 1",
         "SET f 10.50",
         "INCRBYFLOAT f 0.1",
-        // Redis adds in C's long double (80-bit on x86), which shows in some sums' last
-        // digits ("5010.60000000000000009"); latchkey adds in f64. Sums exact in both agree:
+        // Redis adds in C's long double (80-bit on x86) and prints 17 decimals: sums show it
+        // in their last digits ("5010.60000000000000009", 0.1 + 0.2 = "0.3").
         "INCRBYFLOAT f 4.4",
         "INCRBYFLOAT f 2.0e3",
         "INCRBYFLOAT f inf",
+        "INCRBYFLOAT f 5000",
+        "INCRBYFLOAT g 0.1",
+        "INCRBYFLOAT g 0.2",
+        "INCRBYFLOAT g 1.23456789012345678901234",
+        "INCRBYFLOAT g -0.0",
+        "INCRBYFLOAT h 0x10",
+        "INCRBYFLOAT h 1e400",
+        "INCRBYFLOAT h -1e400",
+        "INCRBYFLOAT h 1e-5000",
+        "INCRBYFLOAT h ' 1'",
+        "INCRBYFLOAT h nan",
+        "SET h 1e10",
+        "INCRBYFLOAT h 1",
+        "HINCRBYFLOAT hf a 0.1",
+        "HINCRBYFLOAT hf a 0.2",
+        "HINCRBYFLOAT hf a inf",
+        "HINCRBYFLOAT hf a abc",
+        "HINCRBYFLOAT hf a 1e4000",
+        "HINCRBYFLOAT hf a -1e4000",
+        "HSET hf s abc",
+        "HINCRBYFLOAT hf s 1",
+        "HINCRBYFLOAT f a 1",
     ]);
 }
 

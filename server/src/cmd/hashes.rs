@@ -5,13 +5,12 @@ use dashmap::mapref::one::RefMut;
 use indexmap::IndexMap;
 
 use super::keys::{parse_scan, scan_page};
-use super::util::{
-    container_mut, not_integer, parse_f64, parse_i64, read_container, write_container,
-};
+use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::db::Entry;
 use crate::frame::Frame;
+use crate::long_double::IncrError;
 
 /// The hash commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -196,28 +195,23 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let by = match parse_f64(&args[3]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
+    // The increment is checked before the key is looked at.
+    match crate::long_double::incr(None, &args[3], true) {
+        Err(IncrError::By) => return super::util::not_float(),
+        Err(IncrError::ByInfinite) => return Frame::error("ERR value is NaN or Infinity"),
+        _ => {}
+    }
     let key = &args[1];
     let mut e = match write(ctx, key, true) {
         Ok(e) => e.expect("created"),
         Err(err) => return err,
     };
     let h = hash_of(&mut e);
-    let current = match h.get(&args[2]) {
-        Some(v) => match super::util::parse_double(v) {
-            Some(n) => n,
-            None => return Frame::error("ERR hash value is not a float"),
-        },
-        None => 0.0,
+    let text = match crate::long_double::incr(h.get(&args[2]).map(|v| &v[..]), &args[3], true) {
+        Ok(t) => Bytes::from(t),
+        Err(IncrError::Current) => return Frame::error("ERR hash value is not a float"),
+        Err(_) => return Frame::error("ERR increment would produce NaN or Infinity"),
     };
-    let n = current + by;
-    if !n.is_finite() {
-        return Frame::error("ERR increment would produce NaN or Infinity");
-    }
-    let text = Bytes::from(super::strings::format_long_double(n));
     h.insert(args[2].clone(), text.clone());
     drop(e);
     ctx.modified(key);

@@ -5,11 +5,12 @@
 
 use bytes::Bytes;
 
-use super::util::{is, not_integer, parse_f64, parse_i64, syntax_error, wrongtype};
+use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
+use crate::long_double::IncrError;
 
 /// The string commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -398,22 +399,14 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let current = match read_string(ctx, &args[1]) {
-        Ok(Some(v)) => match super::util::parse_double(&v) {
-            Some(n) => n,
-            None => return super::util::not_float(),
-        },
-        Ok(None) => 0.0,
-        Err(e) => return e,
-    };
-    let by = match parse_f64(&args[2]) {
         Ok(v) => v,
         Err(e) => return e,
     };
-    let n = current + by;
-    if !n.is_finite() {
-        return Frame::error("ERR increment would produce NaN or Infinity");
-    }
-    let text = format_long_double(n);
+    let text = match crate::long_double::incr(current.as_deref(), &args[2], false) {
+        Ok(t) => t,
+        Err(IncrError::Sum) => return Frame::error("ERR increment would produce NaN or Infinity"),
+        Err(_) => return super::util::not_float(),
+    };
     set_string(
         ctx,
         args[1].clone(),
@@ -421,17 +414,6 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Expiry::Keep,
     );
     Frame::Bulk(Bytes::from(text))
-}
-
-/// Formats a float the way `INCRBYFLOAT` stores it: plain decimal notation, no exponent, no
-/// trailing zeros.
-pub fn format_long_double(n: f64) -> String {
-    let s = format!("{n}");
-    if s == "-0" {
-        "0".into()
-    } else {
-        s
-    }
 }
 
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {

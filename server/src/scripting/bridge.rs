@@ -152,15 +152,14 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
     })
 }
 
-/// A number passed as an argument, as text: integral values in `i64`'s range print as
-/// integers, others the way Lua prints them (`%.14g`).
+/// A number passed as an argument, as text: as Redis 7.0 writes it, with `%.17g`. Whole
+/// numbers below 10^17 print as integers then, and take a shorter path here.
 fn number_argument(n: f64) -> Bytes {
-    // `i64::MIN as f64` is exactly -2^63; `i64::MAX as f64` rounds up to 2^63.
-    if n.is_finite() && n.trunc() == n && n >= i64::MIN as f64 && n < i64::MAX as f64 {
+    if n.trunc() == n && n.abs() < 1e17 && !(n == 0.0 && n.is_sign_negative()) {
         let mut buf = itoa::Buffer::new();
         return Bytes::copy_from_slice(buf.format(n as i64).as_bytes());
     }
-    Bytes::from(super::lua_number_string(n))
+    Bytes::from(super::printf_g(n, 17))
 }
 
 /// Pushes the Lua value a script sees for a reply, following Redis's rules for RESP2 or,
