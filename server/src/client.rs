@@ -193,6 +193,9 @@ pub struct Client {
     pub push: PushSender,
     /// Close the connection after the current reply is written (`QUIT`, protocol errors).
     pub close_after_reply: bool,
+    /// Close the connection at once, without writing the current reply: a `SHUTDOWN` that
+    /// succeeds is never answered, as Redis exits first.
+    pub close_without_reply: bool,
     /// This connection is our link to a master (its writes bypass the read-only check).
     pub is_replication_link: bool,
     /// Replication offset right after this client's last write (what `WAIT` waits for).
@@ -301,6 +304,7 @@ impl Clients {
                 handle: handle.clone(),
             },
             close_after_reply: false,
+            close_without_reply: false,
             is_replication_link: false,
             repl_offset: 0,
             replica_port: 0,

@@ -95,6 +95,10 @@ pub async fn serve(
                     } else {
                         cmd::execute_spec(&shared, &mut client, spec, args).await
                     };
+                    if client.close_without_reply {
+                        let _ = wr.write_all(&wbuf).await;
+                        break 'conn;
+                    }
                     // Messages published while the command ran (by this very client, say)
                     // go out before its reply, as Redis writes them.
                     while let Some(f) = pushes.try_recv() {

@@ -434,9 +434,10 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
     ctx.shared.request_shutdown();
-    // Redis closes the connection without a reply when it shuts down.
-    ctx.client.close_after_reply = true;
-    Frame::error("ERR Errors trying to SHUTDOWN. Check logs.")
+    // Redis exits without answering: the connection just closes. An in-process caller, which
+    // has no connection to lose, gets +OK.
+    ctx.client.close_without_reply = true;
+    Frame::ok()
 }
 
 // ---------------------------------------------------------------------------------------------
