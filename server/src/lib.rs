@@ -9,6 +9,8 @@
 //! [`net`] serves a TCP connection, [`cmd`] holds one module per command family, [`db`] is the
 //! keyspace, [`gate`] makes scripts and transactions atomic, [`server`] starts and stops it all.
 
+#![warn(missing_docs)]
+
 pub mod aof;
 pub mod client;
 pub mod clock;

@@ -1,6 +1,8 @@
 //! Test harness shared by every suite in this crate: spawn a real `redis-server` on a free
 //! port, start a latchkey server, talk raw RESP to both, and compare replies byte for byte.
 
+#![warn(missing_docs)]
+
 pub mod diff;
 pub mod fault_proxy;
 pub mod lock_api;
