@@ -1,14 +1,22 @@
-//! Lock code written for real Redis, unchanged, against latchkey: redis-py's own lock
-//! (`redis.lock.Lock`), waiting, extending, the token checks after expiry, contention between
-//! threads, registered scripts with their `NOSCRIPT` fallback, `WATCH` transactions and pub/sub.
+//! Lock code written for real Redis, unchanged, against latchkey. This is what someone testing
+//! their Redis-lock code hermetically does: point the client library they already use at
+//! latchkey.
 //!
-//! `py/redis_py_locks.py` asserts each step itself and prints what it observed. It runs against
-//! a latchkey server over TCP and against a real `redis-server`, each in RESP2 and in RESP3,
-//! and the four transcripts must be the same. This is what someone testing their Redis-lock code
-//! hermetically does: point the client library they already use at latchkey.
+//! - redis-py's own lock (`redis.lock.Lock`): waiting, extending, the token checks after
+//!   expiry, contention between threads; registered scripts with their `NOSCRIPT` fallback,
+//!   `WATCH` transactions and pub/sub. `py/redis_py_locks.py` runs against a latchkey server
+//!   and a `redis-server`, each in RESP2 and RESP3.
+//! - The npm `redlock` package over `ioredis` on three independent servers: acquire, refuse,
+//!   extend, release, several resources at once, a stale holder refused, and `using` with its
+//!   automatic extension. `node/redlock.mjs` runs against three latchkey servers and three
+//!   `redis-server`s.
 //!
-//! redis-py (a pinned version) is installed with pip into the test's scratch folder on the first
-//! run. Without `python3` on the machine the test says so and passes without running.
+//! Each script asserts every step itself and prints what it observed; the transcripts from
+//! latchkey and from redis-server must be the same.
+//!
+//! redis-py and the npm packages (pinned versions) are installed on the first run, with pip into
+//! the test's scratch folder and with npm into `node/node_modules`. Without `python3`, or `node`
+//! and `npm`, the test concerned says so and passes without running.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,6 +24,16 @@ use std::sync::OnceLock;
 
 use latchkey_server::Server;
 use latchkey_tests::RedisProcess;
+
+/// True if `tool --version` runs.
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
 
 /// The redis-py release the script is checked with.
 const REDIS_PY: &str = "redis==8.1.0";
@@ -25,12 +43,7 @@ fn redis_py() -> Option<&'static PathBuf> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            let python = Command::new("python3")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            if !python.is_ok_and(|s| s.success()) {
+            if !have("python3") {
                 return None;
             }
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(REDIS_PY.replace("==", "-"));
@@ -115,4 +128,79 @@ fn redis_py_locks_behave_the_same_on_latchkey_and_redis() {
     for (name, seen) in &runs[1..] {
         assert_eq!(seen, reference, "{name} differs from {}", runs[0].0);
     }
+}
+
+/// The folder of the Node scripts, with its packages installed (once), or `None` without node
+/// and npm.
+fn node_packages() -> Option<&'static PathBuf> {
+    static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    READY
+        .get_or_init(|| {
+            if !have("node") || !have("npm") {
+                return None;
+            }
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+            if !dir.join("node_modules/redlock/package.json").exists() {
+                let status = Command::new("npm")
+                    .current_dir(&dir)
+                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+                    .status()
+                    .expect("run npm");
+                assert!(status.success(), "npm install failed: {status}");
+            }
+            Some(dir)
+        })
+        .as_ref()
+}
+
+/// Runs the RedLock script against the servers on `ports`; returns its transcript.
+fn redlock_transcript(dir: &Path, ports: &[u16]) -> String {
+    let out = Command::new("node")
+        .current_dir(dir)
+        .arg("redlock.mjs")
+        .args(ports.iter().map(u16::to_string))
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "redlock script failed on ports {ports:?}: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.trim().to_string()
+}
+
+#[test]
+fn npm_redlock_behaves_the_same_on_latchkey_and_redis() {
+    let Some(dir) = node_packages() else {
+        eprintln!("node or npm is not installed: skipping the npm redlock test");
+        return;
+    };
+    let latchkeys: Vec<_> = (0..3)
+        .map(|_| Server::builder().start_blocking().expect("latchkey"))
+        .collect();
+    let redises: Vec<_> = (0..3).map(|_| RedisProcess::spawn(&[])).collect();
+    let on_redis = redlock_transcript(
+        dir,
+        &redises.iter().map(|r| r.addr().port()).collect::<Vec<_>>(),
+    );
+    let on_latchkey = redlock_transcript(
+        dir,
+        &latchkeys
+            .iter()
+            .map(|s| s.addr().port())
+            .collect::<Vec<_>>(),
+    );
+    for expected in [
+        r#"["acquired",true,1]"#,
+        r#"["second acquisition refused",true,1]"#,
+        r#"["released",1,[0,0,0]]"#,
+        r#"["overlap refused",true]"#,
+        r#"["stale extend refused",true]"#,
+        r#"["using",false,true,[0,0,0]]"#,
+    ] {
+        assert!(on_redis.contains(expected), "{expected} not in {on_redis}");
+    }
+    assert_eq!(on_latchkey, on_redis, "latchkey differs from redis-server");
 }
