@@ -95,6 +95,17 @@ impl WatchFlag {
     }
 }
 
+/// What [`Db::update`] does with a key once its decision is made.
+#[derive(Debug)]
+pub enum Update {
+    /// Leave the key as it is.
+    Keep,
+    /// Store this entry (value and TTL) under the key.
+    Put(Entry),
+    /// Delete the key.
+    Remove,
+}
+
 /// One logical database.
 #[derive(Debug, Default)]
 pub struct Db {
@@ -159,19 +170,110 @@ impl Db {
 
     /// Stores an entry, replacing whatever was there (TTL included), and returns the old one.
     pub fn insert(&self, key: Bytes, entry: Entry) -> Option<Entry> {
-        if let Some(t) = entry.expires_at {
-            self.expiries.lock().insert((t, key.clone()));
-        }
+        let new_deadline = entry.expires_at;
         let old = self.map.insert(key.clone(), entry);
-        if let Some(Entry {
-            expires_at: Some(t),
-            ..
-        }) = &old
-        {
-            self.expiries.lock().remove(&(*t, key.clone()));
-        }
+        self.reindex(&key, old.as_ref().and_then(|e| e.expires_at), new_deadline);
         self.signal_modified(&key);
         old
+    }
+
+    /// Moves `key`'s pair in the expiry index from its old deadline to its new one, after
+    /// the entry changed (and its shard lock was let go: the index is never locked while a
+    /// shard is, the order the active expiry cycle takes them in). The old pair goes first, so
+    /// that a key set again with the same deadline keeps its pair.
+    fn reindex(&self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+        if old.is_none() && new.is_none() {
+            return;
+        }
+        let mut idx = self.expiries.lock();
+        if let Some(t) = old {
+            idx.remove(&(t, key.clone()));
+        }
+        if let Some(t) = new {
+            idx.insert((t, key.clone()));
+        }
+    }
+
+    /// Reads and writes `key` as one step: `decide` sees the live entry (`None` when the key
+    /// is absent or expired) and says what becomes of it, while no other command can touch
+    /// the key. Commands run in parallel, so every read-modify-write of one key (`SET NX`,
+    /// `INCR`, `APPEND`, ...) goes through here; a read followed by a separate write would let
+    /// two clients both take a lock, or lose an increment.
+    ///
+    /// An expired entry found here is deleted whatever `decide` says, and with `lazy_delete`
+    /// noted for propagation as a `DEL` (before the command's own effect), as a read would.
+    pub fn update<R>(
+        &self,
+        key: &Bytes,
+        now_ms: u64,
+        lazy_delete: bool,
+        decide: impl FnOnce(Option<&Entry>) -> (Update, R),
+    ) -> R {
+        use dashmap::mapref::entry::Entry as Slot;
+        let (r, old_deadline, new_deadline, changed) = match self.map.entry(key.clone()) {
+            Slot::Occupied(mut slot) => {
+                let expired = slot.get().is_expired(now_ms);
+                let (update, r) = decide((!expired).then(|| slot.get()));
+                if expired && lazy_delete {
+                    self.note_lazily_expired(key.clone());
+                }
+                match update {
+                    Update::Put(entry) => {
+                        let new = entry.expires_at;
+                        let old = slot.insert(entry);
+                        (r, old.expires_at, new, true)
+                    }
+                    Update::Remove => (r, slot.remove().expires_at, None, true),
+                    Update::Keep if expired && lazy_delete => {
+                        (r, slot.remove().expires_at, None, true)
+                    }
+                    Update::Keep => (r, None, None, false),
+                }
+            }
+            Slot::Vacant(slot) => {
+                let (update, r) = decide(None);
+                match update {
+                    Update::Put(entry) => {
+                        let new = entry.expires_at;
+                        slot.insert(entry);
+                        (r, None, new, true)
+                    }
+                    Update::Remove | Update::Keep => (r, None, None, false),
+                }
+            }
+        };
+        self.reindex(key, old_deadline, new_deadline);
+        if changed {
+            self.signal_modified(key);
+        }
+        r
+    }
+
+    /// The live entry of `key` for modification, created with `make()`'s value (no TTL) when
+    /// the key is absent or expired, in one step: two clients creating the same hash or list
+    /// at once both end up adding to the one that exists.
+    pub fn get_or_create(
+        &self,
+        key: &Bytes,
+        now_ms: u64,
+        lazy_delete: bool,
+        make: impl FnOnce() -> Value,
+    ) -> RefMut<'_, Bytes, Entry> {
+        use dashmap::mapref::entry::Entry as Slot;
+        match self.map.entry(key.clone()) {
+            Slot::Occupied(mut slot) => {
+                if slot.get().is_expired(now_ms) {
+                    if lazy_delete {
+                        self.note_lazily_expired(key.clone());
+                    }
+                    // The old deadline's pair stays in the index until the expiry cycle
+                    // finds it stale (it checks every pair against its entry).
+                    slot.insert(Entry::new(make()));
+                }
+                slot.into_ref()
+            }
+            Slot::Vacant(slot) => slot.insert(Entry::new(make())),
+        }
     }
 
     /// Removes a key; returns the entry if there was one (expired or not).

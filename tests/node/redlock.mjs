@@ -15,6 +15,9 @@ const clients = ports.map((port) => new Redis({ port, lazyConnect: false, maxRet
 const seen = [];
 const note = (...what) => seen.push(what);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// redlock resolves as soon as a quorum answered; its `attempts` resolve once every node has.
+// Wait for those before looking at the nodes, or the slowest node may not have run it yet.
+const settled = (attempts) => Promise.all(attempts);
 
 await Promise.all(clients.map((c) => c.flushall()));
 const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
@@ -22,6 +25,7 @@ const patient = new Redlock(clients, { retryCount: 100, retryDelay: 20, retryJit
 
 // Acquired on all three; its value is on every node with its TTL.
 const lock = await redlock.acquire(["{a}job"], 5000);
+await settled(lock.attempts);
 const values = await Promise.all(clients.map((c) => c.get("{a}job")));
 note("acquired", values.every((v) => v === lock.value), lock.attempts.length);
 const ttls = await Promise.all(clients.map((c) => c.pttl("{a}job")));
@@ -32,17 +36,20 @@ try {
   await redlock.acquire(["{a}job"], 5000);
   note("acquired twice");
 } catch (e) {
+  await settled(e.attempts);
   note("second acquisition refused", e instanceof ExecutionError, e.attempts.length);
 }
 
 // Extended on every node.
 const longer = await lock.extend(20000);
+await settled(longer.attempts);
 const extended = await Promise.all(clients.map((c) => c.pttl("{a}job")));
 assert.ok(extended.every((t) => t > 5000 && t <= 20000), `extended ttls ${extended}`);
 note("extended", longer.value === lock.value);
 
 // Released everywhere: the key is gone, and a waiting acquirer gets in.
 const released = await longer.release();
+await settled(released.attempts);
 note("released", released.attempts.length, await Promise.all(clients.map((c) => c.exists("{a}job"))));
 
 // A waiting acquirer gets the lock once the holder releases.
@@ -54,10 +61,12 @@ await next.release();
 
 // Several resources at once, all or nothing.
 const two = await redlock.acquire(["{a}x", "{a}y"], 5000);
+await settled(two.attempts);
 try {
   await redlock.acquire(["{a}y", "{a}z"], 5000);
   note("overlapping acquisition granted");
 } catch (e) {
+  await settled(e.attempts);
   note("overlap refused", e instanceof ExecutionError);
 }
 note("nothing left on z", await Promise.all(clients.map((c) => c.exists("{a}z"))));
@@ -67,10 +76,12 @@ await two.release();
 const stale = await redlock.acquire(["{a}short"], 100);
 await sleep(200);
 const fresh = await redlock.acquire(["{a}short"], 5000);
+await settled(fresh.attempts);
 try {
   await stale.extend(5000);
   note("stale extend granted");
 } catch (e) {
+  if (e.attempts) await settled(e.attempts);
   note("stale extend refused", e instanceof ExecutionError || e instanceof ResourceLockedError);
 }
 note("fresh holder keeps it", (await clients[0].get("{a}short")) === fresh.value);
@@ -81,7 +92,14 @@ const result = await redlock.using(["{a}long"], 600, { automaticExtensionThresho
   await sleep(1500);
   return { aborted: signal.aborted, held: (await clients[1].get("{a}long")) !== null };
 });
-note("using", result.aborted, result.held, await Promise.all(clients.map((c) => c.exists("{a}long"))));
+// `using` releases at the end, returning once a quorum released: give the last node a moment.
+let left = [];
+for (let i = 0; i < 100; i++) {
+  left = await Promise.all(clients.map((c) => c.exists("{a}long")));
+  if (left.every((n) => n === 0)) break;
+  await sleep(10);
+}
+note("using", result.aborted, result.held, left);
 
 console.log(JSON.stringify(seen));
 await Promise.all(clients.map((c) => c.quit()));

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
-use crate::db::{Entry, Value};
+use crate::db::{Entry, Update, Value};
 use crate::frame::Frame;
 use crate::long_double::IncrError;
 
@@ -53,6 +53,53 @@ pub fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Frame> {
             Value::Str(s) => Ok(Some(s.clone())),
             _ => Err(wrongtype()),
         },
+    }
+}
+
+/// Reads and writes one key as a single step (see [`Db::update`]): `decide` sees the live
+/// entry and returns what to do with it and the reply. Marks the command as a write when it
+/// wrote. Every read-modify-write of a string goes through here, since commands run in
+/// parallel: `SET NX` read then written separately would let two clients take one lock.
+fn modify(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    decide: impl FnOnce(Option<&Entry>) -> (Update, Frame),
+) -> Frame {
+    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
+    let (wrote, reply) = ctx.db().update(key, now, lazy, |current| {
+        let (update, reply) = decide(current);
+        let wrote = !matches!(update, Update::Keep);
+        (update, (wrote, reply))
+    });
+    if wrote {
+        ctx.changed();
+    }
+    reply
+}
+
+/// The string in an entry: `Ok(None)` for no entry, `Err(WRONGTYPE)` for another type.
+fn string_of(current: Option<&Entry>) -> Result<Option<&Bytes>, Frame> {
+    match current.map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// A string entry.
+fn string_entry(value: Bytes, expires_at: Option<u64>) -> Entry {
+    Entry {
+        value: Value::Str(value),
+        expires_at,
+    }
+}
+
+/// The deadline a write with `expiry` leaves on a key whose current entry is `current`.
+fn deadline(expiry: Expiry, current: Option<&Entry>) -> Option<u64> {
+    match expiry {
+        Expiry::None => None,
+        Expiry::At(t) => Some(t),
+        Expiry::Keep => current.and_then(|e| e.expires_at),
     }
 }
 
@@ -141,68 +188,43 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         None if keepttl => Expiry::Keep,
         None => Expiry::None,
     };
-    let key = &args[1];
-    let old = if get_old {
-        match read_string(ctx, key) {
-            Ok(v) => Some(v),
-            Err(e) => return e,
+    let value = args[2].clone();
+    modify(ctx, &args[1], |current| {
+        // SET ... GET on a key of another type is refused, and changes nothing.
+        let old = match string_of(current) {
+            Ok(old) => old.cloned(),
+            Err(e) if get_old => return (Update::Keep, e),
+            Err(_) => None,
+        };
+        let reply = match (get_old, old) {
+            (true, Some(v)) => Frame::Bulk(v),
+            (true, None) => Frame::Null,
+            (false, _) => Frame::ok(),
+        };
+        let exists = current.is_some();
+        if (nx && exists) || (xx && !exists) {
+            let skipped = if get_old { reply } else { Frame::Null };
+            return (Update::Keep, skipped);
         }
-    } else {
-        None
-    };
-    let exists = match &old {
-        Some(v) => v.is_some(),
-        // A lookup that expires, as Redis's lookupKeyWrite: an expired key goes (and its
-        // DEL reaches replicas) before the new value.
-        None if nx || xx => ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()).is_some(),
-        None => false,
-    };
-    let reply_skip = || match &old {
-        Some(Some(v)) => Frame::Bulk(v.clone()),
-        Some(None) => Frame::Null,
-        None => Frame::Null,
-    };
-    if (nx && exists) || (xx && !exists) {
-        return reply_skip();
-    }
-    set_string(ctx, key.clone(), args[2].clone(), expiry);
-    match old {
-        Some(Some(v)) => Frame::Bulk(v),
-        Some(None) => Frame::Null,
-        None => Frame::ok(),
-    }
+        let entry = string_entry(value, deadline(expiry, current));
+        (Update::Put(entry), reply)
+    })
 }
 
-/// Stores a string value with the given expiry, as `SET` does.
+/// Stores a string value with the given expiry, as `SET` does (whatever type was there).
 pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
-    let db = ctx.db();
-    let expires_at = match expiry {
-        Expiry::None => None,
-        Expiry::At(t) => Some(t),
-        Expiry::Keep => db
-            .get(&key, ctx.now_ms, ctx.lazy_delete())
-            .and_then(|e| e.expires_at),
-    };
-    db.insert(
-        key,
-        Entry {
-            value: Value::Str(value),
-            expires_at,
-        },
-    );
-    ctx.changed();
+    modify(ctx, &key, |current| {
+        let entry = string_entry(value, deadline(expiry, current));
+        (Update::Put(entry), Frame::ok())
+    });
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if ctx
-        .db()
-        .get(&args[1], ctx.now_ms, ctx.lazy_delete())
-        .is_some()
-    {
-        return Frame::Integer(0);
-    }
-    set_string(ctx, args[1].clone(), args[2].clone(), Expiry::None);
-    Frame::Integer(1)
+    let value = args[2].clone();
+    modify(ctx, &args[1], |current| match current {
+        Some(_) => (Update::Keep, Frame::Integer(0)),
+        None => (Update::Put(string_entry(value, None)), Frame::Integer(1)),
+    })
 }
 
 fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, cmd: &str) -> Frame {
@@ -224,24 +246,22 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let old = match read_string(ctx, &args[1]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    set_string(ctx, args[1].clone(), args[2].clone(), Expiry::None);
-    old.map_or(Frame::Null, Frame::Bulk)
+    let value = args[2].clone();
+    modify(ctx, &args[1], |current| match string_of(current) {
+        Ok(old) => {
+            let reply = old.cloned().map_or(Frame::Null, Frame::Bulk);
+            (Update::Put(string_entry(value, None)), reply)
+        }
+        Err(e) => (Update::Keep, e),
+    })
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    match read_string(ctx, &args[1]) {
-        Ok(Some(v)) => {
-            ctx.db().remove(&args[1]);
-            ctx.changed();
-            Frame::Bulk(v)
-        }
-        Ok(None) => Frame::Null,
-        Err(e) => e,
-    }
+    modify(ctx, &args[1], |current| match string_of(current) {
+        Ok(Some(v)) => (Update::Remove, Frame::Bulk(v.clone())),
+        Ok(None) => (Update::Keep, Frame::Null),
+        Err(e) => (Update::Keep, e),
+    })
 }
 
 fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -273,38 +293,43 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         expire = Some((raw, unit.0, unit.1));
         i += 2;
     }
-    let value = match read_string(ctx, &args[1]) {
-        Ok(Some(v)) => v,
-        Ok(None) => return Frame::Null,
-        Err(e) => return e,
-    };
-    // None: leave the TTL alone; Some(None): PERSIST; Some(Some(t)): expire at t.
+    // The expire value is checked after the key: computed now, reported in that order.
     let change = match expire {
-        Some((raw, unit, absolute)) => match expire_deadline(ctx, raw, unit, absolute, "getex") {
-            Ok(at) => Some(Some(at)),
-            Err(e) => return e,
-        },
-        None if persist => Some(None),
+        Some((raw, unit, absolute)) => {
+            Some(expire_deadline(ctx, raw, unit, absolute, "getex").map(Some))
+        }
+        None if persist => Some(Ok(None)),
         None => None,
     };
-    match change {
-        None => {}
-        Some(Some(at)) if at <= ctx.now_ms && !ctx.shared.is_replica() => {
-            ctx.db().remove(&args[1]);
-            ctx.changed();
-        }
-        Some(ttl) => {
-            let had = ctx
-                .db()
-                .get(&args[1], ctx.now_ms, ctx.lazy_delete())
-                .and_then(|e| e.expires_at);
-            if had != ttl {
-                ctx.db().set_expiry(&args[1], ttl);
-                ctx.modified(&args[1]);
+    let is_replica = ctx.shared.is_replica();
+    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
+    let (wrote, reply) = ctx.db().update(&args[1], now, lazy, |current| {
+        let value = match string_of(current) {
+            Ok(Some(v)) => v.clone(),
+            Ok(None) => return (Update::Keep, (false, Frame::Null)),
+            Err(e) => return (Update::Keep, (false, e)),
+        };
+        // None: leave the TTL alone; Some(None): PERSIST; Some(Some(t)): expire at t.
+        let ttl = match change {
+            None => return (Update::Keep, (false, Frame::Bulk(value))),
+            Some(Err(e)) => return (Update::Keep, (false, e)),
+            Some(Ok(ttl)) => ttl,
+        };
+        match ttl {
+            Some(at) if at <= now && !is_replica => (Update::Remove, (true, Frame::Bulk(value))),
+            ttl if ttl == current.and_then(|e| e.expires_at) => {
+                (Update::Keep, (false, Frame::Bulk(value)))
+            }
+            ttl => {
+                let entry = string_entry(value.clone(), ttl);
+                (Update::Put(entry), (true, Frame::Bulk(value)))
             }
         }
+    });
+    if wrote {
+        ctx.changed();
     }
-    Frame::Bulk(value)
+    reply
 }
 
 fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -359,19 +384,22 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Adds `by` to the integer stored at `key` (0 when absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
-    let current = match read_string(ctx, key) {
-        Ok(Some(v)) => match parse_int(&v) {
-            Some(n) => n,
-            None => return not_integer(),
-        },
-        Ok(None) => 0,
-        Err(e) => return e,
-    };
-    let Some(n) = current.checked_add(by) else {
-        return Frame::error("ERR increment or decrement would overflow");
-    };
-    set_string(ctx, key.clone(), super::util::int_bytes(n), Expiry::Keep);
-    Frame::Integer(n)
+    modify(ctx, key, |current| {
+        let n = match string_of(current) {
+            Ok(Some(v)) => match parse_int(v) {
+                Some(n) => n,
+                None => return (Update::Keep, not_integer()),
+            },
+            Ok(None) => 0,
+            Err(e) => return (Update::Keep, e),
+        };
+        let Some(n) = n.checked_add(by) else {
+            let e = Frame::error("ERR increment or decrement would overflow");
+            return (Update::Keep, e);
+        };
+        let entry = string_entry(super::util::int_bytes(n), deadline(Expiry::Keep, current));
+        (Update::Put(entry), Frame::Integer(n))
+    })
 }
 
 fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -398,34 +426,35 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let current = match read_string(ctx, &args[1]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let text = match crate::long_double::incr(current.as_deref(), &args[2], false) {
-        Ok(t) => t,
-        Err(IncrError::Sum) => return Frame::error("ERR increment would produce NaN or Infinity"),
-        Err(_) => return super::util::not_float(),
-    };
-    set_string(
-        ctx,
-        args[1].clone(),
-        Bytes::from(text.clone()),
-        Expiry::Keep,
-    );
-    Frame::Bulk(Bytes::from(text))
+    modify(ctx, &args[1], |current| {
+        let now = match string_of(current) {
+            Ok(v) => v,
+            Err(e) => return (Update::Keep, e),
+        };
+        let text = match crate::long_double::incr(now.map(|v| &v[..]), &args[2], false) {
+            Ok(t) => Bytes::from(t),
+            Err(IncrError::Sum) => {
+                let e = Frame::error("ERR increment would produce NaN or Infinity");
+                return (Update::Keep, e);
+            }
+            Err(_) => return (Update::Keep, super::util::not_float()),
+        };
+        let entry = string_entry(text.clone(), deadline(Expiry::Keep, current));
+        (Update::Put(entry), Frame::Bulk(text))
+    })
 }
 
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let old = match read_string(ctx, &args[1]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
-    let mut v = old.map(|b| b.to_vec()).unwrap_or_default();
-    v.extend_from_slice(&args[2]);
-    let len = v.len();
-    set_string(ctx, args[1].clone(), Bytes::from(v), Expiry::Keep);
-    Frame::Integer(len as i64)
+    modify(ctx, &args[1], |current| {
+        let mut v = match string_of(current) {
+            Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
+            Err(e) => return (Update::Keep, e),
+        };
+        v.extend_from_slice(&args[2]);
+        let len = v.len() as i64;
+        let entry = string_entry(Bytes::from(v), deadline(Expiry::Keep, current));
+        (Update::Put(entry), Frame::Integer(len))
+    })
 }
 
 fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -468,25 +497,28 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if offset < 0 {
         return Frame::error("ERR offset is out of range");
     }
-    let old = match read_string(ctx, &args[1]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
+    let max = ctx.shared.config.proto_max_bulk_len();
     let value = &args[3];
-    let mut v = old.clone().map(|b| b.to_vec()).unwrap_or_default();
-    if value.is_empty() {
-        return Frame::Integer(v.len() as i64);
-    }
-    let end = offset as u64 + value.len() as u64;
-    if end > ctx.shared.config.proto_max_bulk_len() {
-        return Frame::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-    }
-    let end = end as usize;
-    if v.len() < end {
-        v.resize(end, 0);
-    }
-    v[offset as usize..end].copy_from_slice(value);
-    let len = v.len();
-    set_string(ctx, args[1].clone(), Bytes::from(v), Expiry::Keep);
-    Frame::Integer(len as i64)
+    modify(ctx, &args[1], |current| {
+        let mut v = match string_of(current) {
+            Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
+            Err(e) => return (Update::Keep, e),
+        };
+        if value.is_empty() {
+            return (Update::Keep, Frame::Integer(v.len() as i64));
+        }
+        let end = offset as u64 + value.len() as u64;
+        if end > max {
+            let e = Frame::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+            return (Update::Keep, e);
+        }
+        let end = end as usize;
+        if v.len() < end {
+            v.resize(end, 0);
+        }
+        v[offset as usize..end].copy_from_slice(value);
+        let len = v.len() as i64;
+        let entry = string_entry(Bytes::from(v), deadline(Expiry::Keep, current));
+        (Update::Put(entry), Frame::Integer(len))
+    })
 }

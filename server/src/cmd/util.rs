@@ -174,8 +174,12 @@ pub fn write_container<'a, C: Container>(
     if !create {
         return Ok(None);
     }
-    db.insert(key.clone(), Entry::new(C::empty()));
-    Ok(db.get_mut(key, now_ms, lazy))
+    // Created in one step: another client may be creating the same key right now.
+    let e = db.get_or_create(key, now_ms, lazy, C::empty);
+    match C::of(&e.value) {
+        Some(_) => Ok(Some(e)),
+        None => Err(wrongtype()),
+    }
 }
 
 /// The container inside an entry returned by [`write_container`].

@@ -1,0 +1,146 @@
+//! Commands run in parallel here (Redis runs them one at a time), so every read-modify-write
+//! of a key must still be one step. Many clients over TCP race on the same keys; the outcome
+//! must be one that some serial order of their commands gives: `SET NX` granted to exactly one
+//! client per round, no increment or append lost, no field lost when several clients create
+//! the same hash, list or sorted set at once.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use latchkey_server::{BlockingServer, Server};
+use latchkey_tests::RawConn;
+
+const CLIENTS: usize = 8;
+
+fn server() -> BlockingServer {
+    Server::builder().start_blocking().expect("server")
+}
+
+/// Runs `work(client index, connection)` on `CLIENTS` threads at once, each with its own
+/// connection, and returns what each returned.
+fn race<T: Send + 'static>(
+    addr: SocketAddr,
+    work: impl Fn(usize, &mut RawConn) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let work = Arc::new(work);
+    let start = Arc::new(Barrier::new(CLIENTS));
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (work, start) = (work.clone(), start.clone());
+            thread::spawn(move || {
+                let mut c = RawConn::connect(addr).expect("connect");
+                start.wait();
+                work(i, &mut c)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect()
+}
+
+/// Sends `n` copies of a command in one pipeline and reads the `n` replies.
+fn pipelined(c: &mut RawConn, args: &[&str], n: usize) -> Vec<Vec<u8>> {
+    let one = RawConn::encode(args);
+    let mut out = Vec::with_capacity(one.len() * n);
+    for _ in 0..n {
+        out.extend_from_slice(&one);
+    }
+    c.send_raw(&out);
+    (0..n).map(|_| c.read_reply()).collect()
+}
+
+#[test]
+fn no_increment_or_append_is_lost() {
+    let s = server();
+    let per_client = 500;
+    race(s.addr(), move |_, c| {
+        for reply in pipelined(c, &["INCR", "n"], per_client) {
+            assert!(reply.starts_with(b":"), "{reply:?}");
+        }
+        pipelined(c, &["INCRBY", "by", "3"], per_client);
+        pipelined(c, &["INCRBYFLOAT", "f", "1"], per_client);
+        pipelined(c, &["HINCRBY", "h", "field", "1"], per_client);
+        pipelined(c, &["APPEND", "log", "x"], per_client);
+        pipelined(c, &["SETRANGE", "range", "0", "y"], 1);
+    });
+    let total = CLIENTS * per_client;
+    let mut c = RawConn::connect(s.addr()).unwrap();
+    assert_eq!(
+        c.cmd(&["GET", "n"]),
+        format!("${}\r\n{total}\r\n", total.to_string().len()).into_bytes()
+    );
+    let by = (3 * total).to_string();
+    assert_eq!(
+        c.cmd(&["GET", "by"]),
+        format!("${}\r\n{by}\r\n", by.len()).into_bytes()
+    );
+    let f = total.to_string();
+    assert_eq!(
+        c.cmd(&["GET", "f"]),
+        format!("${}\r\n{f}\r\n", f.len()).into_bytes()
+    );
+    assert_eq!(
+        c.cmd(&["HGET", "h", "field"]),
+        format!("${}\r\n{total}\r\n", total.to_string().len()).into_bytes()
+    );
+    assert_eq!(
+        c.cmd(&["STRLEN", "log"]),
+        format!(":{total}\r\n").into_bytes()
+    );
+}
+
+#[test]
+fn set_nx_grants_each_lock_to_exactly_one_client() {
+    let s = server();
+    let rounds = 200;
+    let start = Arc::new(Barrier::new(CLIENTS));
+    let granted = race(s.addr(), move |i, c| {
+        let mut won = Vec::new();
+        for round in 0..rounds {
+            start.wait();
+            let key = format!("lock:{round}");
+            let reply = c.cmd(&["SET", &key, &format!("client-{i}"), "NX", "PX", "60000"]);
+            if reply == b"+OK\r\n" {
+                won.push(round);
+            } else {
+                assert_eq!(reply, b"$-1\r\n");
+            }
+            // SETNX and SET NX GET take the same path.
+            let key = format!("setnx:{round}");
+            if c.cmd(&["SETNX", &key, &i.to_string()]) == b":1\r\n" {
+                won.push(rounds + round);
+            }
+        }
+        won
+    });
+    let mut all: Vec<usize> = granted.into_iter().flatten().collect();
+    all.sort_unstable();
+    let expected: Vec<usize> = (0..2 * rounds).collect();
+    assert_eq!(all, expected, "every round has exactly one winner");
+}
+
+#[test]
+fn clients_creating_the_same_key_all_add_to_it() {
+    let s = server();
+    let rounds = 100;
+    let start = Arc::new(Barrier::new(CLIENTS));
+    race(s.addr(), move |i, c| {
+        for round in 0..rounds {
+            start.wait();
+            let f = format!("f{i}");
+            c.cmd(&["HSET", &format!("h:{round}"), &f, "v"]);
+            c.cmd(&["RPUSH", &format!("l:{round}"), &f]);
+            c.cmd(&["ZADD", &format!("z:{round}"), "1", &f]);
+        }
+    });
+    let mut c = RawConn::connect(s.addr()).unwrap();
+    let n = format!(":{CLIENTS}\r\n").into_bytes();
+    for round in 0..rounds {
+        assert_eq!(c.cmd(&["HLEN", &format!("h:{round}")]), n, "hash {round}");
+        assert_eq!(c.cmd(&["LLEN", &format!("l:{round}")]), n, "list {round}");
+        assert_eq!(c.cmd(&["ZCARD", &format!("z:{round}")]), n, "zset {round}");
+    }
+}
