@@ -51,6 +51,17 @@ impl Value {
             Value::ZSet(_) => "zset",
         }
     }
+
+    /// Whether this is a hash, list or sorted set with nothing left in it (a key Redis
+    /// deletes).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
 }
 
 /// A value and its absolute expiry time (Unix milliseconds), if it has one.
@@ -273,6 +284,23 @@ impl Db {
                 slot.into_ref()
             }
             Slot::Vacant(slot) => slot.insert(Entry::new(make())),
+        }
+    }
+
+    /// Deletes `key` if it holds an empty hash, list or sorted set: what a command that took
+    /// out the last element does next. Checked again under the key's lock, since another
+    /// client may have added an element in between. Returns whether it deleted.
+    pub fn remove_if_empty(&self, key: &[u8]) -> bool {
+        match self
+            .map
+            .remove_if(key, |_, e| e.value.is_empty_collection())
+        {
+            Some((k, e)) => {
+                self.reindex(&k, e.expires_at, None);
+                self.signal_modified(&k);
+                true
+            }
+            None => false,
         }
     }
 

@@ -144,3 +144,55 @@ fn clients_creating_the_same_key_all_add_to_it() {
         assert_eq!(c.cmd(&["ZCARD", &format!("z:{round}")]), n, "zset {round}");
     }
 }
+
+#[test]
+fn emptying_a_key_never_deletes_what_another_client_just_added() {
+    let s = server();
+    let rounds = 200;
+    let mut setup = RawConn::connect(s.addr()).unwrap();
+    for round in 0..rounds {
+        setup.cmd(&["HSET", &format!("h:{round}"), "seed", "v"]);
+        setup.cmd(&["RPUSH", &format!("l:{round}"), "seed"]);
+        setup.cmd(&["ZADD", &format!("z:{round}"), "1", "seed"]);
+    }
+    let start = Arc::new(Barrier::new(CLIENTS));
+    race(s.addr(), move |i, c| {
+        for round in 0..rounds {
+            start.wait();
+            let (h, l, z) = (
+                format!("h:{round}"),
+                format!("l:{round}"),
+                format!("z:{round}"),
+            );
+            if i == 0 {
+                // Takes out the only element: the key goes, unless someone added to it.
+                c.cmd(&["HDEL", &h, "seed"]);
+                c.cmd(&["LREM", &l, "0", "seed"]);
+                c.cmd(&["ZREM", &z, "seed"]);
+            } else {
+                let f = format!("f{i}");
+                c.cmd(&["HSET", &h, &f, "v"]);
+                c.cmd(&["RPUSH", &l, &f]);
+                c.cmd(&["ZADD", &z, "1", &f]);
+            }
+        }
+    });
+    let added = format!(":{}\r\n", CLIENTS - 1).into_bytes();
+    for round in 0..rounds {
+        assert_eq!(
+            setup.cmd(&["HLEN", &format!("h:{round}")]),
+            added,
+            "hash {round}"
+        );
+        assert_eq!(
+            setup.cmd(&["LLEN", &format!("l:{round}")]),
+            added,
+            "list {round}"
+        );
+        assert_eq!(
+            setup.cmd(&["ZCARD", &format!("z:{round}")]),
+            added,
+            "zset {round}"
+        );
+    }
+}

@@ -139,7 +139,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let empty = h.is_empty();
     drop(e);
     if empty {
-        ctx.db().remove(key);
+        ctx.db().remove_if_empty(key);
     }
     if removed > 0 {
         ctx.modified(key);

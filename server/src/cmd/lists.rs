@@ -133,7 +133,7 @@ fn pop_from(
     let empty = l.is_empty();
     drop(e);
     if empty {
-        db.remove(key);
+        db.remove_if_empty(key);
     }
     db.signal_modified(key);
     Ok(Some(out))
@@ -306,7 +306,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let empty = l.is_empty();
     drop(e);
     if empty {
-        ctx.db().remove(key);
+        ctx.db().remove_if_empty(key);
     }
     if removed > 0 {
         ctx.modified(key);
@@ -335,7 +335,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let empty = l.is_empty();
     drop(e);
     if empty {
-        ctx.db().remove(key);
+        ctx.db().remove_if_empty(key);
     }
     ctx.modified(key);
     Frame::ok()

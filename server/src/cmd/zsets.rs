@@ -53,7 +53,7 @@ fn zset_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut ZSet {
 /// Deletes the key if the sorted set became empty, then records the change.
 fn finish_write(ctx: &mut Ctx<'_>, key: &Bytes, empty: bool, changed: bool) {
     if empty {
-        ctx.db().remove(key);
+        ctx.db().remove_if_empty(key);
     }
     if changed {
         ctx.modified(key);
