@@ -196,3 +196,37 @@ fn emptying_a_key_never_deletes_what_another_client_just_added() {
         );
     }
 }
+
+#[test]
+fn commands_over_several_keys_are_one_step() {
+    let s = server();
+    let rounds = 2000;
+    let seen = race(s.addr(), move |i, c| {
+        let mut partial = 0;
+        for _ in 0..rounds {
+            if i % 2 == 0 {
+                // Both keys appear together (MSET) and go together (DEL), and an element
+                // moved between two lists is always in exactly one of them.
+                c.cmd(&["MSET", "k1", "v", "k2", "v"]);
+                c.cmd(&["DEL", "k1", "k2"]);
+                c.cmd(&["LMOVE", "left", "right", "LEFT", "RIGHT"]);
+                c.cmd(&["RPOPLPUSH", "right", "left"]);
+            } else {
+                let both = c.cmd(&["EXISTS", "k1", "k2"]);
+                if both == b":1\r\n" {
+                    partial += 1;
+                }
+                let values = c.cmd(&["MGET", "k1", "k2"]);
+                if values != b"*2\r\n$1\r\nv\r\n$1\r\nv\r\n" && values != b"*2\r\n$-1\r\n$-1\r\n" {
+                    partial += 1;
+                }
+            }
+        }
+        partial
+    });
+    assert_eq!(
+        seen.iter().sum::<usize>(),
+        0,
+        "a half-done multi-key command was seen"
+    );
+}

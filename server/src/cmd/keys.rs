@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, READONLY, WRITE};
+use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::db::Entry;
 use crate::frame::Frame;
@@ -16,10 +16,10 @@ use crate::glob;
 
 /// The key-space commands.
 pub const COMMANDS: &[CommandSpec] = &[
-    spec("del", -2, WRITE, 1, -1, 1, del),
-    spec("unlink", -2, WRITE | FAST, 1, -1, 1, del),
-    spec("exists", -2, READONLY | FAST, 1, -1, 1, exists),
-    spec("touch", -2, READONLY | FAST, 1, -1, 1, exists),
+    spec("del", -2, WRITE | MULTI_KEY, 1, -1, 1, del),
+    spec("unlink", -2, WRITE | FAST | MULTI_KEY, 1, -1, 1, del),
+    spec("exists", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, exists),
+    spec("touch", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, exists),
     spec("type", 2, READONLY | FAST, 1, 1, 1, type_cmd),
     spec("keys", 2, READONLY, 0, 0, 0, keys),
     spec("scan", -2, READONLY, 0, 0, 0, scan),

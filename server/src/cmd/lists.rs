@@ -14,7 +14,9 @@ use tokio::sync::Notify;
 use super::util::{
     container_mut, is, not_integer, parse_i64, read_container, syntax_error, write_container,
 };
-use super::{lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE};
+use super::{
+    lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, FAST, NOSCRIPT, READONLY, WRITE,
+};
 use crate::db::{Db, Entry};
 use crate::frame::Frame;
 use crate::server::Shared;
@@ -35,8 +37,16 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("ltrim", 4, WRITE, 1, 1, 1, ltrim),
     spec("linsert", 5, WRITE | DENYOOM, 1, 1, 1, linsert),
     spec("lpos", -3, READONLY, 1, 1, 1, lpos),
-    spec("rpoplpush", 3, WRITE | DENYOOM, 1, 2, 1, rpoplpush),
-    spec("lmove", 5, WRITE | DENYOOM, 1, 2, 1, lmove),
+    spec(
+        "rpoplpush",
+        3,
+        WRITE | DENYOOM | EXCLUSIVE,
+        1,
+        2,
+        1,
+        rpoplpush,
+    ),
+    spec("lmove", 5, WRITE | DENYOOM | EXCLUSIVE, 1, 2, 1, lmove),
     spec("blpop", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, blpop),
     spec("brpop", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, brpop),
 ];

@@ -63,6 +63,10 @@ pub const NO_QUEUE: u32 = 1 << 12;
 pub const SUBSCRIBED_OK: u32 = 1 << 13;
 /// Not allowed inside `MULTI`.
 pub const NO_MULTI: u32 = 1 << 14;
+/// Runs exclusively when given more than one key (`DEL`, `MGET`, `EXISTS`, ...): on one key
+/// it is a single atomic step anyway, but over several it must be one step too, so that no
+/// client sees some of the keys before and some after another client's writes.
+pub const MULTI_KEY: u32 = 1 << 15;
 
 /// How a command runs.
 pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
@@ -399,7 +403,7 @@ pub async fn execute_spec(
     let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
         run_handler(shared, client, spec, &args, now_ms)
-    } else if spec.has(EXCLUSIVE) {
+    } else if spec.has(EXCLUSIVE) || (spec.has(MULTI_KEY) && args.len() > 2) {
         // Writes of one key only share the gate, replicas attached or not: run_handler holds
         // the stream-order lock from the change to its feed, so the stream carries them in the
         // order the keyspace saw them.

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
-use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, READONLY, WRITE};
+use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::db::{Entry, Update, Value};
 use crate::frame::Frame;
@@ -22,7 +22,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, getset),
     spec("getdel", 2, WRITE | FAST, 1, 1, 1, getdel),
     spec("getex", -2, WRITE | FAST, 1, 1, 1, getex),
-    spec("mget", -2, READONLY | FAST, 1, -1, 1, mget),
+    spec("mget", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, mget),
     spec("mset", -3, WRITE | DENYOOM | EXCLUSIVE, 1, -1, 2, mset),
     spec("msetnx", -3, WRITE | DENYOOM | EXCLUSIVE, 1, -1, 2, msetnx),
     spec("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, incr),
