@@ -115,6 +115,8 @@ pub enum Update {
     Put(Entry),
     /// Delete the key.
     Remove,
+    /// Keep the value and give the key this deadline (`None`: no TTL).
+    Expire(Option<u64>),
 }
 
 /// One logical database.
@@ -235,6 +237,11 @@ impl Db {
                         (r, old.expires_at, new, true)
                     }
                     Update::Remove => (r, slot.remove().expires_at, None, true),
+                    Update::Expire(_) if expired => (r, slot.remove().expires_at, None, true),
+                    Update::Expire(deadline) => {
+                        let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
+                        (r, old, deadline, true)
+                    }
                     Update::Keep if expired && lazy_delete => {
                         (r, slot.remove().expires_at, None, true)
                     }
@@ -249,7 +256,7 @@ impl Db {
                         slot.insert(entry);
                         (r, None, new, true)
                     }
-                    Update::Remove | Update::Keep => (r, None, None, false),
+                    Update::Remove | Update::Keep | Update::Expire(_) => (r, None, None, false),
                 }
             }
         };

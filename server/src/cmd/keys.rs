@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
-use crate::db::Entry;
+use crate::db::{Entry, Update};
 use crate::frame::Frame;
 use crate::glob;
 
@@ -279,29 +279,31 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
         }
         when += base;
     }
-    let key = &args[1];
-    let db = ctx.db();
-    let Some(current) = db
-        .get(key, ctx.now_ms, ctx.lazy_delete())
-        .map(|e| e.expires_at)
-    else {
-        return Frame::Integer(0);
-    };
-    // A key without a TTL counts as an infinite TTL for GT and LT.
-    let refused = (nx && current.is_some())
-        || (xx && current.is_none())
-        || (gt && current.is_none_or(|c| when <= c as i64))
-        || (lt && current.is_some_and(|c| when >= c as i64));
-    if refused {
+    let is_replica = ctx.shared.is_replica();
+    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
+    // Checked and changed in one step: the TTL the options compare against is the one changed.
+    let set = ctx.db().update(&args[1], now, lazy, |current| {
+        let Some(current) = current.map(|e| e.expires_at) else {
+            return (Update::Keep, false);
+        };
+        // A key without a TTL counts as an infinite TTL for GT and LT.
+        let refused = (nx && current.is_some())
+            || (xx && current.is_none())
+            || (gt && current.is_none_or(|c| when <= c as i64))
+            || (lt && current.is_some_and(|c| when >= c as i64));
+        if refused {
+            (Update::Keep, false)
+        } else if when <= now as i64 && !is_replica {
+            // A deadline already in the past deletes the key (and replicates as a DEL).
+            (Update::Remove, true)
+        } else {
+            (Update::Expire(Some(when.max(0) as u64)), true)
+        }
+    });
+    if !set {
         return Frame::Integer(0);
     }
-    if when <= ctx.now_ms as i64 && !ctx.shared.is_replica() {
-        // A deadline already in the past deletes the key (and replicates as a DEL).
-        db.remove(key);
-    } else {
-        db.set_expiry(key, Some(when.max(0) as u64));
-    }
-    ctx.modified(key);
+    ctx.changed();
     Frame::Integer(1)
 }
 
@@ -359,16 +361,17 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let key = &args[1];
-    let has_ttl = ctx
-        .db()
-        .get(key, ctx.now_ms, ctx.lazy_delete())
-        .is_some_and(|e| e.expires_at.is_some());
-    if !has_ttl {
+    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
+    let cleared = ctx.db().update(&args[1], now, lazy, |current| {
+        match current.and_then(|e| e.expires_at) {
+            Some(_) => (Update::Expire(None), true),
+            None => (Update::Keep, false),
+        }
+    });
+    if !cleared {
         return Frame::Integer(0);
     }
-    ctx.db().set_expiry(key, None);
-    ctx.modified(key);
+    ctx.changed();
     Frame::Integer(1)
 }
 

@@ -320,10 +320,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ttl if ttl == current.and_then(|e| e.expires_at) => {
                 (Update::Keep, (false, Frame::Bulk(value)))
             }
-            ttl => {
-                let entry = string_entry(value.clone(), ttl);
-                (Update::Put(entry), (true, Frame::Bulk(value)))
-            }
+            ttl => (Update::Expire(ttl), (true, Frame::Bulk(value))),
         }
     });
     if wrote {
