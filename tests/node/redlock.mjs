@@ -88,8 +88,9 @@ note("fresh holder keeps it", (await clients[0].get("{a}short")) === fresh.value
 await fresh.release();
 
 // `using`: the lock is extended automatically while the routine outlives its duration.
-const result = await redlock.using(["{a}long"], 600, { automaticExtensionThreshold: 300 }, async (signal) => {
-  await sleep(1500);
+// Extended 300 ms in, with 700 ms to spare, so that a busy machine does not lose it.
+const result = await redlock.using(["{a}long"], 1000, { automaticExtensionThreshold: 700 }, async (signal) => {
+  await sleep(2500);
   return { aborted: signal.aborted, held: (await clients[1].get("{a}long")) !== null };
 });
 // `using` releases at the end, returning once a quorum released: give the last node a moment.
