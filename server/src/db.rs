@@ -237,13 +237,15 @@ impl Db {
                         (r, old.expires_at, new, true)
                     }
                     Update::Remove => (r, slot.remove().expires_at, None, true),
-                    Update::Expire(_) if expired => (r, slot.remove().expires_at, None, true),
+                    // `decide` was shown no entry: nothing of it is kept. A master deletes the
+                    // expired key; a replica hides it and waits for its master's DEL.
+                    Update::Keep | Update::Expire(_) if expired && lazy_delete => {
+                        (r, slot.remove().expires_at, None, true)
+                    }
+                    Update::Keep | Update::Expire(_) if expired => (r, None, None, false),
                     Update::Expire(deadline) => {
                         let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
                         (r, old, deadline, true)
-                    }
-                    Update::Keep if expired && lazy_delete => {
-                        (r, slot.remove().expires_at, None, true)
                     }
                     Update::Keep => (r, None, None, false),
                 }
@@ -602,5 +604,59 @@ impl Keyspace {
             .filter(|(_, db)| !db.is_empty())
             .map(|(i, db)| (i, db.len(), db.expires_count()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(v: &str, expires_at: Option<u64>) -> Entry {
+        Entry {
+            value: Value::Str(Bytes::copy_from_slice(v.as_bytes())),
+            expires_at,
+        }
+    }
+
+    #[test]
+    fn a_key_set_again_with_the_same_deadline_is_still_expired_actively() {
+        let db = Db::default();
+        let key = Bytes::from_static(b"k");
+        db.insert(key.clone(), string("a", Some(100)));
+        db.insert(key.clone(), string("b", Some(100)));
+        assert_eq!(db.due_keys(100, 10), vec![key.clone()]);
+        db.update(&key, 0, true, |_| (Update::Put(string("c", Some(100))), ()));
+        assert_eq!(db.active_expire(100, 10), vec![key]);
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn update_sees_an_expired_key_as_absent_and_deletes_it() {
+        let db = Db::default();
+        let key = Bytes::from_static(b"k");
+        db.insert(key.clone(), string("old", Some(10)));
+        let seen = db.update(&key, 20, true, |e| (Update::Keep, e.is_some()));
+        assert!(!seen);
+        assert!(db.is_empty(), "deleted, as a read would");
+        assert_eq!(
+            db.take_lazily_expired(),
+            vec![key.clone()],
+            "and noted for a DEL"
+        );
+        // On a replica (no lazy delete) it is hidden but left for the master's DEL.
+        db.insert(key.clone(), string("old", Some(10)));
+        let seen = db.update(&key, 20, false, |e| (Update::Keep, e.is_some()));
+        assert!(!seen);
+        assert_eq!(db.len(), 1);
+    }
+
+    #[test]
+    fn update_changes_a_deadline_in_place() {
+        let db = Db::default();
+        let key = Bytes::from_static(b"k");
+        db.insert(key.clone(), string("v", Some(100)));
+        db.update(&key, 0, true, |_| (Update::Expire(Some(50)), ()));
+        assert_eq!(db.get(&key, 0, true).unwrap().expires_at, Some(50));
+        assert_eq!(db.active_expire(60, 10), vec![key]);
     }
 }
