@@ -195,9 +195,13 @@ async fn redlock_on_five_latchkey_servers_over_tcp() {
     .await;
 }
 
-/// Five real `redis-server` processes; stopped nodes are killed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_on_five_redis_servers() {
+/// Five `redis-server` processes, with a connection to each for the host and one for the
+/// test's own view.
+async fn five_redis_servers() -> (
+    Vec<common::RedisProcess>,
+    Vec<Arc<dyn Backend>>,
+    Vec<Arc<dyn Backend>>,
+) {
     let procs: Vec<_> = (0..5).map(|_| common::RedisProcess::spawn()).collect();
     let mut backends = Vec::new();
     let mut views = Vec::new();
@@ -205,6 +209,13 @@ async fn redlock_on_five_redis_servers() {
         backends.push(<dyn Backend>::redis(&p.url()).await.unwrap());
         views.push(<dyn Backend>::redis(&p.url()).await.unwrap());
     }
+    (procs, backends, views)
+}
+
+/// Five real `redis-server` processes; stopped nodes are killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_on_five_redis_servers() {
+    let (procs, backends, views) = five_redis_servers().await;
     let procs = std::sync::Mutex::new(procs.into_iter().map(Some).collect::<Vec<_>>());
     session(Nodes {
         host_side: backends,
@@ -465,13 +476,7 @@ async fn the_keeper_keeps_a_redlock_on_five_in_process_latchkey_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_keeper_keeps_a_redlock_on_five_redis_servers() {
-    let procs: Vec<_> = (0..5).map(|_| common::RedisProcess::spawn()).collect();
-    let mut backends = Vec::new();
-    let mut views = Vec::new();
-    for p in &procs {
-        backends.push(<dyn Backend>::redis(&p.url()).await.unwrap());
-        views.push(<dyn Backend>::redis(&p.url()).await.unwrap());
-    }
+    let (_procs, backends, views) = five_redis_servers().await;
     watched_session(Nodes {
         host_side: backends,
         views,

@@ -20,3 +20,14 @@ pub use fault_proxy::FaultProxy;
 pub use pair::{LatchkeyPair, RedisPair, ReplicatedPair};
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;
+
+/// Whether `tool --version` runs on this machine: suites that drive another language's
+/// clients (Node, Python) check for it and say they skip when it is absent.
+pub fn tool_available(tool: &str) -> bool {
+    std::process::Command::new(tool)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}

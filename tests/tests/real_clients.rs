@@ -19,21 +19,11 @@
 //! and `npm`, the test concerned says so and passes without running.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use latchkey_server::Server;
-use latchkey_tests::RedisProcess;
-
-/// True if `tool --version` runs.
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use latchkey_tests::{tool_available, RedisProcess};
 
 /// The redis-py release the script is checked with.
 const REDIS_PY: &str = "redis==8.1.0";
@@ -43,7 +33,7 @@ fn redis_py() -> Option<&'static PathBuf> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            if !have("python3") {
+            if !tool_available("python3") {
                 return None;
             }
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(REDIS_PY.replace("==", "-"));
@@ -136,7 +126,7 @@ fn node_packages() -> Option<&'static PathBuf> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            if !have("node") || !have("npm") {
+            if !tool_available("node") || !tool_available("npm") {
                 return None;
             }
             let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");

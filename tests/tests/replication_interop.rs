@@ -781,6 +781,39 @@ fn a_lazy_expiry_on_a_redis_master_reaches_its_replica() {
     assert_eq!(expired.as_deref(), Some("3"), "Redis counts lazy expiries");
 }
 
+/// Four clients at once each pipeline 300 rounds of `APPEND log`, `INCR count` and
+/// `SET last` (plus a `GET last` when `with_reads`): writes whose result depends on their order,
+/// for comparing a master with its replica afterwards (`log` ends 2,400 bytes long).
+fn race_order_sensitive_writes(addr: std::net::SocketAddr, with_reads: bool) {
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = conn(addr);
+                let mut out = Vec::new();
+                let mut sent = 0;
+                for i in 0..300 {
+                    let mark = format!("{t}{}", i % 10);
+                    out.extend(RawConn::encode(&["APPEND", "log", &mark]));
+                    out.extend(RawConn::encode(&["INCR", "count"]));
+                    out.extend(RawConn::encode(&["SET", "last", &mark]));
+                    sent += 3;
+                    if with_reads {
+                        out.extend(RawConn::encode(&["GET", "last"]));
+                        sent += 1;
+                    }
+                }
+                c.send_raw(&out);
+                for _ in 0..sent {
+                    assert!(!c.read_reply().starts_with(b"-"));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+}
+
 /// Once its last replica has left, a master's writes share the gate again (the fast path),
 /// yet the backlog it keeps still has them in the keyspace's order: a replica that comes back
 /// continues from it and ends with the same order-sensitive values (`APPEND`s racing from
@@ -806,28 +839,7 @@ fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
         "the replica is still counted"
     );
     assert!(repl.feeds_stream(), "the backlog is kept");
-    let writers: Vec<_> = (0..4)
-        .map(|t| {
-            let addr = master.addr();
-            std::thread::spawn(move || {
-                let mut c = conn(addr);
-                let mut out = Vec::new();
-                for i in 0..300 {
-                    let mark = format!("{t}{}", i % 10);
-                    out.extend(RawConn::encode(&["APPEND", "log", &mark]));
-                    out.extend(RawConn::encode(&["INCR", "count"]));
-                    out.extend(RawConn::encode(&["SET", "last", &mark]));
-                }
-                c.send_raw(&out);
-                for _ in 0..900 {
-                    assert!(!c.read_reply().starts_with(b"-"));
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer");
-    }
+    race_order_sensitive_writes(master.addr(), false);
     follow(&mut r, master.addr());
     assert_eq!(
         syncs(&mut m, "sync_partial_ok"),
@@ -890,29 +902,7 @@ fn racing_writes_reach_an_attached_replica_in_the_keyspace_order() {
     follow(&mut r, master.addr());
     cmd(&mut m, &["SET", "log", ""]);
     assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
-    let writers: Vec<_> = (0..4)
-        .map(|t| {
-            let addr = master.addr();
-            std::thread::spawn(move || {
-                let mut c = conn(addr);
-                let mut out = Vec::new();
-                for i in 0..300 {
-                    let mark = format!("{t}{}", i % 10);
-                    out.extend(RawConn::encode(&["APPEND", "log", &mark]));
-                    out.extend(RawConn::encode(&["INCR", "count"]));
-                    out.extend(RawConn::encode(&["SET", "last", &mark]));
-                    out.extend(RawConn::encode(&["GET", "last"]));
-                }
-                c.send_raw(&out);
-                for _ in 0..1200 {
-                    assert!(!c.read_reply().starts_with(b"-"));
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer");
-    }
+    race_order_sensitive_writes(master.addr(), true);
     cmd(&mut m, &["SET", "fence", "1"]);
     assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
     for key in ["log", "count", "last"] {

@@ -18,21 +18,11 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use latchkey_server::Server;
-use latchkey_tests::{RawConn, RedisProcess};
+use latchkey_tests::{tool_available, RawConn, RedisProcess};
 
 /// The folder of the Node host: package.json, lockfile, the JS host and the scenario.
 fn jco_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("jco")
-}
-
-/// True if `tool --version` runs.
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Runs a set-up command in `dir`, failing the test with its name if it fails.
@@ -49,7 +39,7 @@ fn setup() -> Option<&'static PathBuf> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            if !have("node") || !have("npm") {
+            if !tool_available("node") || !tool_available("npm") {
                 return None;
             }
             let dir = jco_dir();
