@@ -781,6 +781,23 @@ fn a_lazy_expiry_on_a_redis_master_reaches_its_replica() {
     assert_eq!(expired.as_deref(), Some("3"), "Redis counts lazy expiries");
 }
 
+/// After [`race_order_sensitive_writes`]: once the replica acknowledged everything, it holds
+/// the master's values.
+fn assert_replica_has_the_raced_values(m: &mut RawConn, r: &mut RawConn) {
+    // WAIT waits for this connection's own last write: make one after the writers', so that
+    // its acknowledgement covers theirs too.
+    cmd(m, &["SET", "fence", "1"]);
+    assert_eq!(cmd(m, &["WAIT", "1", "5000"]), ":1\r\n");
+    for key in ["log", "count", "last"] {
+        assert_eq!(
+            cmd(r, &["GET", key]),
+            cmd(m, &["GET", key]),
+            "{key} differs"
+        );
+    }
+    assert_eq!(cmd(m, &["STRLEN", "log"]), ":2400\r\n");
+}
+
 /// Four clients at once each pipeline 300 rounds of `APPEND log`, `INCR count` and
 /// `SET last` (plus a `GET last` when `with_reads`): writes whose result depends on their order,
 /// for comparing a master with its replica afterwards (`log` ends 2,400 bytes long).
@@ -846,18 +863,7 @@ fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
         1,
         "continued from the backlog"
     );
-    // WAIT waits for this connection's own last write: make one after the writers', so that
-    // its acknowledgement covers theirs too.
-    cmd(&mut m, &["SET", "fence", "1"]);
-    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
-    for key in ["log", "count", "last"] {
-        assert_eq!(
-            cmd(&mut r, &["GET", key]),
-            cmd(&mut m, &["GET", key]),
-            "{key} differs"
-        );
-    }
-    assert_eq!(cmd(&mut m, &["STRLEN", "log"]), ":2400\r\n");
+    assert_replica_has_the_raced_values(&mut m, &mut r);
 }
 
 /// `repl-backlog-ttl`: a master alone for that long frees its backlog and takes a new
@@ -903,15 +909,6 @@ fn racing_writes_reach_an_attached_replica_in_the_keyspace_order() {
     cmd(&mut m, &["SET", "log", ""]);
     assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
     race_order_sensitive_writes(master.addr(), true);
-    cmd(&mut m, &["SET", "fence", "1"]);
-    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
-    for key in ["log", "count", "last"] {
-        assert_eq!(
-            cmd(&mut r, &["GET", key]),
-            cmd(&mut m, &["GET", key]),
-            "{key} differs"
-        );
-    }
-    assert_eq!(cmd(&mut m, &["STRLEN", "log"]), ":2400\r\n");
+    assert_replica_has_the_raced_values(&mut m, &mut r);
     assert_eq!(cmd(&mut r, &["GET", "count"]), "$4\r\n1200\r\n");
 }
