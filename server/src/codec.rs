@@ -2,7 +2,7 @@
 //!
 //! Clients send either a RESP array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`, what every
 //! client library sends) or an inline command (`GET k\r\n`, what a person types into telnet).
-//! [`parse_command`] takes one complete command off the front of the read buffer, or says that
+//! [`Decoder::parse`] takes one complete command off the front of the read buffer, or says that
 //! more bytes are needed. Bulk payloads are split off the buffer without copying.
 //!
 //! The limits are Redis's: a bulk longer than `proto-max-bulk-len` or an array count over

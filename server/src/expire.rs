@@ -46,7 +46,7 @@ pub async fn expire_cycle(shared: &Shared) {
                 let Ok(_g) = shared.gate.shared(Duration::MAX).await else {
                     return;
                 };
-                let _order = shared.replication.order_guard();
+                let _order = shared.order_guard();
                 let now = shared.clock.now_ms();
                 let gone = db.active_expire(now, BATCH);
                 shared.propagate_expired(i, &gone);

@@ -118,7 +118,7 @@ pub struct Replication {
     /// backlog is freed `repl-backlog-ttl` seconds later.
     alone_since_ms: AtomicU64,
     /// Held by whoever changes the keyspace and feeds the change to the stream while other
-    /// commands may run (see [`order_guard`](Replication::order_guard)).
+    /// commands may run (see [`Shared::order_guard`](crate::server::Shared::order_guard)).
     order: ReentrantMutex<()>,
     /// Whether this server applies a master's stream (then its own writes feed nothing).
     following: AtomicBool,
@@ -216,14 +216,10 @@ impl Replication {
         self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
-    /// The stream-order lock, while the stream is fed (else `None`, at no cost). Whoever
-    /// changes the keyspace under the *shared* gate and feeds the change — a write on the
-    /// fast path, a read that expired a key, the expiry cycle, a woken `BLPOP` — holds it
-    /// from the change until the change is in the stream, so that the replicas and the
-    /// backlog a returning replica continues from get the keyspace's order. It is re-entrant: a write that
-    /// holds it may expire keys and feed them under it.
-    pub fn order_guard(&self) -> Option<ReentrantMutexGuard<'_, ()>> {
-        self.feeds_stream().then(|| self.order.lock())
+    /// Takes the stream-order lock; see [`Shared::order_guard`](crate::server::Shared::order_guard),
+    /// which decides when it is needed.
+    pub fn lock_order(&self) -> ReentrantMutexGuard<'_, ()> {
+        self.order.lock()
     }
 
     /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends

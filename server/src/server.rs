@@ -148,6 +148,19 @@ impl Shared {
         None
     }
 
+    /// The stream-order lock, while writes are recorded anywhere: fed to replicas or a
+    /// backlog, or appended to the AOF (else `None`, at no cost). Whoever changes the keyspace
+    /// under the *shared* gate and records the change (a write on the fast path, a read that
+    /// expired a key, the expiry cycle, a woken `BLPOP`) holds it from the change until the
+    /// change is recorded. So the replicas, the backlog a returning replica continues from,
+    /// and the AOF a restart replays all get the keyspace's order: two clients' `SET`s of one
+    /// key are recorded in the order they were applied. It is re-entrant: a write that holds
+    /// it may expire keys and record them under it.
+    pub fn order_guard(&self) -> Option<parking_lot::ReentrantMutexGuard<'_, ()>> {
+        let recorded = self.replication.feeds_stream() || self.aof.read().is_some();
+        recorded.then(|| self.replication.lock_order())
+    }
+
     /// Called after a command changed something: counts the change and feeds its effect to
     /// the replicas. Returns the replication offset after it (what `WAIT` waits for).
     pub fn after_write(&self, db: usize, spec: &CommandSpec, args: &[Bytes], dirty: u64) -> u64 {
@@ -198,7 +211,7 @@ impl Shared {
             }
             // Taken, then fed, in stream order: a write that recreated one of these keys
             // meanwhile drains them itself, under the same lock, before feeding its own effect.
-            let _order = self.replication.order_guard();
+            let _order = self.order_guard();
             let gone = db.take_lazily_expired();
             if gone.is_empty() {
                 continue;

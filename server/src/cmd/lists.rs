@@ -522,7 +522,7 @@ fn try_pop_any(
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     // The pop and its feed are one step for the stream (see `order_guard`).
-    let _order = shared.replication.order_guard();
+    let _order = shared.order_guard();
     for key in keys {
         if let Some(v) = pop_from(db, key, now_ms, lazy, left, 1)? {
             if let Some(el) = v.into_iter().next() {

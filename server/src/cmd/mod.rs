@@ -458,7 +458,7 @@ fn run_handler(
     // A write and its feed are one step for the stream, even next to other writes sharing
     // the gate (no cost when nothing is fed).
     let _order = match spec.has(WRITE) {
-        true => shared.replication.order_guard(),
+        true => shared.order_guard(),
         false => None,
     };
     let mut ctx = Ctx::at(shared, client, now_ms);
