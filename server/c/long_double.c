@@ -36,19 +36,28 @@ static int parse(const char *s, size_t len, long double *out) {
 }
 
 /*
+ * Checks an increment as HINCRBYFLOAT does before it looks at the key: 0 when it is a finite
+ * float, -2 when it is not a float, -3 when it is NaN or infinite.
+ */
+int latchkey_ld_check_increment(const char *by, size_t by_len) {
+    long double incr;
+    if (!parse(by, by_len, &incr)) return -2;
+    if (isnan(incr) || isinf(incr)) return -3;
+    return 0;
+}
+
+/*
  * Adds `by` to `current` (NULL: zero) and writes the sum as Redis stores it: "%.17Lf"
  * without trailing zeros, "-0" as "0". Returns the length written, or:
  *   -1  `current` is not a float      -2  `by` is not a float
- *   -3  `by` is NaN or infinite        -4  the sum is NaN or infinite
- *   -5  the sum does not fit in `out`
- * `by` is checked before `current`, as both commands do; -3 only when `reject_infinite_by`.
+ *   -4  the sum is NaN or infinite     -5  the sum does not fit in `out`
+ * `by` is checked before `current`, as both commands do.
  */
 long latchkey_ld_incr(const char *current, size_t current_len, const char *by, size_t by_len,
-                      int reject_infinite_by, char *out, size_t out_len) {
+                      char *out, size_t out_len) {
     long double incr, value = 0;
     int n;
     if (!parse(by, by_len, &incr)) return -2;
-    if (reject_infinite_by && (isnan(incr) || isinf(incr))) return -3;
     if (current != NULL && !parse(current, current_len, &value)) return -1;
     value += incr;
     if (isnan(value) || isinf(value)) return -4;

@@ -323,26 +323,6 @@ impl Db {
         Some(e)
     }
 
-    /// Sets or clears the TTL of an existing key. Returns false when the key does not exist.
-    pub fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> bool {
-        let Some(mut e) = self.map.get_mut(key) else {
-            return false;
-        };
-        let old = std::mem::replace(&mut e.expires_at, expires_at);
-        let k = e.key().clone();
-        drop(e);
-        let mut idx = self.expiries.lock();
-        if let Some(t) = old {
-            idx.remove(&(t, k.clone()));
-        }
-        if let Some(t) = expires_at {
-            idx.insert((t, k.clone()));
-        }
-        drop(idx);
-        self.signal_modified(&k);
-        true
-    }
-
     /// Deletes `key` if it is expired at `now_ms`; returns whether it did.
     pub fn expire_now(&self, key: &[u8], now_ms: u64) -> bool {
         let removed = self.map.remove_if(key, |_, e| e.is_expired(now_ms));

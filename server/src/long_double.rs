@@ -9,12 +9,12 @@
 use std::os::raw::{c_char, c_int, c_long};
 
 extern "C" {
+    fn latchkey_ld_check_increment(by: *const c_char, by_len: usize) -> c_int;
     fn latchkey_ld_incr(
         current: *const c_char,
         current_len: usize,
         by: *const c_char,
         by_len: usize,
-        reject_infinite_by: c_int,
         out: *mut c_char,
         out_len: usize,
     ) -> c_long;
@@ -27,7 +27,7 @@ pub enum IncrError {
     Current,
     /// The increment is not a float.
     By,
-    /// The increment is NaN or infinite (refused up front when asked to).
+    /// The increment is NaN or infinite (refused up front by [`check_increment`]).
     ByInfinite,
     /// The sum is NaN or infinite.
     Sum,
@@ -35,14 +35,21 @@ pub enum IncrError {
     TooLong,
 }
 
-/// Adds `by` to `current` (absent: zero) as Redis does, and returns the text to store.
-/// With `reject_infinite_by`, an infinite increment is refused before anything else is
-/// looked at (`HINCRBYFLOAT`); without, it fails only as an infinite sum (`INCRBYFLOAT`).
-pub fn incr(
-    current: Option<&[u8]>,
-    by: &[u8],
-    reject_infinite_by: bool,
-) -> Result<String, IncrError> {
+/// Checks an increment the way `HINCRBYFLOAT` does before it looks at the key: `By` when it
+/// is not a float, `ByInfinite` when it is NaN or infinite.
+pub fn check_increment(by: &[u8]) -> Result<(), IncrError> {
+    // SAFETY: the pointer is valid for `by.len()` bytes for the whole call, which copies them.
+    match unsafe { latchkey_ld_check_increment(by.as_ptr().cast(), by.len()) } {
+        0 => Ok(()),
+        -3 => Err(IncrError::ByInfinite),
+        _ => Err(IncrError::By),
+    }
+}
+
+/// Adds `by` to `current` (absent: zero) as Redis does, and returns the text to store. An
+/// infinite increment fails as an infinite sum (`HINCRBYFLOAT` refuses it earlier, with
+/// [`check_increment`]).
+pub fn incr(current: Option<&[u8]>, by: &[u8]) -> Result<String, IncrError> {
     // Room for the longest text Redis produces (its MAX_LONG_DOUBLE_CHARS).
     let mut out = [0u8; 5 * 1024];
     let (cur_ptr, cur_len) = match current {
@@ -57,7 +64,6 @@ pub fn incr(
             cur_len,
             by.as_ptr().cast(),
             by.len(),
-            c_int::from(reject_infinite_by),
             out.as_mut_ptr().cast(),
             out.len(),
         )
@@ -65,7 +71,6 @@ pub fn incr(
     match n {
         -1 => Err(IncrError::Current),
         -2 => Err(IncrError::By),
-        -3 => Err(IncrError::ByInfinite),
         -4 => Err(IncrError::Sum),
         n if n < 0 => Err(IncrError::TooLong),
         n => Ok(String::from_utf8_lossy(&out[..n as usize]).into_owned()),
@@ -78,40 +83,38 @@ mod tests {
 
     #[test]
     fn sums_and_digits_are_redis_s() {
-        assert_eq!(incr(None, b"0.1", false).unwrap(), "0.1");
+        assert_eq!(incr(None, b"0.1").unwrap(), "0.1");
         // 0.30000000000000004 in f64.
-        assert_eq!(incr(Some(b"0.1"), b"0.2", false).unwrap(), "0.3");
+        assert_eq!(incr(Some(b"0.1"), b"0.2").unwrap(), "0.3");
         assert_eq!(
-            incr(Some(b"0.10000000000000001"), b"0.2", false).unwrap(),
+            incr(Some(b"0.10000000000000001"), b"0.2").unwrap(),
             "0.30000000000000001"
         );
-        assert_eq!(incr(Some(b"10"), b"-10", false).unwrap(), "0");
-        assert_eq!(incr(None, b"-0.0", false).unwrap(), "0");
-        assert_eq!(incr(None, b"0x10", false).unwrap(), "16");
-        assert_eq!(incr(None, b"1.5e3", false).unwrap(), "1500");
+        assert_eq!(incr(Some(b"10"), b"-10").unwrap(), "0");
+        assert_eq!(incr(None, b"-0.0").unwrap(), "0");
+        assert_eq!(incr(None, b"0x10").unwrap(), "16");
+        assert_eq!(incr(None, b"1.5e3").unwrap(), "1500");
         assert_eq!(
-            incr(None, b"1.23456789012345678901234", false).unwrap(),
+            incr(None, b"1.23456789012345678901234").unwrap(),
             "1.23456789012345679"
         );
-        assert!(incr(None, b"1e400", false)
+        assert!(incr(None, b"1e400")
             .unwrap()
             .starts_with("1000000000000000000"));
     }
 
     #[test]
     fn refusals_are_redis_s() {
-        assert_eq!(incr(Some(b"abc"), b"1", false), Err(IncrError::Current));
-        assert_eq!(incr(Some(b" 1"), b"1", false), Err(IncrError::Current));
-        assert_eq!(incr(None, b"1 ", false), Err(IncrError::By));
-        assert_eq!(incr(None, b"", false), Err(IncrError::By));
-        assert_eq!(incr(None, b"nan", false), Err(IncrError::By));
-        assert_eq!(incr(None, b"1e-5000", false), Err(IncrError::By));
-        assert_eq!(
-            incr(Some(b"abc"), b"x", false),
-            Err(IncrError::By),
-            "by first"
-        );
-        assert_eq!(incr(None, b"inf", false), Err(IncrError::Sum));
-        assert_eq!(incr(None, b"inf", true), Err(IncrError::ByInfinite));
+        assert_eq!(incr(Some(b"abc"), b"1"), Err(IncrError::Current));
+        assert_eq!(incr(Some(b" 1"), b"1"), Err(IncrError::Current));
+        assert_eq!(incr(None, b"1 "), Err(IncrError::By));
+        assert_eq!(incr(None, b""), Err(IncrError::By));
+        assert_eq!(incr(None, b"nan"), Err(IncrError::By));
+        assert_eq!(incr(None, b"1e-5000"), Err(IncrError::By));
+        assert_eq!(incr(Some(b"abc"), b"x"), Err(IncrError::By), "by first");
+        assert_eq!(incr(None, b"inf"), Err(IncrError::Sum));
+        assert_eq!(check_increment(b"1.5"), Ok(()));
+        assert_eq!(check_increment(b"-inf"), Err(IncrError::ByInfinite));
+        assert_eq!(check_increment(b"x"), Err(IncrError::By));
     }
 }

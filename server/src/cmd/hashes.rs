@@ -196,10 +196,10 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     // The increment is checked before the key is looked at.
-    match crate::long_double::incr(None, &args[3], true) {
-        Err(IncrError::By) => return super::util::not_float(),
+    match crate::long_double::check_increment(&args[3]) {
         Err(IncrError::ByInfinite) => return Frame::error("ERR value is NaN or Infinity"),
-        _ => {}
+        Err(_) => return super::util::not_float(),
+        Ok(()) => {}
     }
     let key = &args[1];
     let mut e = match write(ctx, key, true) {
@@ -207,7 +207,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(err) => return err,
     };
     let h = hash_of(&mut e);
-    let text = match crate::long_double::incr(h.get(&args[2]).map(|v| &v[..]), &args[3], true) {
+    let text = match crate::long_double::incr(h.get(&args[2]).map(|v| &v[..]), &args[3]) {
         Ok(t) => Bytes::from(t),
         Err(IncrError::Current) => return Frame::error("ERR hash value is not a float"),
         Err(_) => return Frame::error("ERR increment would produce NaN or Infinity"),

@@ -280,11 +280,11 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
         when += base;
     }
     let is_replica = ctx.shared.is_replica();
-    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
+    let now = ctx.now_ms;
     // Checked and changed in one step: the TTL the options compare against is the one changed.
-    let set = ctx.db().update(&args[1], now, lazy, |current| {
+    ctx.update_key(&args[1], |current| {
         let Some(current) = current.map(|e| e.expires_at) else {
-            return (Update::Keep, false);
+            return (Update::Keep, Frame::Integer(0));
         };
         // A key without a TTL counts as an infinite TTL for GT and LT.
         let refused = (nx && current.is_some())
@@ -292,19 +292,14 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
             || (gt && current.is_none_or(|c| when <= c as i64))
             || (lt && current.is_some_and(|c| when >= c as i64));
         if refused {
-            (Update::Keep, false)
+            (Update::Keep, Frame::Integer(0))
         } else if when <= now as i64 && !is_replica {
             // A deadline already in the past deletes the key (and replicates as a DEL).
-            (Update::Remove, true)
+            (Update::Remove, Frame::Integer(1))
         } else {
-            (Update::Expire(Some(when.max(0) as u64)), true)
+            (Update::Expire(Some(when.max(0) as u64)), Frame::Integer(1))
         }
-    });
-    if !set {
-        return Frame::Integer(0);
-    }
-    ctx.changed();
-    Frame::Integer(1)
+    })
 }
 
 fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -361,18 +356,12 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
-    let cleared = ctx.db().update(&args[1], now, lazy, |current| {
+    ctx.update_key(&args[1], |current| {
         match current.and_then(|e| e.expires_at) {
-            Some(_) => (Update::Expire(None), true),
-            None => (Update::Keep, false),
+            Some(_) => (Update::Expire(None), Frame::Integer(1)),
+            None => (Update::Keep, Frame::Integer(0)),
         }
-    });
-    if !cleared {
-        return Frame::Integer(0);
-    }
-    ctx.changed();
-    Frame::Integer(1)
+    })
 }
 
 /// Reads a key's whole entry (value and TTL), for commands that move or copy keys.

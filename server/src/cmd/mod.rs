@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::client::Client;
-use crate::db::Db;
+use crate::db::{Db, Entry, Update};
 use crate::frame::Frame;
 use crate::server::Shared;
 
@@ -293,6 +293,28 @@ impl<'a> Ctx<'a> {
     /// Records that a write changed something.
     pub fn changed(&mut self) {
         self.dirty += 1;
+    }
+
+    /// Reads and writes one key of the current database as a single step (see
+    /// [`Db::update`]): `decide` sees the live entry and returns what to do with it and the
+    /// command's result. Counts the command as a write when it changed the key. Every
+    /// read-modify-write of one key goes through here, since commands run in parallel: `SET NX`
+    /// read then written separately would let two clients take one lock.
+    pub fn update_key<R>(
+        &mut self,
+        key: &Bytes,
+        decide: impl FnOnce(Option<&Entry>) -> (Update, R),
+    ) -> R {
+        let (now, lazy) = (self.now_ms, self.lazy_delete());
+        let (wrote, r) = self.db().update(key, now, lazy, |current| {
+            let (update, r) = decide(current);
+            let wrote = !matches!(update, Update::Keep);
+            (update, (wrote, r))
+        });
+        if wrote {
+            self.changed();
+        }
+        r
     }
 
     /// Records that `key` was changed in place (through `get_mut`): tells transactions that

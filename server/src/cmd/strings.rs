@@ -56,27 +56,6 @@ pub fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Frame> {
     }
 }
 
-/// Reads and writes one key as a single step (see [`Db::update`]): `decide` sees the live
-/// entry and returns what to do with it and the reply. Marks the command as a write when it
-/// wrote. Every read-modify-write of a string goes through here, since commands run in
-/// parallel: `SET NX` read then written separately would let two clients take one lock.
-fn modify(
-    ctx: &mut Ctx<'_>,
-    key: &Bytes,
-    decide: impl FnOnce(Option<&Entry>) -> (Update, Frame),
-) -> Frame {
-    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
-    let (wrote, reply) = ctx.db().update(key, now, lazy, |current| {
-        let (update, reply) = decide(current);
-        let wrote = !matches!(update, Update::Keep);
-        (update, (wrote, reply))
-    });
-    if wrote {
-        ctx.changed();
-    }
-    reply
-}
-
 /// The string in an entry: `Ok(None)` for no entry, `Err(WRONGTYPE)` for another type.
 fn string_of(current: Option<&Entry>) -> Result<Option<&Bytes>, Frame> {
     match current.map(|e| &e.value) {
@@ -189,7 +168,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         None => Expiry::None,
     };
     let value = args[2].clone();
-    modify(ctx, &args[1], |current| {
+    ctx.update_key(&args[1], |current| {
         // SET ... GET on a key of another type is refused, and changes nothing.
         let old = match string_of(current) {
             Ok(old) => old.cloned(),
@@ -213,7 +192,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Stores a string value with the given expiry, as `SET` does (whatever type was there).
 pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
-    modify(ctx, &key, |current| {
+    ctx.update_key(&key, |current| {
         let entry = string_entry(value, deadline(expiry, current));
         (Update::Put(entry), Frame::ok())
     });
@@ -221,7 +200,7 @@ pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
-    modify(ctx, &args[1], |current| match current {
+    ctx.update_key(&args[1], |current| match current {
         Some(_) => (Update::Keep, Frame::Integer(0)),
         None => (Update::Put(string_entry(value, None)), Frame::Integer(1)),
     })
@@ -247,7 +226,7 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
-    modify(ctx, &args[1], |current| match string_of(current) {
+    ctx.update_key(&args[1], |current| match string_of(current) {
         Ok(old) => {
             let reply = old.cloned().map_or(Frame::Null, Frame::Bulk);
             (Update::Put(string_entry(value, None)), reply)
@@ -257,7 +236,7 @@ fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    modify(ctx, &args[1], |current| match string_of(current) {
+    ctx.update_key(&args[1], |current| match string_of(current) {
         Ok(Some(v)) => (Update::Remove, Frame::Bulk(v.clone())),
         Ok(None) => (Update::Keep, Frame::Null),
         Err(e) => (Update::Keep, e),
@@ -302,31 +281,26 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         None => None,
     };
     let is_replica = ctx.shared.is_replica();
-    let (now, lazy) = (ctx.now_ms, ctx.lazy_delete());
-    let (wrote, reply) = ctx.db().update(&args[1], now, lazy, |current| {
+    let now = ctx.now_ms;
+    ctx.update_key(&args[1], |current| {
         let value = match string_of(current) {
             Ok(Some(v)) => v.clone(),
-            Ok(None) => return (Update::Keep, (false, Frame::Null)),
-            Err(e) => return (Update::Keep, (false, e)),
+            Ok(None) => return (Update::Keep, Frame::Null),
+            Err(e) => return (Update::Keep, e),
         };
         // None: leave the TTL alone; Some(None): PERSIST; Some(Some(t)): expire at t.
         let ttl = match change {
-            None => return (Update::Keep, (false, Frame::Bulk(value))),
-            Some(Err(e)) => return (Update::Keep, (false, e)),
+            None => return (Update::Keep, Frame::Bulk(value)),
+            Some(Err(e)) => return (Update::Keep, e),
             Some(Ok(ttl)) => ttl,
         };
-        match ttl {
-            Some(at) if at <= now && !is_replica => (Update::Remove, (true, Frame::Bulk(value))),
-            ttl if ttl == current.and_then(|e| e.expires_at) => {
-                (Update::Keep, (false, Frame::Bulk(value)))
-            }
-            ttl => (Update::Expire(ttl), (true, Frame::Bulk(value))),
-        }
-    });
-    if wrote {
-        ctx.changed();
-    }
-    reply
+        let update = match ttl {
+            Some(at) if at <= now && !is_replica => Update::Remove,
+            ttl if ttl == current.and_then(|e| e.expires_at) => Update::Keep,
+            ttl => Update::Expire(ttl),
+        };
+        (update, Frame::Bulk(value))
+    })
 }
 
 fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -381,7 +355,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Adds `by` to the integer stored at `key` (0 when absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
-    modify(ctx, key, |current| {
+    ctx.update_key(key, |current| {
         let n = match string_of(current) {
             Ok(Some(v)) => match parse_int(v) {
                 Some(n) => n,
@@ -423,12 +397,12 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    modify(ctx, &args[1], |current| {
+    ctx.update_key(&args[1], |current| {
         let now = match string_of(current) {
             Ok(v) => v,
             Err(e) => return (Update::Keep, e),
         };
-        let text = match crate::long_double::incr(now.map(|v| &v[..]), &args[2], false) {
+        let text = match crate::long_double::incr(now.map(|v| &v[..]), &args[2]) {
             Ok(t) => Bytes::from(t),
             Err(IncrError::Sum) => {
                 let e = Frame::error("ERR increment would produce NaN or Infinity");
@@ -442,7 +416,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    modify(ctx, &args[1], |current| {
+    ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
             Err(e) => return (Update::Keep, e),
@@ -496,7 +470,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let max = ctx.shared.config.proto_max_bulk_len();
     let value = &args[3];
-    modify(ctx, &args[1], |current| {
+    ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
             Err(e) => return (Update::Keep, e),
