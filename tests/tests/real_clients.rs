@@ -59,25 +59,35 @@ fn redis_py() -> Option<&'static PathBuf> {
         .as_ref()
 }
 
-/// Runs the script against the server on `port` in RESP `protocol`; returns its transcript.
-fn transcript(deps: &Path, port: u16, protocol: u8) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/redis_py_locks.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(port.to_string())
-        .arg(protocol.to_string())
-        .env("PYTHONPATH", deps)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
+/// Runs a client script, failing the test with its output if it fails; returns its
+/// transcript (its standard output, trimmed).
+fn run_script(mut cmd: Command, what: &str) -> String {
+    let out = cmd
         .output()
-        .expect("run python3");
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "redis-py script failed on port {port}, RESP{protocol}: {}\nstdout: {stdout}\nstderr: {}",
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     stdout.trim().to_string()
+}
+
+/// Runs the script against the server on `port` in RESP `protocol`; returns its transcript.
+fn transcript(deps: &Path, port: u16, protocol: u8) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/redis_py_locks.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&script)
+        .arg(port.to_string())
+        .arg(protocol.to_string())
+        .env("PYTHONPATH", deps)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    run_script(
+        cmd,
+        &format!("redis-py script on port {port}, RESP{protocol}"),
+    )
 }
 
 #[test]
@@ -145,20 +155,11 @@ fn node_packages() -> Option<&'static PathBuf> {
 
 /// Runs the RedLock script against the servers on `ports`; returns its transcript.
 fn redlock_transcript(dir: &Path, ports: &[u16]) -> String {
-    let out = Command::new("node")
-        .current_dir(dir)
+    let mut cmd = Command::new("node");
+    cmd.current_dir(dir)
         .arg("redlock.mjs")
-        .args(ports.iter().map(u16::to_string))
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "redlock script failed on ports {ports:?}: {}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.trim().to_string()
+        .args(ports.iter().map(u16::to_string));
+    run_script(cmd, &format!("redlock script on ports {ports:?}"))
 }
 
 #[test]

@@ -781,6 +781,19 @@ fn a_lazy_expiry_on_a_redis_master_reaches_its_replica() {
     assert_eq!(expired.as_deref(), Some("3"), "Redis counts lazy expiries");
 }
 
+/// A latchkey master and a replica following it, with a connection to each, once the replica
+/// has acknowledged an empty `log`: the start of the racing-writes tests.
+fn pair_for_racing_writes() -> (BlockingServer, RawConn, BlockingServer, RawConn) {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    cmd(&mut m, &["SET", "log", ""]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    (master, m, replica, r)
+}
+
 /// After [`race_order_sensitive_writes`]: once the replica acknowledged everything, it holds
 /// the master's values.
 fn assert_replica_has_the_raced_values(m: &mut RawConn, r: &mut RawConn) {
@@ -831,19 +844,12 @@ fn race_order_sensitive_writes(addr: std::net::SocketAddr, with_reads: bool) {
     }
 }
 
-/// Once its last replica has left, a master's writes share the gate again (the fast path),
-/// yet the backlog it keeps still has them in the keyspace's order: a replica that comes back
-/// continues from it and ends with the same order-sensitive values (`APPEND`s racing from
-/// several clients on one key).
+/// Once its last replica has left, a master still keeps a backlog, and the writes it records
+/// there keep the keyspace's order: a replica that comes back continues from it and ends with
+/// the same order-sensitive values (`APPEND`s racing from several clients on one key).
 #[test]
 fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
-    let master = latchkey();
-    let mut m = conn(master.addr());
-    let replica = latchkey();
-    let mut r = conn(replica.addr());
-    follow(&mut r, master.addr());
-    cmd(&mut m, &["SET", "log", ""]);
-    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let (master, mut m, _replica, mut r) = pair_for_racing_writes();
     let repl = &master.handle().shared().replication;
     assert!(repl.has_attached_replicas());
     // The replica leaves (it follows a port nobody listens on) with its history intact.
@@ -901,13 +907,7 @@ fn an_idle_backlog_is_freed_after_its_ttl() {
 /// master's order-sensitive values, and reads ran meanwhile.
 #[test]
 fn racing_writes_reach_an_attached_replica_in_the_keyspace_order() {
-    let master = latchkey();
-    let mut m = conn(master.addr());
-    let replica = latchkey();
-    let mut r = conn(replica.addr());
-    follow(&mut r, master.addr());
-    cmd(&mut m, &["SET", "log", ""]);
-    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let (master, mut m, _replica, mut r) = pair_for_racing_writes();
     race_order_sensitive_writes(master.addr(), true);
     assert_replica_has_the_raced_values(&mut m, &mut r);
     assert_eq!(cmd(&mut r, &["GET", "count"]), "$4\r\n1200\r\n");
