@@ -361,7 +361,7 @@ fn copy_args(
     list: &WasmList<WasmList<u8>>,
 ) -> wasmtime::Result<Result<Vec<Vec<u8>>, String>> {
     let limits = store.data().limits.clone();
-    if let Err(e) = check_counts(list.len(), std::iter::empty(), &limits) {
+    if let Err(e) = check_counts(list.len(), std::iter::empty::<usize>(), &limits) {
         return Ok(Err(e));
     }
     let items = list
@@ -370,9 +370,8 @@ fn copy_args(
     if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &limits) {
         return Ok(Err(e));
     }
-    let cx = store.as_context();
     Ok(Ok(items
         .iter()
-        .map(|a| a.as_le_slice(&cx).to_vec())
+        .map(|a| a.as_le_slice(store.as_context()).to_vec())
         .collect()))
 }
