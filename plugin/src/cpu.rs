@@ -108,10 +108,17 @@ impl CpuClock {
 
     /// Why the guest must stop, if it went over `budget` in this call or over its share.
     pub(crate) fn over(&self, budget: Duration, per_sec: Duration) -> Option<String> {
-        if self.busy > budget || self.wall > budget * WALL_CEILING {
+        if self.busy > budget {
             return Some(format!(
                 "ran for over {} ms of CPU in one call; interrupted",
                 budget.as_millis()
+            ));
+        }
+        if self.wall > budget * WALL_CEILING {
+            return Some(format!(
+                "ran for over {} ms of CPU in one call (wall time outside host calls: {} ms); interrupted",
+                budget.as_millis(),
+                self.wall.as_millis()
             ));
         }
         if self.over_rate {

@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
     pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
     pub(crate) limits: Arc<Limits>,
+    /// Each tenant's budget, by name: every [`Tenant`] of one name shares it, however the
+    /// embedder got it.
+    pub(crate) budgets: std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
     pooled: bool,
     cache_dir: Option<PathBuf>,
     stop_ticker: Arc<AtomicBool>,
@@ -181,6 +184,7 @@ impl Host {
                 backend: primary,
                 nodes,
                 limits: Arc::new(cfg.limits),
+                budgets: Default::default(),
                 pooled,
                 cache_dir: cfg.cache_dir,
                 stop_ticker,
@@ -246,8 +250,8 @@ impl Host {
     }
 
     /// The tenant `name`: a namespace and a budget (rates, quotas), shared by every instance
-    /// started for it (a tenant may run several workers). Each call makes a fresh budget: call
-    /// it once per tenant and clone the [`Tenant`].
+    /// started for it (a tenant may run several workers), and by every [`Tenant`] of that name
+    /// this host hands out.
     ///
     /// # Panics
     ///

@@ -109,8 +109,9 @@ impl TenantState {
     /// bytes to the tenant's byte rate: the command to send and where, or the refusal.
     async fn prepare(&mut self, args: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, Route), String> {
         check_size(&args, &self.limits)?;
-        let args = self.ns.rewrite(args)?;
+        // The quotas read the names as the tenant gave them (before the namespace prefix).
         let route = quota::check(&args, &self.limits)?;
+        let args = self.ns.rewrite(args)?;
         let bytes: usize = args.iter().map(Vec::len).sum();
         self.budget.bytes.acquire_n(bytes as f64).await;
         Ok((args, route))

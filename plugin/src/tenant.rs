@@ -54,7 +54,14 @@ impl std::error::Error for Trapped {}
 
 impl Tenant {
     pub(crate) fn new(host: Host, ns: Namespace) -> Tenant {
-        let budget = TenantBudget::new(&host.shared.limits);
+        let budget = host
+            .shared
+            .budgets
+            .lock()
+            .expect("budgets lock")
+            .entry(ns.tenant().to_string())
+            .or_insert_with(|| TenantBudget::new(&host.shared.limits))
+            .clone();
         Tenant { ns, host, budget }
     }
 
