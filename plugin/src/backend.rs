@@ -61,20 +61,26 @@ impl dyn Backend {
     /// A single Redis node at `redis://host:port`.
     pub async fn redis(url: &str) -> Result<Arc<dyn Backend>, String> {
         let url = url.to_string();
-        Redis::open(Arc::new(move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
-            let url = url.clone();
-            Box::pin(async move { RedisTransport::connect(&url).await })
-        }))
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let url = url.clone();
+                Box::pin(async move { RedisTransport::connect(&url).await })
+            },
+        ))
         .await
     }
 
     /// The master that the Sentinels at `sentinels` report for `service`.
     pub async fn sentinel(sentinels: &[String], service: &str) -> Result<Arc<dyn Backend>, String> {
         let (sentinels, service) = (sentinels.to_vec(), service.to_string());
-        Redis::open(Arc::new(move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
-            let (sentinels, service) = (sentinels.clone(), service.clone());
-            Box::pin(async move { RedisTransport::connect_sentinel(&sentinels, &service).await })
-        }))
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let (sentinels, service) = (sentinels.clone(), service.clone());
+                Box::pin(
+                    async move { RedisTransport::connect_sentinel(&sentinels, &service).await },
+                )
+            },
+        ))
         .await
     }
 
@@ -82,17 +88,20 @@ impl dyn Backend {
     /// tenant's lock keys keep one hash tag, so a lock's scripts stay in one slot).
     pub async fn cluster(nodes: &[String]) -> Result<Arc<dyn Backend>, String> {
         let nodes = nodes.to_vec();
-        Redis::open(Arc::new(move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
-            let nodes = nodes.clone();
-            Box::pin(async move { RedisTransport::connect_cluster(&nodes).await })
-        }))
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let nodes = nodes.clone();
+                Box::pin(async move { RedisTransport::connect_cluster(&nodes).await })
+            },
+        ))
         .await
     }
 }
 
 /// Opens a fresh set of connections to the same Redis deployment.
-type Opener =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> + Send + Sync>;
+type Opener = Arc<
+    dyn Fn() -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> + Send + Sync,
+>;
 
 /// How many idle connections for blocking commands a Redis backend keeps for reuse.
 const ALONE_IDLE: usize = 4;

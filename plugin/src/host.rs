@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker, WasmList};
-use wasmtime::{AsContext, AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, StoreContextMut};
+use wasmtime::{
+    AsContext, AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    StoreContextMut,
+};
 
 use crate::backend::Backend;
 use crate::latchkey::locks::redis::{Frame as WitFrame, Host as _};
@@ -57,7 +60,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Arc<Limits>,
     /// Each tenant's budget, by name: every [`Tenant`] of one name shares it, however the
     /// embedder got it.
-    pub(crate) budgets: std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
+    pub(crate) budgets:
+        std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
     pooled: bool,
     cache_dir: Option<PathBuf>,
     stop_ticker: Arc<AtomicBool>,

@@ -404,7 +404,9 @@ async fn renew(
         tokio::time::sleep(pause).await;
         calls.acquire_n(nodes).await;
         // A round never outlives the TTL: a hung connection is a failed round.
-        let left = ttl.saturating_sub(last_ok.elapsed()).max(Duration::from_millis(1));
+        let left = ttl
+            .saturating_sub(last_ok.elapsed())
+            .max(Duration::from_millis(1));
         let round = tokio::time::timeout(left, target.extend(&key, &token, &ttl_ms))
             .await
             .unwrap_or_else(|_| Renewal::Failed("no answer in time".into()));

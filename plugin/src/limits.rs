@@ -432,4 +432,3 @@ mod tests {
         assert!(q.take().is_some());
     }
 }
-

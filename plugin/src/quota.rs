@@ -152,7 +152,10 @@ mod tests {
             check(&cmd(&["SET", "k", "v", "NX", "PX", "10000"]), &l),
             Ok(Route::Shared)
         );
-        assert_eq!(check(&cmd(&["SET", "k", "v", "EX", "10"]), &l), Ok(Route::Shared));
+        assert_eq!(
+            check(&cmd(&["SET", "k", "v", "EX", "10"]), &l),
+            Ok(Route::Shared)
+        );
         assert!(check(&cmd(&["SET", "k", "v"]), &l)
             .unwrap_err()
             .contains("needs PX or EX"));
@@ -162,13 +165,19 @@ mod tests {
         assert!(check(&cmd(&["SET", "k", "v", "KEEPTTL"]), &l).is_err());
         assert!(check(&cmd(&["SET", "k", "v", "PXAT", "1"]), &l).is_err());
         assert!(check(&cmd(&["PEXPIRE", "k", "10001"]), &l).is_err());
-        assert_eq!(check(&cmd(&["PEXPIRE", "k", "10000"]), &l), Ok(Route::Shared));
+        assert_eq!(
+            check(&cmd(&["PEXPIRE", "k", "10000"]), &l),
+            Ok(Route::Shared)
+        );
     }
 
     #[test]
     fn publish_is_bounded_in_channel_and_message() {
         let l = limits();
-        assert_eq!(check(&cmd(&["PUBLISH", "abc", "1234"]), &l), Ok(Route::Shared));
+        assert_eq!(
+            check(&cmd(&["PUBLISH", "abc", "1234"]), &l),
+            Ok(Route::Shared)
+        );
         assert!(check(&cmd(&["PUBLISH", "abcd", "1"]), &l).is_err());
         assert!(check(&cmd(&["PUBLISH", "a", "12345"]), &l).is_err());
     }

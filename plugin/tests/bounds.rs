@@ -106,7 +106,13 @@ async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
     let ok = next
         .call::<(Vec<String>,), (Result<String, String>,)>(
             "raw",
-            (vec!["SET".into(), "a".into(), "1".into(), "PX".into(), "10000".into()],),
+            (vec![
+                "SET".into(),
+                "a".into(),
+                "1".into(),
+                "PX".into(),
+                "10000".into(),
+            ],),
         )
         .await;
     assert_eq!(ok.unwrap().0.unwrap(), "[Frame::Status(\"OK\")]");

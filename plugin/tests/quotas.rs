@@ -32,7 +32,14 @@ impl Bed {
     async fn embedded(limits: Limits) -> Bed {
         let server = Server::builder().no_listener().start().await.unwrap();
         let backend = <dyn Backend>::local(&server);
-        Bed::over(backend.clone(), backend, limits, "embedded", Some(server), None)
+        Bed::over(
+            backend.clone(),
+            backend,
+            limits,
+            "embedded",
+            Some(server),
+            None,
+        )
     }
 
     async fn redis(limits: Limits) -> Bed {
@@ -204,24 +211,33 @@ async fn raw(inst: &mut Instance, args: &[&str]) -> Result<String, String> {
 async fn a_command_with_too_many_arguments_or_bytes_is_refused_before_it_is_copied() {
     for bed in both(Limits::default()).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let mut flood = async |count: u32, size: u32| {
-                rogue
-                    .call::<(u32, u32), (Result<String, String>,)>("flood-args", (count, size))
-                    .await
-                    .unwrap()
-                    .0
-            };
-            // A hundred thousand entries pointing at one 64 KiB buffer: 6.5 GB once copied.
-            let e = flood(100_000, 64 << 10).await.unwrap_err();
-            assert_eq!(e, "100000 arguments is over the tenant's limit of 1024 per command");
-            // Few entries, but 2 MiB in all.
-            let e = flood(512, 4 << 10).await.unwrap_err();
-            assert!(e.contains("bytes of arguments is over the tenant's limit of 1048576"), "{e}");
-            // Within both: the command runs (a GET of one key).
-            assert_eq!(flood(2, 8).await, Ok("ok".into()));
-        }))
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let mut flood = async |count: u32, size: u32| {
+                    rogue
+                        .call::<(u32, u32), (Result<String, String>,)>("flood-args", (count, size))
+                        .await
+                        .unwrap()
+                        .0
+                };
+                // A hundred thousand entries pointing at one 64 KiB buffer: 6.5 GB once copied.
+                let e = flood(100_000, 64 << 10).await.unwrap_err();
+                assert_eq!(
+                    e,
+                    "100000 arguments is over the tenant's limit of 1024 per command"
+                );
+                // Few entries, but 2 MiB in all.
+                let e = flood(512, 4 << 10).await.unwrap_err();
+                assert!(
+                    e.contains("bytes of arguments is over the tenant's limit of 1048576"),
+                    "{e}"
+                );
+                // Within both: the command runs (a GET of one key).
+                assert_eq!(flood(2, 8).await, Ok("ok".into()));
+            }),
+        )
         .await;
     }
 }
@@ -238,49 +254,67 @@ async fn kept_leases_are_bounded_in_count_key_token_and_ttl() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let mut keep = async |n: u32, key: u32, token: u32, ttl: u64| {
-                rogue
-                    .call::<(u32, u32, u32, u64), ((u32, String),)>(
-                        "keep-many",
-                        (n, key, token, ttl),
-                    )
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let mut keep = async |n: u32, key: u32, token: u32, ttl: u64| {
+                    rogue
+                        .call::<(u32, u32, u32, u64), ((u32, String),)>(
+                            "keep-many",
+                            (n, key, token, ttl),
+                        )
+                        .await
+                        .unwrap()
+                        .0
+                };
+                let (kept, e) = keep(1, 65, 8, 1_000).await;
+                assert_eq!(
+                    (kept, e.as_str()),
+                    (0, "a kept lease's key may have at most 64 bytes, not 65")
+                );
+                // (The lock client's own tokens are 40 bytes.)
+                let (kept, e) = keep(1, 8, 49, 1_000).await;
+                assert_eq!(
+                    (kept, e.as_str()),
+                    (0, "a kept lease's token may have at most 48 bytes, not 49")
+                );
+                for ttl in [50, 20_000] {
+                    let (kept, e) = keep(1, 8, 8, ttl).await;
+                    assert_eq!(kept, 0);
+                    assert_eq!(
+                        e,
+                        "ttl-ms must be between 100 and 10000 for the host to keep the lease"
+                    );
+                }
+                let (kept, e) = keep(20, 8, 8, 1_000).await;
+                assert_eq!(
+                    (kept, e.as_str()),
+                    (8, "the tenant already has 8 leases kept, its limit")
+                );
+                assert_eq!(rogue.kept_leases(), 8);
+                // The quota is the tenant's, not the instance's.
+                let mut second = bed.rogue("rogue").await;
+                let (kept, e) = second
+                    .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (1, 8, 8, 1_000))
                     .await
                     .unwrap()
-                    .0
-            };
-            let (kept, e) = keep(1, 65, 8, 1_000).await;
-            assert_eq!((kept, e.as_str()), (0, "a kept lease's key may have at most 64 bytes, not 65"));
-            // (The lock client's own tokens are 40 bytes.)
-            let (kept, e) = keep(1, 8, 49, 1_000).await;
-            assert_eq!((kept, e.as_str()), (0, "a kept lease's token may have at most 48 bytes, not 49"));
-            for ttl in [50, 20_000] {
-                let (kept, e) = keep(1, 8, 8, ttl).await;
-                assert_eq!(kept, 0);
-                assert_eq!(e, "ttl-ms must be between 100 and 10000 for the host to keep the lease");
-            }
-            let (kept, e) = keep(20, 8, 8, 1_000).await;
-            assert_eq!((kept, e.as_str()), (8, "the tenant already has 8 leases kept, its limit"));
-            assert_eq!(rogue.kept_leases(), 8);
-            // The quota is the tenant's, not the instance's.
-            let mut second = bed.rogue("rogue").await;
-            let (kept, e) = second
-                .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (1, 8, 8, 1_000))
-                .await
-                .unwrap()
-                .0;
-            assert_eq!((kept, e.as_str()), (0, "the tenant already has 8 leases kept, its limit"));
-            // Closing the instance gives its leases back.
-            rogue.close().await;
-            let (kept, _) = second
-                .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (1, 8, 8, 1_000))
-                .await
-                .unwrap()
-                .0;
-            assert_eq!(kept, 1);
-            second.close().await;
-        }))
+                    .0;
+                assert_eq!(
+                    (kept, e.as_str()),
+                    (0, "the tenant already has 8 leases kept, its limit")
+                );
+                // Closing the instance gives its leases back.
+                rogue.close().await;
+                let (kept, _) = second
+                    .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (1, 8, 8, 1_000))
+                    .await
+                    .unwrap()
+                    .0;
+                assert_eq!(kept, 1);
+                second.close().await;
+            }),
+        )
         .await;
     }
 }
@@ -298,28 +332,31 @@ async fn lease_renewals_are_charged_to_the_tenants_rate() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let started = rogue
-                .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (10, 8, 8, 300))
-                .await;
-            let lost = match started {
-                Err(trapped) => trapped.0,
-                Ok(_) => loop {
-                    match rogue
-                        .call::<(Vec<String>,), (Result<String, String>,)>(
-                            "raw",
-                            (vec!["GET".into(), "x".into()],),
-                        )
-                        .await
-                    {
-                        Err(trapped) => break trapped.0,
-                        Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                    }
-                },
-            };
-            assert!(lost.contains("lost"), "{lost}");
-        }))
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let started = rogue
+                    .call::<(u32, u32, u32, u64), ((u32, String),)>("keep-many", (10, 8, 8, 300))
+                    .await;
+                let lost = match started {
+                    Err(trapped) => trapped.0,
+                    Ok(_) => loop {
+                        match rogue
+                            .call::<(Vec<String>,), (Result<String, String>,)>(
+                                "raw",
+                                (vec!["GET".into(), "x".into()],),
+                            )
+                            .await
+                        {
+                            Err(trapped) => break trapped.0,
+                            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                        }
+                    },
+                };
+                assert!(lost.contains("lost"), "{lost}");
+            }),
+        )
         .await;
     }
 }
@@ -334,29 +371,54 @@ async fn subscriptions_are_bounded_and_unsubscribe_is_charged() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let mut subscribe = async |n: u32, bytes: u32| {
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let mut subscribe = async |n: u32, bytes: u32| {
+                    rogue
+                        .call::<(u32, u32), ((u32, String),)>("subscribe-many", (n, bytes))
+                        .await
+                        .unwrap()
+                        .0
+                };
+                let (got, e) = subscribe(1, 65).await;
+                assert_eq!(
+                    (got, e.as_str()),
+                    (
+                        0,
+                        "channel name of 65 bytes is over the tenant's limit of 64"
+                    )
+                );
+                let (got, e) = subscribe(20, 16).await;
+                assert_eq!(
+                    (got, e.as_str()),
+                    (8, "the tenant already holds 8 subscriptions, its limit")
+                );
+                let big = "x".repeat(1_025);
+                let e = raw(&mut rogue, &["PUBLISH", "c", &big]).await.unwrap_err();
+                assert_eq!(
+                    e,
+                    "message of 1025 bytes is over the tenant's limit of 1024"
+                );
+                let long = "c".repeat(65);
+                let e = raw(&mut rogue, &["PUBLISH", &long, "m"]).await.unwrap_err();
+                assert_eq!(
+                    e,
+                    "channel name of 65 bytes is over the tenant's limit of 64"
+                );
+                let before = rogue.host_calls();
                 rogue
-                    .call::<(u32, u32), ((u32, String),)>("subscribe-many", (n, bytes))
+                    .call::<(u32,), ()>("unsubscribe-spam", (30,))
                     .await
-                    .unwrap()
-                    .0
-            };
-            let (got, e) = subscribe(1, 65).await;
-            assert_eq!((got, e.as_str()), (0, "channel name of 65 bytes is over the tenant's limit of 64"));
-            let (got, e) = subscribe(20, 16).await;
-            assert_eq!((got, e.as_str()), (8, "the tenant already holds 8 subscriptions, its limit"));
-            let big = "x".repeat(1_025);
-            let e = raw(&mut rogue, &["PUBLISH", "c", &big]).await.unwrap_err();
-            assert_eq!(e, "message of 1025 bytes is over the tenant's limit of 1024");
-            let long = "c".repeat(65);
-            let e = raw(&mut rogue, &["PUBLISH", &long, "m"]).await.unwrap_err();
-            assert_eq!(e, "channel name of 65 bytes is over the tenant's limit of 64");
-            let before = rogue.host_calls();
-            rogue.call::<(u32,), ()>("unsubscribe-spam", (30,)).await.unwrap();
-            assert_eq!(rogue.host_calls() - before, 30, "each unsubscribe is a call");
-        }))
+                    .unwrap();
+                assert_eq!(
+                    rogue.host_calls() - before,
+                    30,
+                    "each unsubscribe is a call"
+                );
+            }),
+        )
         .await;
     }
 }
@@ -370,16 +432,22 @@ async fn a_guest_calling_the_host_often_still_has_one_cpu_budget_per_call() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            // Three seconds of computing, a host call every millisecond (half of them returning
-            // a list the host must allocate in the guest).
-            let e = rogue
-                .call::<(u32,), ()>("compute-chatty", (3_000,))
-                .await
-                .unwrap_err();
-            assert!(e.0.contains("ran for over 100 ms of CPU in one call"), "{e}");
-        }))
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                // Three seconds of computing, a host call every millisecond (half of them returning
+                // a list the host must allocate in the guest).
+                let e = rogue
+                    .call::<(u32,), ()>("compute-chatty", (3_000,))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    e.0.contains("ran for over 100 ms of CPU in one call"),
+                    "{e}"
+                );
+            }),
+        )
         .await;
     }
 }
@@ -393,18 +461,21 @@ async fn a_tenant_over_its_cpu_per_second_is_trapped_though_each_call_is_short()
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let mut trapped = None;
-            for _ in 0..20 {
-                if let Err(e) = rogue.call::<(u32,), ()>("compute", (80,)).await {
-                    trapped = Some(e.0);
-                    break;
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let mut trapped = None;
+                for _ in 0..20 {
+                    if let Err(e) = rogue.call::<(u32,), ()>("compute", (80,)).await {
+                        trapped = Some(e.0);
+                        break;
+                    }
                 }
-            }
-            let e = trapped.expect("1.6 s of CPU at 150 ms a second is stopped");
-            assert!(e.contains("used over 150 ms of CPU per second"), "{e}");
-        }))
+                let e = trapped.expect("1.6 s of CPU at 150 ms a second is stopped");
+                assert!(e.contains("used over 150 ms of CPU per second"), "{e}");
+            }),
+        )
         .await;
     }
 }
@@ -417,27 +488,37 @@ async fn imports_block_no_longer_than_the_ceiling_and_wait_runs_alone() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let hour = 3_600_000u64;
-            let slept = rogue.call::<(u64,), (u64,)>("sleep-for", (hour,)).await.unwrap().0;
-            assert!(slept < hour, "slept {slept} ms");
-            let woke = rogue
-                .call::<(String, u64), (bool,)>("wait-on", ("quiet".into(), hour))
-                .await
-                .unwrap()
-                .0;
-            assert!(!woke, "nothing was published");
-            // WAIT with no timeout would block its connection forever: refused.
-            let e = raw(&mut rogue, &["WAIT", "1", "0"]).await.unwrap_err();
-            assert!(e.contains("WAIT needs a timeout between 1 and 300 ms"), "{e}");
-            // With one, it runs on a connection of its own, again and again: the good
-            // tenant's commands and renewals never queue behind it.
-            for _ in 0..5 {
-                let r = raw(&mut rogue, &["WAIT", "1", "200"]).await.unwrap();
-                assert_eq!(r, "[Frame::Integer(0)]");
-            }
-        }))
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let hour = 3_600_000u64;
+                let slept = rogue
+                    .call::<(u64,), (u64,)>("sleep-for", (hour,))
+                    .await
+                    .unwrap()
+                    .0;
+                assert!(slept < hour, "slept {slept} ms");
+                let woke = rogue
+                    .call::<(String, u64), (bool,)>("wait-on", ("quiet".into(), hour))
+                    .await
+                    .unwrap()
+                    .0;
+                assert!(!woke, "nothing was published");
+                // WAIT with no timeout would block its connection forever: refused.
+                let e = raw(&mut rogue, &["WAIT", "1", "0"]).await.unwrap_err();
+                assert!(
+                    e.contains("WAIT needs a timeout between 1 and 300 ms"),
+                    "{e}"
+                );
+                // With one, it runs on a connection of its own, again and again: the good
+                // tenant's commands and renewals never queue behind it.
+                for _ in 0..5 {
+                    let r = raw(&mut rogue, &["WAIT", "1", "200"]).await.unwrap();
+                    assert_eq!(r, "[Frame::Integer(0)]");
+                }
+            }),
+        )
         .await;
     }
 }
@@ -476,16 +557,26 @@ async fn wasi_random_bytes_are_bounded_per_call() {
     };
     for bed in both(limits).await {
         let bed = &bed;
-        meanwhile(bed, Box::pin(async move {
-            let mut rogue = bed.rogue("rogue").await;
-            let got = rogue.call::<(u64, u32), (u64,)>("random", (1_024, 4)).await.unwrap().0;
-            assert_eq!(got, 4 * 1_024);
-            let e = rogue
-                .call::<(u64, u32), (u64,)>("random", (32 << 20, 1))
-                .await
-                .unwrap_err();
-            assert!(e.0.contains("over the tenant's limit of 1024 per call"), "{e}");
-        }))
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let got = rogue
+                    .call::<(u64, u32), (u64,)>("random", (1_024, 4))
+                    .await
+                    .unwrap()
+                    .0;
+                assert_eq!(got, 4 * 1_024);
+                let e = rogue
+                    .call::<(u64, u32), (u64,)>("random", (32 << 20, 1))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    e.0.contains("over the tenant's limit of 1024 per call"),
+                    "{e}"
+                );
+            }),
+        )
         .await;
     }
 }
@@ -519,8 +610,15 @@ async fn make_busy(bed: &Bed, busy_ms: u64) {
         None => {
             let set = |a: &[&str]| a.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
             let threshold = set(&["CONFIG", "SET", "busy-reply-threshold", "20"]);
-            assert_eq!(bed.admin.command(threshold).await.unwrap(), Reply::Status("OK".into()));
-            let r = bed.admin.command(set(&["EVAL", &script, "0"])).await.unwrap();
+            assert_eq!(
+                bed.admin.command(threshold).await.unwrap(),
+                Reply::Status("OK".into())
+            );
+            let r = bed
+                .admin
+                .command(set(&["EVAL", &script, "0"]))
+                .await
+                .unwrap();
             assert_eq!(r, Reply::Int(1));
         }
         Some(redis) => {
@@ -532,7 +630,11 @@ async fn make_busy(bed: &Bed, busy_ms: u64) {
                     .arg(&["SET", "busy-reply-threshold", "20"])
                     .query(&mut c)
                     .unwrap();
-                let one: i64 = redis::cmd("EVAL").arg(&script).arg(0).query(&mut c).unwrap();
+                let one: i64 = redis::cmd("EVAL")
+                    .arg(&script)
+                    .arg(0)
+                    .query(&mut c)
+                    .unwrap();
                 assert_eq!(one, 1);
             })
             .await
@@ -555,8 +657,17 @@ async fn a_busy_server_is_retried_within_the_ttl_not_taken_for_a_lost_lease() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         make_busy(&bed, 800).await;
         tokio::time::sleep(Duration::from_millis(1_000)).await;
-        assert!(held(&mut keeper, lock).await, "{}: taken for lost", bed.what);
-        assert_eq!(release(&mut keeper, lock).await, Released::Released, "{}", bed.what);
+        assert!(
+            held(&mut keeper, lock).await,
+            "{}: taken for lost",
+            bed.what
+        );
+        assert_eq!(
+            release(&mut keeper, lock).await,
+            Released::Released,
+            "{}",
+            bed.what
+        );
     }
 }
 
@@ -564,7 +675,12 @@ async fn a_busy_server_is_retried_within_the_ttl_not_taken_for_a_lost_lease() {
 async fn a_killed_subscriber_connection_comes_back_with_its_subscriptions() {
     // The latchkey server over TCP, and a real redis-server: both kill pub/sub clients on
     // `CLIENT KILL TYPE pubsub`, as the output-buffer limit would.
-    let server = Server::builder().port(0).bind("127.0.0.1").start().await.unwrap();
+    let server = Server::builder()
+        .port(0)
+        .bind("127.0.0.1")
+        .start()
+        .await
+        .unwrap();
     let redis = common::RedisProcess::spawn();
     for url in [server.url(), redis.url()] {
         let backend = <dyn Backend>::redis(&url).await.unwrap();
@@ -583,23 +699,35 @@ async fn a_killed_subscriber_connection_comes_back_with_its_subscriptions() {
             (woke, waiter)
         });
         let deadline = Instant::now() + Duration::from_secs(10);
-        while admin.command(cmd(&["PUBSUB", "NUMSUB", "w:ch"])).await.unwrap()
+        while admin
+            .command(cmd(&["PUBSUB", "NUMSUB", "w:ch"]))
+            .await
+            .unwrap()
             != Reply::Array(vec![Reply::Bulk(b"w:ch".to_vec()), Reply::Int(1)])
         {
             assert!(Instant::now() < deadline, "{url}: never subscribed");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let killed = admin.command(cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])).await.unwrap();
+        let killed = admin
+            .command(cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]))
+            .await
+            .unwrap();
         assert_eq!(killed, Reply::Int(1), "{url}");
         // The waiter is woken (a message may have been missed meanwhile), and its
         // subscription is back on a new connection.
         let (woke, mut waiter) = waiting.await.unwrap();
         assert!(woke, "{url}: the waiter was never woken");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while admin.command(cmd(&["PUBSUB", "NUMSUB", "w:ch"])).await.unwrap()
+        while admin
+            .command(cmd(&["PUBSUB", "NUMSUB", "w:ch"]))
+            .await
+            .unwrap()
             != Reply::Array(vec![Reply::Bulk(b"w:ch".to_vec()), Reply::Int(1)])
         {
-            assert!(Instant::now() < deadline, "{url}: the subscription never came back");
+            assert!(
+                Instant::now() < deadline,
+                "{url}: the subscription never came back"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // A message published now reaches a waiter through the restored subscription.

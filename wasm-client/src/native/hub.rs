@@ -67,7 +67,12 @@ impl Hub {
 
     /// The channels subscribed right now: what a new connection must subscribe to again.
     pub(crate) fn channel_names(&self) -> Vec<Vec<u8>> {
-        self.channels.lock().expect("hub lock").keys().cloned().collect()
+        self.channels
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Wakes every waiter on every channel, as if a message had arrived: after the connection

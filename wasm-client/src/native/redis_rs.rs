@@ -142,7 +142,9 @@ async fn pubsub_task(
         // The connection is gone: make another, restoring every subscription.
         let mut pause = Duration::from_millis(10);
         pubsub = loop {
-            let Some(hub) = deliver_to.upgrade() else { return };
+            let Some(hub) = deliver_to.upgrade() else {
+                return;
+            };
             if let Ok(mut p) = client.get_async_pubsub().await {
                 let mut restored = true;
                 for ch in hub.channel_names() {
