@@ -1,18 +1,57 @@
 //! The active expiry cycle: deletes keys whose TTL has passed even when nobody reads them.
 //!
-//! Like Redis it runs ten times a second; with a virtual clock it also runs each time the clock
-//! is advanced, so an advanced clock leaves no expired key behind for `DBSIZE` or `SCAN`.
+//! Like Redis it wakes ten times a second; with a virtual clock it also wakes each time the
+//! clock is advanced, and whenever someone awaits [`caught_up`] (so an advanced clock leaves no
+//! expired key behind for `DBSIZE` or `SCAN` once that resolves).
+//!
+//! How it keeps up with a burst (a million leases taken together expire together):
+//! - due keys are popped from the front of each database's deadline-ordered index
+//!   ([`crate::expiry_index`]): each deletion costs a logarithmic step, never a rescan;
+//! - a pass is a series of small steps. Each step deletes at most [`STEP_KEYS`] keys while
+//!   holding the execution gate shared and the stream-order lock, feeds all their `DEL`s to the
+//!   replicas and the AOF as one encoded chunk, lets both go, frees the values (big ones on the
+//!   background freer, [`crate::lazyfree`]), and yields to the scheduler, so clients are served
+//!   between steps and an exclusive command (a script, `EXEC`) waits at most one step;
+//! - a pass runs until nothing is due. Redis instead caps a pass at a share of the CPU and
+//!   leaves the rest for the next one; here the cap comes from the scheduler: every step ends
+//!   in a yield, and clients that are ready run before the next step. When clients are idle
+//!   the steps run back to back and the backlog clears at full speed.
+//!
+//! This is unlike Redis's `activeExpireCycle`, which samples random keys with a TTL and adapts
+//! its effort to the share it finds expired: with an ordered index there is nothing to
+//! sample, the next due key is always at the front.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch, Notify};
 
 use crate::server::Shared;
 
-/// Keys deleted per database per pass, before yielding to clients.
-const BATCH: usize = 200;
+/// Keys deleted in one step, under the gate, before yielding to clients. Small enough that a
+/// step takes tens of microseconds, large enough that the `DEL`s of a step fill one chunk.
+pub const STEP_KEYS: usize = 64;
+
+/// Wake-ups and progress of the active expiry cycle, shared between the cycle's task and
+/// whoever waits for it to catch up.
+#[derive(Debug)]
+pub struct ExpiryState {
+    /// Wakes the cycle's task now instead of at its next tick.
+    kick: Notify,
+    /// Counts the passes completed; bumped at the end of every pass.
+    passes: watch::Sender<u64>,
+}
+
+impl Default for ExpiryState {
+    fn default() -> Self {
+        ExpiryState {
+            kick: Notify::new(),
+            passes: watch::channel(0).0,
+        }
+    }
+}
 
 /// Runs until the server shuts down.
 pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
@@ -23,43 +62,91 @@ pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shared.clock.advanced() => {}
+            _ = shared.expiry.kick.notified() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
         expire_cycle(&shared).await;
+        shared.expiry.passes.send_modify(|n| *n += 1);
     }
 }
 
-/// One pass over every database. Replicas skip it: they wait for the master's deletes. So
-/// does a server whose cycle was switched off with `DEBUG SET-ACTIVE-EXPIRE 0`.
-pub async fn expire_cycle(shared: &Shared) {
-    if shared.is_replica() || !shared.active_expire.load(Ordering::Acquire) {
-        return;
+/// One pass over every database, until no key is due. Replicas skip it: they wait for the
+/// master's deletes. So does a server whose cycle was switched off with
+/// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
+pub async fn expire_cycle(shared: &Shared) -> usize {
+    let mut total = 0;
+    if !cycle_runs(shared) {
+        return 0;
     }
     for (i, db) in shared.keyspace.iter() {
-        if db.is_empty() {
-            continue;
-        }
-        loop {
-            let gone = {
-                // Never delete in the middle of a script or transaction; and feed the
-                // deletions before any write to the same keys can (see `order_guard`).
-                let Ok(_g) = shared.gate.shared(Duration::MAX).await else {
-                    return;
-                };
-                let _order = shared.order_guard();
-                let now = shared.clock.now_ms();
-                let gone = db.active_expire(now, BATCH);
-                shared.propagate_expired(i, &gone);
-                gone
+        while db.has_due(shared.clock.now_ms()) {
+            let Some(gone) = step(shared, i).await else {
+                return total;
             };
-            shared
-                .stats
-                .expired_keys
-                .fetch_add(gone.len() as u64, Ordering::Relaxed);
-            if gone.len() < BATCH {
-                break;
-            }
+            total += gone;
             tokio::task::yield_now().await;
+        }
+    }
+    total
+}
+
+/// Whether this server runs the active expiry cycle at all.
+fn cycle_runs(shared: &Shared) -> bool {
+    !shared.is_replica() && shared.active_expire.load(Ordering::Acquire)
+}
+
+/// Deletes up to [`STEP_KEYS`] due keys of database `i` and records their deletions. Returns
+/// how many it deleted, or `None` when the server is going away (the gate is closed).
+async fn step(shared: &Shared, i: usize) -> Option<usize> {
+    let db = shared.keyspace.db(i);
+    let gone = {
+        // Never delete in the middle of a script or transaction; and feed the deletions
+        // before any write to the same keys can (see `order_guard`).
+        let Ok(_gate) = shared.gate.shared(Duration::MAX).await else {
+            return None;
+        };
+        let _order = shared.order_guard();
+        let now = shared.clock.now_ms();
+        let gone = db.active_expire(now, STEP_KEYS);
+        if !gone.is_empty() {
+            let keys: Vec<Bytes> = gone.iter().map(|(k, _)| k.clone()).collect();
+            shared.propagate_expired(i, &keys);
+        }
+        gone
+    };
+    let n = gone.len();
+    shared
+        .stats
+        .expired_keys
+        .fetch_add(n as u64, Ordering::Relaxed);
+    // Freed outside the locks; big values on the background freer.
+    for (_, entry) in gone {
+        crate::lazyfree::free_entry(entry);
+    }
+    Some(n)
+}
+
+/// Resolves once no key whose deadline is at or before the current time is left for the
+/// active expiry cycle: every such key has been deleted and its deletion fed to replicas and
+/// the AOF. Wakes the cycle instead of waiting for its next tick, and never sleeps.
+///
+/// Resolves at once on a replica, or with the cycle switched off (`DEBUG SET-ACTIVE-EXPIRE
+/// 0`), since no pass will run there; and when the server shuts down.
+pub async fn caught_up(shared: &Shared) {
+    let mut passes = shared.expiry.passes.subscribe();
+    let mut shutdown = shared.shutdown_signal();
+    loop {
+        passes.mark_unchanged();
+        if !cycle_runs(shared)
+            || *shutdown.borrow()
+            || !shared.keyspace.has_due(shared.clock.now_ms())
+        {
+            return;
+        }
+        shared.expiry.kick.notify_one();
+        tokio::select! {
+            r = passes.changed() => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
         }
     }
 }

@@ -42,7 +42,9 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     for k in &args[1..] {
         // An expired key counts as absent; removing it still tidies the map.
         let live = ctx.db().contains(k, ctx.now_ms);
-        if ctx.db().remove(k).is_some() {
+        if let Some(entry) = ctx.db().remove(k) {
+            // A big value is freed in the background (as `UNLINK` promises; `DEL` too).
+            crate::lazyfree::free_entry(entry);
             if live {
                 n += 1;
                 ctx.changed();
