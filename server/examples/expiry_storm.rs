@@ -14,6 +14,10 @@
 //! taskset -c 1 target/release/examples/expiry_storm --latchkey target/release/latchkey-server
 //! ```
 //!
+//! On a machine shared with other work, prefix `chrt -f 10` (the servers inherit it), or the
+//! numbers measure the scheduler. Results and the machine they came from:
+//! `bench/results/expiry.md`.
+//!
 //! Options: `--keys N` (default 1000000), `--ttl-ms MS` (5000; raise it if the load takes
 //! longer than the TTL minus a second), `--clients N` (50), `--pipeline N` (GETs in flight per
 //! connection, 1), `--latchkey PATH`, `--redis PATH` (`redis-server`), `--only latchkey|redis`,
