@@ -89,11 +89,10 @@ pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
 /// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
 pub async fn expire_cycle(shared: &Shared) -> usize {
     let mut total = 0;
-    if !cycle_runs(shared) {
-        return 0;
-    }
     for (i, db) in shared.keyspace.iter() {
-        while db.has_due(shared.clock.now_ms()) {
+        // Checked again before each step: `DEBUG SET-ACTIVE-EXPIRE 0` or a `REPLICAOF`
+        // stops a pass between two steps.
+        while cycle_runs(shared) && db.has_due(shared.clock.now_ms()) {
             let started = Instant::now();
             let Some(gone) = step(shared, i).await else {
                 return total;
