@@ -363,7 +363,11 @@ impl Db {
         let Some((k, e)) = removed else {
             return false;
         };
-        self.reindex(&k, e.expires_at, None);
+        // The key's pair stays in the index: it is due, so the expiry cycle pops it soon (a
+        // cheap pop from the front) and drops it as stale. Searching the index for it here
+        // would cost every read that meets an expired key a logarithmic walk with key
+        // comparisons, just when a storm of expiries makes such reads common.
+        self.expiries.recount(e.expires_at, None);
         self.signal_modified(&k);
         crate::lazyfree::free_entry(e);
         true
