@@ -333,20 +333,6 @@ impl Db {
         Some(e)
     }
 
-    /// Deletes `key` if it is expired at `now_ms`; returns whether it did.
-    pub fn expire_now(&self, key: &[u8], now_ms: u64) -> bool {
-        let removed = self.map.remove_if(key, |_, e| e.is_expired(now_ms));
-        match removed {
-            Some((k, e)) => {
-                self.reindex(&k, e.expires_at, None);
-                self.signal_modified(&k);
-                crate::lazyfree::free_entry(e);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Deletes `key` if it is expired, as a read that found it so does (lazy expiry), and
     /// remembers it: like Redis, a master tells its replicas and its AOF with a `DEL`, since
     /// they never expire keys themselves. Returns whether it deleted.
@@ -708,6 +694,22 @@ mod tests {
         db.clear();
         assert_eq!(db.expires_count(), 0);
         assert!(!db.has_due(u64::MAX));
+    }
+
+    #[test]
+    fn a_read_that_expires_a_key_leaves_its_pair_to_the_cycle() {
+        let db = Db::default();
+        let key = Bytes::from_static(b"k");
+        db.insert(key.clone(), string("v", Some(10)));
+        assert!(db.get(&key, 20, true).is_none());
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires_count(), 0, "counted out at once");
+        assert!(db.has_due(20), "the pair is left, due");
+        // Recreated meanwhile: the stale pair must not delete the new key.
+        db.insert(key.clone(), string("new", None));
+        assert!(db.active_expire(20, 10).is_empty());
+        assert!(!db.has_due(u64::MAX));
+        assert_eq!(db.get(&key, 20, true).unwrap().value.type_name(), "string");
     }
 
     #[test]
