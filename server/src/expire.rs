@@ -136,10 +136,12 @@ async fn step(shared: &Shared, i: usize) -> Option<usize> {
         let Ok(_gate) = shared.gate.shared(Duration::MAX).await else {
             return None;
         };
-        let _order = shared.order_guard();
+        let order = shared.order_guard();
         let now = shared.clock.now_ms();
         let gone = db.active_expire(now, STEP_KEYS);
-        if !gone.is_empty() {
+        // `order` is held exactly when writes are recorded (replicas or an AOF): otherwise
+        // there is nothing to feed, and the keys need not be gathered.
+        if order.is_some() && !gone.is_empty() {
             let keys: Vec<Bytes> = gone.iter().map(|(k, _)| k.clone()).collect();
             shared.propagate_expired(i, &keys);
         }
