@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -96,8 +96,52 @@ struct Script {
     function: Function,
 }
 
-/// The value of `hook_fires` once the running script has handed its worker's tasks away.
-const HANDED_OFF: u32 = u32::MAX;
+/// How long a script runs on its tokio worker before that worker's other tasks are handed to
+/// another thread. Short scripts (every lock script) never pay for the hand-off; one that has
+/// run this long, whether in Lua instructions or inside slow `redis.call`s, stops holding up
+/// the timers and tasks of the runtime it is embedded in.
+const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Where the running script stands with respect to its worker (see [`hand_off_if_long`]).
+#[derive(Clone, Copy)]
+enum HandOff {
+    /// No script is running on this thread.
+    Idle,
+    /// A script started at this instant and still holds its worker.
+    Holding(std::time::Instant),
+    /// The worker's other tasks have moved to another thread (or cannot: a current-thread
+    /// runtime), nothing more to do for this run.
+    Done,
+}
+
+thread_local! {
+    static HAND_OFF: std::cell::Cell<HandOff> = const { std::cell::Cell::new(HandOff::Idle) };
+}
+
+/// Notes that a script starts on this thread now.
+fn hand_off_start() {
+    HAND_OFF.with(|h| h.set(HandOff::Holding(std::time::Instant::now())));
+}
+
+/// Notes that the script on this thread has ended.
+fn hand_off_end() {
+    HAND_OFF.with(|h| h.set(HandOff::Idle));
+}
+
+/// Called from the instruction hook and around every `redis.call`: once the running script
+/// has run for [`HAND_OFF_AFTER`] (by the clock, however that time was spent), hands its
+/// worker's other tasks away. The decision is by elapsed time, so a script that spends its
+/// time in a few slow commands (which run no Lua instructions) is caught as surely as a
+/// busy loop.
+pub(crate) fn hand_off_if_long() {
+    HAND_OFF.with(|h| {
+        if let HandOff::Holding(started) = h.get() {
+            if started.elapsed() >= HAND_OFF_AFTER && hand_off_worker() {
+                h.set(HandOff::Done);
+            }
+        }
+    });
+}
 
 /// Moves the tokio worker this script runs on (its queue of other clients' tasks) to a fresh
 /// thread, and returns whether that took, so that the script can go on here without holding
@@ -109,6 +153,10 @@ const HANDED_OFF: u32 = u32::MAX;
 /// the closure waits for a marker task spawned just before, which sits in this worker's
 /// own queue (its LIFO slot, which other workers cannot steal) and so runs only once the core
 /// has moved.
+///
+/// On a current-thread runtime there is no other thread to hand anything to
+/// (`block_in_place` would panic there): the script runs to its end on the only thread, as
+/// every script does in Redis itself.
 fn hand_off_worker() -> bool {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
@@ -145,10 +193,6 @@ pub struct Scripting {
     kill: Arc<AtomicBool>,
     /// The effects of the last script or function run (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
-    /// How often the instruction hook fired during the running script: from the second
-    /// firing on the script has surely run long, and hands its worker's other tasks away
-    /// ([`HANDED_OFF`] once that took).
-    hook_fires: Arc<AtomicU32>,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
     wrote: Arc<AtomicBool>,
@@ -250,28 +294,17 @@ impl Scripting {
         let load_env = functions::load_environment(&lua, &visible)?;
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
-        let hook_fires = Arc::new(AtomicU32::new(0));
-        let fires = hook_fires.clone();
-        // Every 100k instructions (about a millisecond). Lua counts instructions across
-        // runs, not from the start of each one: the count left over from earlier scripts
-        // makes the hook fire once in the middle of some short script every 100k
-        // instructions (every few thousand lock-release scripts). Only a second firing
-        // within one run proves the script itself has run 100k instructions.
+        // Every 100k instructions (about a millisecond): the hook only looks at the
+        // clock (see `hand_off_if_long`) and at the kill switch. Lua counts instructions
+        // across runs, so the hook may fire early in a short script: harmless, since what
+        // it decides by is the time this run has taken.
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
             move |_lua, _debug| {
-                let seen = fires.load(Ordering::Acquire);
-                if seen != HANDED_OFF {
-                    // A long script, from its second firing on: hand this worker's other tasks
-                    // to another thread, so that other clients are served (and answered -BUSY)
-                    // while the script runs. Retried at each firing until it took.
-                    let next = if seen + 1 >= 2 && hand_off_worker() {
-                        HANDED_OFF
-                    } else {
-                        seen + 1
-                    };
-                    fires.store(next, Ordering::Release);
-                }
+                // A long script hands this worker's other tasks to another thread, so that
+                // other clients are served (and answered -BUSY) and the runtime's timers
+                // fire while it runs. Retried at each firing until it took.
+                hand_off_if_long();
                 if kill_flag.swap(false, Ordering::AcqRel) {
                     return Err(mlua::Error::RuntimeError(
                         "Script killed by user with SCRIPT KILL...".into(),
@@ -290,7 +323,6 @@ impl Scripting {
             load_env,
             cache: Mutex::new(HashMap::default()),
             kill,
-            hook_fires,
             last_effects: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
@@ -416,7 +448,7 @@ impl Scripting {
         as_function: bool,
     ) -> Frame {
         self.kill.store(false, Ordering::Release);
-        self.hook_fires.store(0, Ordering::Release);
+        hand_off_start();
         self.wrote.store(false, Ordering::Release);
         self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
@@ -439,6 +471,7 @@ impl Scripting {
                     *self.0.last_effects.lock() = wrap_effects(run.effects);
                 }
                 self.0.running.store(false, Ordering::Release);
+                hand_off_end();
             }
         }
         let _clear = ClearRun(self);

@@ -137,7 +137,12 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         // never hold the run record across it.
         drop(guard);
         let dirty_before = ctx.dirty;
+        // A script that has already run long hands its worker away before a command that
+        // may be slow, and one whose command was slow does so right after (see
+        // `hand_off_if_long`): slow commands run no Lua instructions for the hook to count.
+        super::hand_off_if_long();
         let reply = cmd::call_spec(ctx, spec, &argv);
+        super::hand_off_if_long();
         if ctx.dirty > dirty_before {
             RUN.with(|r| {
                 if let Some(run) = r.borrow_mut().as_mut() {
