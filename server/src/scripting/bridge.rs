@@ -94,7 +94,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
             ffi::LUA_TSTRING => {
                 let mut len = 0usize;
                 let ptr = ffi::lua_tolstring(state, i, &mut len);
-                argv.push(Bytes::copy_from_slice(std::slice::from_raw_parts(
+                argv.push(super::shared_argument(std::slice::from_raw_parts(
                     ptr.cast::<u8>(),
                     len,
                 )));
@@ -144,11 +144,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         let reply = cmd::call_spec(ctx, spec, &argv);
         super::hand_off_if_long();
         if ctx.dirty > dirty_before {
-            RUN.with(|r| {
-                if let Some(run) = r.borrow_mut().as_mut() {
-                    run.effects.push(argv);
-                }
-            });
+            super::record_effect(argv);
         }
         match reply {
             Frame::Error(e) => Outcome::Error(e),
