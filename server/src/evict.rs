@@ -27,10 +27,11 @@
 //!
 //! **Evicting a lock.** Under `allkeys-*` policies a lock key (`SET lock token NX PX 30000`)
 //! is a key like any other: when memory runs out it may be evicted before its TTL ends, and
-//! then a second client acquires the "held" lock. This is one more way, besides expiry,
-//! failover and clock jumps, to lose a lock. Run lock servers with `noeviction` or a
-//! `volatile-*` policy and give only disposable keys no TTL... or better, keep lock servers
-//! far below `maxmemory`; `server/tests/memory.rs` shows the lock key evicted.
+//! then a second client acquires the "held" lock. Under `volatile-*` policies it is worse: lock
+//! keys always have a TTL, so they are exactly the keys eviction chooses from. This is one more
+//! way, besides expiry, failover and clock jumps, to lose a lock. Run lock servers with
+//! `noeviction` (writes then fail loudly instead) or far below `maxmemory`;
+//! `tests/tests/memory_limits.rs` shows the lock key evicted.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;

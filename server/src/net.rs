@@ -137,8 +137,12 @@ pub async fn serve(
                         break 'conn;
                     }
                     if wbuf.len() >= FLUSH_AT {
-                        if wr.write_all(&wbuf).await.is_err() {
-                            break 'conn;
+                        // A client that stops reading holds this task here: it reads no more
+                        // requests meanwhile, so its replies cannot pile up in the server.
+                        tokio::select! {
+                            r = wr.write_all(&wbuf) => if r.is_err() { break 'conn },
+                            _ = &mut killed => break 'conn,
+                            _ = stuck_over_limit(&shared, &client, wbuf.len()) => break 'conn,
                         }
                         wbuf.clear();
                     }
