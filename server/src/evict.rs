@@ -518,7 +518,9 @@ fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, 
     let policy = limits.policy();
     let samples = limits.samples.load(Ordering::Relaxed);
     let mut offer = |key: &Bytes, score: u64| {
-        if pool.iter().any(|c| c.db == index && c.key == *key) {
+        // A key already in the pool gets its score anew: it may have been used since.
+        if let Some(c) = pool.iter_mut().find(|c| c.db == index && c.key == *key) {
+            c.score = score;
             return;
         }
         if pool.len() >= POOL_SIZE {
