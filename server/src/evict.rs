@@ -351,8 +351,13 @@ impl Access {
         self.0.store(v, Ordering::Relaxed);
     }
 
-    /// Records a use of the key (any read or write that found it).
+    /// Records a use of the key (any read or write that found it). A read at time 0 is the
+    /// server's own look at a key (encoding a write for the replication stream, say), not a
+    /// use: it leaves the stamp alone, as Redis's `LOOKUP_NOTOUCH` does.
     pub(crate) fn touch(&self, now_ms: u64, limits: &Limits) {
+        if now_ms == 0 {
+            return;
+        }
         let old = self.0.load(Ordering::Relaxed);
         let new = if limits.policy().lfu() {
             let counter = log_incr(decayed(old, now_ms, limits), limits);

@@ -308,7 +308,13 @@ fn evicted_keys_reach_the_aof_as_dels() {
     cap_memory_here(&mut c);
     clock.advance(Duration::from_millis(10));
     c.cmd(&["SET", "newest", &value]);
-    assert_eq!(c.cmd(&["EXISTS", "oldest"]), b":0\r\n");
+    let used = info_number(&mut c, "memory", "used_memory");
+    let evicted = info_number(&mut c, "stats", "evicted_keys");
+    assert_eq!(
+        c.cmd(&["EXISTS", "oldest"]),
+        b":0\r\n",
+        "used {used}, evicted {evicted}"
+    );
     // The AOF (what a restart replays) deletes the evicted key, as a replica's stream does.
     let mut aof = Vec::new();
     for entry in walk(dir.path()) {
@@ -363,7 +369,10 @@ fn used_memory_follows_the_keyspace() {
     c.cmd(&["FLUSHALL"]);
     let flushed = info_number(&mut c, "memory", "used_memory");
     // (The emptied hash tables keep their capacity, as hashbrown's do, and are counted.)
-    assert!(flushed < full / 2, "{flushed} after FLUSHALL, {full} before");
+    assert!(
+        flushed < full / 2,
+        "{flushed} after FLUSHALL, {full} before"
+    );
     let human = String::from_utf8(c.cmd(&["INFO", "memory"])).unwrap();
     assert!(human.contains("maxmemory_policy:noeviction"), "{human}");
 }
