@@ -256,7 +256,7 @@ impl Limits {
     /// named change, the others keep their limits.
     fn set_output_limits(&self, value: &str) -> Result<String, ConfigError> {
         let words: Vec<&str> = value.split_whitespace().collect();
-        if words.is_empty() || words.len() % 4 != 0 {
+        if words.is_empty() || !words.len().is_multiple_of(4) {
             return Err(ConfigError::Invalid(
                 "Wrong number of arguments in buffer limit configuration.".into(),
             ));
