@@ -140,6 +140,8 @@ pub struct Replication {
     last_io_ms: AtomicU64,
     down_since_ms: AtomicU64,
     epoch: Instant,
+    /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
+    limits: std::sync::OnceLock<Arc<crate::evict::Limits>>,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -151,6 +153,12 @@ enum Resync {
 }
 
 impl Replication {
+    /// Gives the stream the server's limits, so that a replica that stops reading is
+    /// disconnected past `client-output-buffer-limit replica`.
+    pub(crate) fn set_limits(&self, limits: Arc<crate::evict::Limits>) {
+        let _ = self.limits.set(limits);
+    }
+
     /// Fresh state for a master with no replicas.
     pub fn new(replid: String) -> Replication {
         Replication {
@@ -180,6 +188,7 @@ impl Replication {
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            limits: std::sync::OnceLock::new(),
         }
     }
 
@@ -271,7 +280,11 @@ impl Replication {
             if r.paused {
                 r.held.push(chunk.clone());
             } else {
-                r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
+                let queued = r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
+                if let Some(l) = self.limits.get() {
+                    let limit = l.output_limit(crate::evict::ClientClass::Replica);
+                    crate::outbuf::enforce(&r.sender.handle, queued, limit, self.now_ms());
+                }
             }
         }
         offset
@@ -380,6 +393,16 @@ impl Replication {
             _ = self.acked.notified() => {}
             _ = tokio::time::sleep(tick) => {}
         }
+    }
+
+    /// Whether the client with this id is an attached replica.
+    pub fn is_replica_client(&self, client_id: u64) -> bool {
+        self.attached.load(Ordering::Acquire)
+            && self
+                .replicas
+                .lock()
+                .iter()
+                .any(|l| l.client_id == client_id)
     }
 
     /// Forgets a replica whose connection closed (the backlog stays, for its return).
@@ -624,6 +647,7 @@ pub fn encode_effects(
                 Some(Entry {
                     value: Value::Str(v),
                     expires_at: Some(t),
+                    ..
                 }) => encode(
                     &[&b"SET"[..], key, &v[..], b"PXAT", n.format(*t).as_bytes()],
                     out,
@@ -631,6 +655,7 @@ pub fn encode_effects(
                 Some(Entry {
                     value: Value::Str(v),
                     expires_at: None,
+                    ..
                 }) => encode(&[&b"SET"[..], key, &v[..]], out),
                 _ => encode(&[&b"DEL"[..], key], out),
             }

@@ -75,6 +75,8 @@ pub struct Shared {
     pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
     /// `INFO stats` counters.
     pub stats: Stats,
+    /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
+    pub evictor: crate::evict::Evictor,
     /// When the server started.
     pub started: Instant,
     /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
@@ -103,17 +105,21 @@ impl Shared {
                 .collect()
         };
         let run_id = hex40();
+        let config = Config::default();
+        let replication = crate::replication::Replication::new(hex40());
+        replication.set_limits(config.limits.clone());
         Shared {
-            keyspace: Keyspace::default(),
+            keyspace: Keyspace::with_limits(config.limits.clone()),
             clock,
-            config: Config::default(),
+            config,
             gate: Gate::default(),
             clients: Clients::default(),
             pubsub: PubSub::default(),
             scripting: Scripting::default(),
-            replication: crate::replication::Replication::new(hex40()),
+            replication,
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
+            evictor: crate::evict::Evictor::default(),
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),

@@ -384,7 +384,7 @@ pub async fn execute_spec(
     shared: &Arc<Shared>,
     client: &mut Client,
     spec: Option<&'static CommandSpec>,
-    args: Vec<Bytes>,
+    mut args: Vec<Bytes>,
 ) -> Frame {
     let Some(spec) = spec else {
         if let Some(m) = client.multi.as_mut() {
@@ -399,6 +399,13 @@ pub async fn execute_spec(
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
+    // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
+    if let Some(oom) = crate::evict::check_command(shared, client, spec).await {
+        return oom;
+    }
+    if spec.has(DENYOOM) {
+        crate::memory::detach_args(&mut args);
+    }
     let now_ms = shared.clock.now_ms();
     client.sync_info(spec.name, now_ms);
     if client.in_resp2_pubsub() && !spec.has(SUBSCRIBED_OK) {

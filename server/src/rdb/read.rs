@@ -303,10 +303,7 @@ pub fn parse(
             t => {
                 let key = r.string()?;
                 let value = value(&mut r, t, &key)?;
-                let entry = Entry {
-                    value,
-                    expires_at: expires_at.take(),
-                };
+                let entry = Entry::with_expiry(value, expires_at.take());
                 sink(Record::Key { db, key, entry })?;
             }
         }
