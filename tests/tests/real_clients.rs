@@ -93,8 +93,7 @@ fn transcript(deps: &Path, port: u16, protocol: u8) -> String {
 #[test]
 fn redis_py_locks_behave_the_same_on_latchkey_and_redis() {
     let Some(deps) = redis_py() else {
-        eprintln!("python3 is not installed: skipping the redis-py test");
-        return;
+        panic!("python3 is missing: install it (apt-get install python3 python3-venv); scripts/test does");
     };
     let latchkey = Server::builder().start_blocking().expect("latchkey");
     let redis = RedisProcess::spawn(&[]);
@@ -165,8 +164,9 @@ fn redlock_transcript(dir: &Path, ports: &[u16]) -> String {
 #[test]
 fn npm_redlock_behaves_the_same_on_latchkey_and_redis() {
     let Some(dir) = node_packages() else {
-        eprintln!("node or npm is not installed: skipping the npm redlock test");
-        return;
+        panic!(
+            "node or npm is missing: install them (apt-get install nodejs npm); scripts/test does"
+        );
     };
     let latchkeys: Vec<_> = (0..3)
         .map(|_| Server::builder().start_blocking().expect("latchkey"))

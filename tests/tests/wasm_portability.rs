@@ -232,8 +232,9 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_component_runs_in_node_against_latchkey() {
     let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
+        panic!(
+            "node or npm is missing: install them (apt-get install nodejs npm); scripts/test does"
+        );
     };
     let server = Server::builder().start().await.expect("start latchkey");
     let addr = server.addr();
@@ -248,8 +249,9 @@ async fn the_component_runs_in_node_against_latchkey() {
 #[test]
 fn the_component_runs_in_node_against_real_redis() {
     let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
+        panic!(
+            "node or npm is missing: install them (apt-get install nodejs npm); scripts/test does"
+        );
     };
     let redis = RedisProcess::spawn(&[]);
     let seen = run_scenario(dir, redis.addr());
@@ -259,8 +261,9 @@ fn the_component_runs_in_node_against_real_redis() {
 #[test]
 fn an_unreachable_server_is_a_clear_error_in_node() {
     let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
+        panic!(
+            "node or npm is missing: install them (apt-get install nodejs npm); scripts/test does"
+        );
     };
     // A free port that nobody listens on: the import's `command` answers `err`, which the
     // component passes on as the `err` of `try-acquire`, which jco throws.
