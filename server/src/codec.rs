@@ -205,15 +205,29 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Option<Parsed>, ProtocolError> {
     }
 }
 
+/// C's `isspace` in the "C" locale, which `sdssplitargs` uses: unlike
+/// [`u8::is_ascii_whitespace`] it includes the vertical tab.
+fn c_isspace(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
 /// Splits a line into arguments like Redis's `sdssplitargs`: whitespace separates words,
 /// `"..."` supports `\n \r \t \b \a \\ \" \xHH` escapes, `'...'` supports only `\'`.
 /// Returns `None` on unbalanced quotes (or a closing quote not followed by a space).
+///
+/// Redis splits a C string, so a NUL byte ends the line: what follows it is ignored. (Here a
+/// NUL once ended a word without being skipped as a separator, and the loop then added empty
+/// words forever: three bytes, `"\0\r\n"`, made the server allocate until it was killed.)
 pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let line = match line.iter().position(|c| *c == 0) {
+        Some(nul) => &line[..nul],
+        None => line,
+    };
     let mut args = Vec::new();
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && c_isspace(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -248,7 +262,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !c_isspace(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -265,7 +279,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !c_isspace(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -278,7 +292,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     break;
                 }
                 match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
                     c => cur.push(c),
@@ -352,6 +366,24 @@ mod tests {
         assert_eq!(
             parse_all(b"set a \"b\n").unwrap_err().0,
             "Protocol error: unbalanced quotes in request"
+        );
+    }
+
+    #[test]
+    fn a_nul_ends_an_inline_line_as_in_c() {
+        // Once an endless loop: three bytes that never finished parsing.
+        assert_eq!(parse_all(b"\0\r\n").unwrap(), vec![Parsed::Empty]);
+        assert_eq!(
+            parse_all(b"set k v\0ignored \"\r\nPING\r\n").unwrap(),
+            vec![cmd(&["set", "k", "v"]), cmd(&["PING"])]
+        );
+        // A NUL inside quotes ends the line inside them: unbalanced.
+        assert!(parse_all(b"set k \"v\0\"\r\n").is_err());
+        // C's isspace: a vertical tab may follow a closing quote and separates words; inside
+        // an unquoted word only space, tab, CR and LF end it, as in sdssplitargs.
+        assert_eq!(
+            split_args(b"\"a\"\x0bb\x0cc").unwrap(),
+            vec![Bytes::from("a"), Bytes::from("b\x0cc")]
         );
     }
 
