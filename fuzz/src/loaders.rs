@@ -265,7 +265,10 @@ pub fn check_master_bytes(bytes: &[u8], bounded: bool) {
             assert_bounded("replica link", bytes.len(), crate::alloc::peak_since(base));
         }
         if let Ok(r) = ended {
-            assert!(r.is_err(), "a link whose master went away ended without error");
+            assert!(
+                r.is_err(),
+                "a link whose master went away ended without error"
+            );
         }
         server.shared().set_replica(false);
         assert_healthy(&server).await;

@@ -115,7 +115,10 @@ pub fn reference_decode(data: &[u8], max_bulk: u64) -> Verdict {
         let rest = data.len() - pos;
         if data[pos] != b'*' {
             // Inline: a line up to '\n' (a '\r' before it is dropped), words split by quotes.
-            let nl = (pos..data.len().min(pos + INLINE_MAX + 1)).find(|i| data[*i] == b'\n');
+            // Redis finds the newline with strchr: a NUL before it hides it.
+            let nl = (pos..data.len().min(pos + INLINE_MAX + 1))
+                .find(|i| data[*i] == b'\n' || data[*i] == 0)
+                .filter(|i| data[*i] == b'\n');
             let Some(nl) = nl else {
                 if rest > INLINE_MAX {
                     return fail(commands, "too big inline request".into());
@@ -157,7 +160,10 @@ pub fn reference_decode(data: &[u8], max_bulk: u64) -> Verdict {
                 break;
             }
             if data[at] != b'$' {
-                return fail(commands, format!("expected '$', got '{}'", data[at] as char));
+                return fail(
+                    commands,
+                    format!("expected '$', got '{}'", data[at] as char),
+                );
             }
             let Some(nl) = crlf_within(at, INLINE_MAX) else {
                 if data.len() - at > INLINE_MAX {

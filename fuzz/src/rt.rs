@@ -66,8 +66,10 @@ pub fn forbidden_config(args: &[Vec<u8>]) -> bool {
     }
     args[2..].iter().any(|a| {
         let a = String::from_utf8_lossy(a).to_ascii_lowercase();
-        ["dir", "append", "file", "bind", "port", "log", "save", "pid"]
-            .iter()
-            .any(|w| a.contains(w))
+        [
+            "dir", "append", "file", "bind", "port", "log", "save", "pid",
+        ]
+        .iter()
+        .any(|w| a.contains(w))
     })
 }

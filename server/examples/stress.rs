@@ -37,20 +37,110 @@ const KINDS: [&str; 6] = [
 /// DEBUG, CONFIG, LATCHKEY.FAILOVER, CLIENT KILL): those are not abuse but an operator's
 /// commands, and would end the run.
 const COMMANDS: &[&str] = &[
-    "GET", "SET", "DEL", "INCR", "INCRBY", "INCRBYFLOAT", "APPEND", "SETRANGE", "GETRANGE",
-    "MGET", "MSET", "EXPIRE", "PEXPIRE", "TTL", "PERSIST", "EXISTS", "TYPE", "KEYS", "SCAN",
-    "HSET", "HGET", "HGETALL", "HINCRBY", "HINCRBYFLOAT", "HDEL", "LPUSH", "RPUSH", "LPOP",
-    "LRANGE", "LINSERT", "LREM", "LTRIM", "LPOS", "ZADD", "ZRANGE", "ZRANGEBYSCORE", "ZINCRBY",
-    "ZREM", "ZPOPMIN", "PUBLISH", "PUBSUB", "ECHO", "PING", "TIME", "DBSIZE", "INFO",
-    "COMMAND", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "SELECT", "HELLO", "GETEX",
-    "GETDEL", "STRLEN", "RENAME", "EVALSHA", "SCRIPT", "FUNCTION", "FCALL", "OBJECT", "WAIT",
+    "GET",
+    "SET",
+    "DEL",
+    "INCR",
+    "INCRBY",
+    "INCRBYFLOAT",
+    "APPEND",
+    "SETRANGE",
+    "GETRANGE",
+    "MGET",
+    "MSET",
+    "EXPIRE",
+    "PEXPIRE",
+    "TTL",
+    "PERSIST",
+    "EXISTS",
+    "TYPE",
+    "KEYS",
+    "SCAN",
+    "HSET",
+    "HGET",
+    "HGETALL",
+    "HINCRBY",
+    "HINCRBYFLOAT",
+    "HDEL",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "LRANGE",
+    "LINSERT",
+    "LREM",
+    "LTRIM",
+    "LPOS",
+    "ZADD",
+    "ZRANGE",
+    "ZRANGEBYSCORE",
+    "ZINCRBY",
+    "ZREM",
+    "ZPOPMIN",
+    "PUBLISH",
+    "PUBSUB",
+    "ECHO",
+    "PING",
+    "TIME",
+    "DBSIZE",
+    "INFO",
+    "COMMAND",
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "SELECT",
+    "HELLO",
+    "GETEX",
+    "GETDEL",
+    "STRLEN",
+    "RENAME",
+    "EVALSHA",
+    "SCRIPT",
+    "FUNCTION",
+    "FCALL",
+    "OBJECT",
+    "WAIT",
 ];
 
 const WORDS: &[&str] = &[
-    "k", "l", "h", "z", "0", "-1", "1", "100", "-100", "9223372036854775807",
-    "-9223372036854775808", "1e308", "inf", "-inf", "nan", "NX", "XX", "PX", "EX", "GET",
-    "KEEPTTL", "WITHSCORES", "LIMIT", "*", "[a", "(1", "MATCH", "COUNT", "BEFORE", "AFTER",
-    "3", "2", "LIST", "HELP", "FLUSH", "536870911", "4294967296",
+    "k",
+    "l",
+    "h",
+    "z",
+    "0",
+    "-1",
+    "1",
+    "100",
+    "-100",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "1e308",
+    "inf",
+    "-inf",
+    "nan",
+    "NX",
+    "XX",
+    "PX",
+    "EX",
+    "GET",
+    "KEEPTTL",
+    "WITHSCORES",
+    "LIMIT",
+    "*",
+    "[a",
+    "(1",
+    "MATCH",
+    "COUNT",
+    "BEFORE",
+    "AFTER",
+    "3",
+    "2",
+    "LIST",
+    "HELP",
+    "FLUSH",
+    "536870911",
+    "4294967296",
 ];
 
 /// Lua snippets: bounded loops, errors, hostile arguments to the libraries.
@@ -224,14 +314,29 @@ impl Drop for Guard {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    let bin = argv.get(1).expect("usage: stress <server-binary> [REQUESTS] [MAX_SECONDS] [RSS_LIMIT_MB]");
+    let bin = argv
+        .get(1)
+        .expect("usage: stress <server-binary> [REQUESTS] [MAX_SECONDS] [RSS_LIMIT_MB]");
     let requests: u64 = argv.get(2).map_or(50_000, |s| s.parse().expect("REQUESTS"));
     let max_secs: u64 = argv.get(3).map_or(120, |s| s.parse().expect("MAX_SECONDS"));
-    let limit_mb: u64 = argv.get(4).map_or(512, |s| s.parse().expect("RSS_LIMIT_MB"));
+    let limit_mb: u64 = argv
+        .get(4)
+        .map_or(512, |s| s.parse().expect("RSS_LIMIT_MB"));
 
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(bin)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--loglevel", "error"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--loglevel",
+            "error",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("start the server");
@@ -247,7 +352,10 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(up, "the server did not come up");
-    assert_eq!(command(addr, &[b"SET", CANARY, b"alive"]).unwrap(), b"+OK\r\n");
+    assert_eq!(
+        command(addr, &[b"SET", CANARY, b"alive"]).unwrap(),
+        b"+OK\r\n"
+    );
     let rss_start = rss_kb(pid).unwrap_or(0);
 
     let done = Arc::new(AtomicBool::new(false));
@@ -300,27 +408,34 @@ fn main() {
     let rss_end = rss_kb(pid).unwrap_or(0);
     let peak_kb = peak.load(Ordering::Relaxed);
 
-    println!("stress: {:.1}s against pid {pid} on {addr}", elapsed.as_secs_f64());
+    println!(
+        "stress: {:.1}s against pid {pid} on {addr}",
+        elapsed.as_secs_f64()
+    );
     let total: u64 = sent.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     for (k, name) in KINDS.iter().enumerate() {
         println!("  {:>7}  {name}", sent[k].load(Ordering::Relaxed));
     }
-    println!("  {total:>7}  requests in all ({} connections refused or failed)", failed_connects.load(Ordering::Relaxed));
+    println!(
+        "  {total:>7}  requests in all ({} connections refused or failed)",
+        failed_connects.load(Ordering::Relaxed)
+    );
     println!(
         "  RSS: {} MiB at start, {} MiB peak, {} MiB at the end (limit {limit_mb} MiB)",
         rss_start / 1024,
         peak_kb / 1024,
         rss_end / 1024
     );
-    println!("  server alive: {alive}; PING: {:?}; canary: {:?}",
+    println!(
+        "  server alive: {alive}; PING: {:?}; canary: {:?}",
         pong.as_deref().map(String::from_utf8_lossy),
-        canary.as_deref().map(String::from_utf8_lossy));
+        canary.as_deref().map(String::from_utf8_lossy)
+    );
     let ok = alive
         && pong.as_deref() == Some(b"+PONG\r\n")
         && canary.as_deref() == Some(b"$5\r\nalive\r\n")
         && peak_kb <= limit_mb * 1024
         && total >= requests.min(10_000);
-    drop(server.0.kill());
     if ok {
         println!("stress: PASS");
     } else {

@@ -121,8 +121,8 @@ impl<'a> Reader<'a> {
                         "LZF string claims {plain} bytes from {compressed} compressed"
                     )));
                 }
-                let out = lzf::decompress(data, plain)
-                    .map_err(|e| err(format!("LZF string: {e:?}")))?;
+                let out =
+                    lzf::decompress(data, plain).map_err(|e| err(format!("LZF string: {e:?}")))?;
                 if out.len() != plain {
                     return Err(err("LZF string shorter than its stated length"));
                 }
