@@ -239,8 +239,8 @@ pub fn check_lines(text: &[u8]) {
 
 /// Runs the steps against a fresh server and checks the invariants.
 pub fn run(steps: Vec<Step>) {
-    crate::rt::block_on(async move {
-        let server = crate::rt::server().await;
+    super::rt::block_on(async move {
+        let server = super::rt::server().await;
         let table = all_commands();
         let mut setup = server.client();
         assert_eq!(
@@ -273,22 +273,22 @@ pub fn run(steps: Vec<Step>) {
                     (client, args.iter().map(arg_bytes).collect())
                 }
             };
-            if crate::rt::forbidden(&args[0]) || crate::rt::forbidden_config(&args) {
+            if super::rt::forbidden(&args[0]) || super::rt::forbidden_config(&args) {
                 continue;
             }
             // Inside MULTI or a script the name may hide in any argument.
-            if args.iter().any(|a| crate::rt::forbidden(a)) {
+            if args.iter().any(|a| super::rt::forbidden(a)) {
                 continue;
             }
             canary_fair_game |= may_touch_canary(&args);
             let c = &mut clients[client as usize % 2];
             // A command still running after the timeout is blocked: cancel it, as a client
             // that disconnects while blocked would.
-            let _ = tokio::time::timeout(crate::rt::COMMAND_TIMEOUT, c.cmd(&args)).await;
+            let _ = tokio::time::timeout(super::rt::COMMAND_TIMEOUT, c.cmd(&args)).await;
         }
         drop(clients);
         let mut probe = server.client();
-        let pong = tokio::time::timeout(crate::rt::COMMAND_TIMEOUT, probe.cmd(["PING"])).await;
+        let pong = tokio::time::timeout(super::rt::COMMAND_TIMEOUT, probe.cmd(["PING"])).await;
         assert_eq!(
             pong.ok(),
             Some(Frame::Simple("PONG".into())),

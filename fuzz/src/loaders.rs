@@ -24,7 +24,7 @@ fn assert_bounded(what: &str, input: usize, used: usize) {
 /// The server still answers and its expiry index is whole.
 async fn assert_healthy(server: &ServerHandle) {
     let mut probe = server.client();
-    let pong = tokio::time::timeout(crate::rt::COMMAND_TIMEOUT, probe.cmd(["PING"])).await;
+    let pong = tokio::time::timeout(super::rt::COMMAND_TIMEOUT, probe.cmd(["PING"])).await;
     assert_eq!(pong.ok(), Some(Frame::Simple("PONG".into())), "no PONG");
     for (i, db) in server.shared().keyspace.iter() {
         if let Err(e) = db.check_expiry_index() {
@@ -36,21 +36,21 @@ async fn assert_healthy(server: &ServerHandle) {
 /// `rdb_load`: the RDB reader on arbitrary bytes. A payload that parses is then loaded into a
 /// server, which must stay healthy.
 pub fn check_rdb(data: &[u8]) {
-    let base = crate::alloc::start();
+    let base = super::alloc::start();
     let mut records = 0usize;
     let parsed = rdb::read::parse(data, |_| {
         records += 1;
         Ok(())
     });
-    assert_bounded("RDB parse", data.len(), crate::alloc::peak_since(base));
+    assert_bounded("RDB parse", data.len(), super::alloc::peak_since(base));
     if parsed.is_err() {
         return;
     }
-    crate::rt::block_on(async {
-        let server = crate::rt::server().await;
-        let base = crate::alloc::start();
+    super::rt::block_on(async {
+        let server = super::rt::server().await;
+        let base = super::alloc::start();
         let loaded = rdb::read::load(server.shared(), data).expect("parsed once, loads");
-        assert_bounded("RDB load", data.len(), crate::alloc::peak_since(base));
+        assert_bounded("RDB load", data.len(), super::alloc::peak_since(base));
         assert!(loaded.keys <= records);
         assert_healthy(&server).await;
         server.shutdown().await;
@@ -58,20 +58,20 @@ pub fn check_rdb(data: &[u8]) {
 }
 
 /// Whether any command (or any argument: `MULTI` and scripts hide names there) may not run
-/// under fuzzing; see [`crate::rt::forbidden`].
+/// under fuzzing; see [`super::rt::forbidden`].
 fn any_forbidden(commands: &[Vec<Bytes>]) -> bool {
     commands.iter().any(|c| {
         let owned: Vec<Vec<u8>> = c.iter().map(|a| a.to_vec()).collect();
-        c.iter().any(|a| crate::rt::forbidden(a)) || crate::rt::forbidden_config(&owned)
+        c.iter().any(|a| super::rt::forbidden(a)) || super::rt::forbidden_config(&owned)
     })
 }
 
 /// `aof_load`: the AOF parser on arbitrary bytes, then a replay of what it found into a fresh
 /// server (which must finish: nothing blocks while an AOF loads) and a health check.
 pub fn check_aof(data: &[u8]) {
-    let base = crate::alloc::start();
+    let base = super::alloc::start();
     let (commands, good) = aof::parse(data);
-    assert_bounded("AOF parse", data.len(), crate::alloc::peak_since(base));
+    assert_bounded("AOF parse", data.len(), super::alloc::peak_since(base));
     assert!(good <= data.len());
     // The intact prefix parses to the same commands on its own, with nothing left over.
     let (again, good_again) = aof::parse(&data[..good]);
@@ -80,11 +80,11 @@ pub fn check_aof(data: &[u8]) {
     if any_forbidden(&commands) {
         return;
     }
-    crate::rt::block_on(async {
-        let server = crate::rt::server().await;
+    super::rt::block_on(async {
+        let server = super::rt::server().await;
         let replay = aof::replay(server.shared(), commands);
         // Paused time: this elapses at once if the replay waits on anything at all.
-        tokio::time::timeout(crate::rt::COMMAND_TIMEOUT * 100, replay)
+        tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, replay)
             .await
             .expect("replaying an AOF blocked");
         assert_healthy(&server).await;
@@ -252,17 +252,17 @@ pub fn check_master_bytes(bytes: &[u8], bounded: bool) {
     if any_forbidden(&commands_in(bytes)) {
         return;
     }
-    crate::rt::block_on(async {
-        let server = crate::rt::server().await;
+    super::rt::block_on(async {
+        let server = super::rt::server().await;
         server.shared().set_replica(true);
         let up = AtomicBool::new(false);
-        let base = crate::alloc::start();
+        let base = super::alloc::start();
         let link = replication::follow_link(server.shared(), bytes, tokio::io::sink(), &up);
         // A master may legitimately stall the link (a BLPOP 0 in its stream blocks it in
         // Redis too); only the process must not hang, which libFuzzer's -timeout watches.
-        let ended = tokio::time::timeout(crate::rt::COMMAND_TIMEOUT * 100, link).await;
+        let ended = tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, link).await;
         if bounded {
-            assert_bounded("replica link", bytes.len(), crate::alloc::peak_since(base));
+            assert_bounded("replica link", bytes.len(), super::alloc::peak_since(base));
         }
         if let Ok(r) = ended {
             assert!(

@@ -67,9 +67,9 @@ fn decode_in_pieces(data: &[u8], sizes: &[usize]) -> Verdict {
         fed += n;
         loop {
             let before = buf.len();
-            let base = crate::alloc::start();
+            let base = super::alloc::start();
             let parsed = decoder.parse(&mut buf, MAX_BULK);
-            let used = crate::alloc::peak_since(base);
+            let used = super::alloc::peak_since(base);
             assert!(
                 used <= ALLOC_FACTOR * before + ALLOC_CONST,
                 "one parse of {before} buffered bytes allocated {used} bytes"
