@@ -394,12 +394,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let path = std::path::Path::new(&dir).join(name);
     let commands = crate::aof::load(&path)?;
     let loaded = commands.len();
-    let (mut loader, _pushes) = shared.clients.register(None, None);
-    loader.is_replication_link = true;
-    for args in commands {
-        cmd::execute(shared, &mut loader, args).await;
-    }
-    crate::net::cleanup_client(shared, &mut loader);
+    crate::aof::replay(shared, commands).await;
     let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
     *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());

@@ -281,7 +281,7 @@ impl<'a> Ctx<'a> {
     /// Whether the command may block (it may not inside `MULTI` or a script, where blocking
     /// commands answer at once as if their timeout had passed).
     pub fn may_block(&self) -> bool {
-        !self.in_exec && !self.in_script
+        !self.in_exec && !self.in_script && !self.client.deny_blocking
     }
 
     /// Makes the command wait for `fut`, whose output becomes the reply. The handler's own

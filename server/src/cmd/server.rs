@@ -400,7 +400,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             };
             // Redis freezes the whole server during DEBUG SLEEP; latchkey only makes the
             // calling client wait, which is what tests use it for (a slow server).
-            let dur = Duration::from_secs_f64(secs.max(0.0));
+            // `inf` or 1e300 seconds is "forever" (Duration's own conversion would panic).
+            let dur = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX);
             if ctx.may_block() {
                 ctx.block(async move {
                     tokio::time::sleep(dur).await;
