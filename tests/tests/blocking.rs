@@ -118,10 +118,7 @@ fn blpop_inside_multi_does_not_block() {
 /// BLPOP returns its nil once the clock passes its timeout.
 #[test]
 fn blpop_timeout_follows_the_virtual_clock() {
-    let server = Server::builder()
-        .virtual_clock()
-        .start_blocking()
-        .unwrap();
+    let server = Server::builder().virtual_clock().start_blocking().unwrap();
     let addr = server.addr();
     let clock = server.handle().clock().clone();
     let mut first = RawConn::connect(addr).unwrap();
