@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use latchkey_client::locks::LostReason;
 use latchkey_client::scripts::{Script, EXTEND, RELEASE};
 use latchkey_client::Reply;
 use tokio::task::JoinHandle;
@@ -73,8 +74,8 @@ enum Target {
 enum Renewal {
     /// The lease is held for another TTL.
     Renewed,
-    /// The lease is gone for good (why).
-    Lost(String),
+    /// The lease is gone for good (the cause, and the words for it).
+    Lost(LostReason, String),
     /// The round did not get through (why); a later one may.
     Failed(String),
 }
@@ -86,8 +87,13 @@ impl Target {
         match self {
             Target::Primary(backend) => match eval(&**backend, &EXTEND, key, &argv).await {
                 Ok(Reply::Int(1)) => Renewal::Renewed,
-                Ok(Reply::Int(-1)) => Renewal::Lost("the lock expired or was deleted".into()),
-                Ok(Reply::Int(_)) => Renewal::Lost("another holder took the lock".into()),
+                Ok(Reply::Int(-1)) => Renewal::Lost(
+                    LostReason::Expired,
+                    "the lock expired or was deleted".into(),
+                ),
+                Ok(Reply::Int(_)) => {
+                    Renewal::Lost(LostReason::Taken, "another holder took the lock".into())
+                }
                 // An error reply (the server is busy, out of memory, loading, read-only...)
                 // says nothing about the lock: try again.
                 Ok(other) => Renewal::Failed(format!("renewal answered {other:?}")),
@@ -113,9 +119,19 @@ impl Target {
                 if renewed >= quorum {
                     Renewal::Renewed
                 } else if n - gone < quorum {
-                    Renewal::Lost(format!(
-                        "{gone} of {n} nodes no longer hold it, a majority is {quorum}"
-                    ))
+                    // Taken when some node holds another token; else the key is gone.
+                    let taken = replies
+                        .iter()
+                        .any(|r| matches!(r, Ok(Reply::Int(i)) if *i != 1 && *i != -1));
+                    let cause = if taken {
+                        LostReason::Taken
+                    } else {
+                        LostReason::Expired
+                    };
+                    Renewal::Lost(
+                        cause,
+                        format!("{gone} of {n} nodes no longer hold it, a majority is {quorum}"),
+                    )
                 } else {
                     Renewal::Failed(format!(
                         "{renewed} of {n} nodes renewed it, a majority is {quorum}"
@@ -163,6 +179,8 @@ struct Kept {
     token: String,
     target: Target,
     alive: Arc<AtomicBool>,
+    /// Why it was lost, once it was.
+    cause: Arc<Mutex<Option<LostReason>>>,
     renewer: JoinHandle<()>,
     /// The lease's unit of the tenant's lease quota.
     _slot: Slot,
@@ -290,12 +308,13 @@ impl LeaseKeeper {
         let id = self.next_id;
         let key = self.ns.key(key);
         let alive = Arc::new(AtomicBool::new(true));
+        let cause = Arc::new(Mutex::new(None));
         let renewer = tokio::spawn(renew(
             target.clone(),
             key.clone(),
             token.clone(),
             ttl,
-            alive.clone(),
+            (alive.clone(), cause.clone()),
             self.interrupt.clone(),
             self.budget.calls.clone(),
         ));
@@ -306,6 +325,7 @@ impl LeaseKeeper {
                 token,
                 target,
                 alive,
+                cause,
                 renewer,
                 _slot: slot,
             },
@@ -325,6 +345,11 @@ impl LeaseKeeper {
         self.leases
             .get(&id)
             .is_some_and(|k| k.alive.load(Ordering::SeqCst))
+    }
+
+    /// Why lease `id` was lost: `None` while it is held, or when it is not kept.
+    pub fn lost_cause(&self, id: u64) -> Option<LostReason> {
+        *self.leases.get(&id)?.cause.lock().expect("lost cause")
     }
 
     /// How many leases are kept.
@@ -388,7 +413,7 @@ async fn renew(
     key: Vec<u8>,
     token: String,
     ttl: Duration,
-    alive: Arc<AtomicBool>,
+    (alive, cause): (Arc<AtomicBool>, Arc<Mutex<Option<LostReason>>>),
     interrupt: Arc<Interrupt>,
     calls: RateLimiter,
 ) {
@@ -416,16 +441,19 @@ async fn renew(
                 pause = ttl / 3;
                 None
             }
-            Renewal::Lost(why) => Some(why),
-            Renewal::Failed(e) if last_ok.elapsed() >= ttl => {
-                Some(format!("renewals failed for a whole TTL: {e}"))
-            }
+            Renewal::Lost(reason, why) => Some((reason, why)),
+            Renewal::Failed(e) if last_ok.elapsed() >= ttl => Some((
+                LostReason::Unreachable,
+                format!("renewals failed for a whole TTL: {e}"),
+            )),
             Renewal::Failed(_) => {
                 pause = retry;
                 None
             }
         };
-        if let Some(why) = lost {
+        if let Some((reason, why)) = lost {
+            // The cause first: whoever sees the lease dead can ask why.
+            *cause.lock().expect("lost cause") = Some(reason);
             alive.store(false, Ordering::SeqCst);
             interrupt.raise(format!(
                 "lease on '{}' lost ({why}); tenant interrupted",

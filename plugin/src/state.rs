@@ -17,10 +17,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::backend::{Backend, Subscription};
 use crate::keeper::{Interrupt, LeaseKeeper};
-use crate::latchkey::locks::redis::{Frame as WitFrame, Host};
+use crate::latchkey::locks::redis::{Frame as WitFrame, Host, LostCause};
 use crate::limits::{InstanceLimiter, Limits, Slot, TenantBudget};
 use crate::namespace::Namespace;
 use crate::quota::{self, Route};
+use latchkey_client::locks::LostReason;
 
 /// Everything one instance's store holds.
 pub struct TenantState {
@@ -334,6 +335,14 @@ impl Host for TenantState {
 
     async fn lease_alive(&mut self, id: u64) -> wasmtime::Result<bool> {
         Ok(self.keeper.alive(id))
+    }
+
+    async fn lease_lost(&mut self, id: u64) -> wasmtime::Result<Option<LostCause>> {
+        Ok(self.keeper.lost_cause(id).map(|r| match r {
+            LostReason::Expired => LostCause::Expired,
+            LostReason::Taken => LostCause::Taken,
+            LostReason::Unreachable => LostCause::Unreachable,
+        }))
     }
 }
 
