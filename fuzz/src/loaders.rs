@@ -82,7 +82,7 @@ pub fn check_aof(data: &[u8]) {
     }
     super::rt::block_on(async {
         let server = super::rt::server().await;
-        let replay = aof::replay(server.shared(), commands);
+        let replay = latchkey_server::restart::replay(server.shared(), commands);
         // Paused time: this elapses at once if the replay waits on anything at all.
         tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, replay)
             .await

@@ -75,7 +75,7 @@ impl Aof {
     pub fn append(&self, db: usize, commands: &[Vec<Bytes>]) {
         let mut out = BytesMut::new();
         for c in commands {
-            crate::replication::encode(c, &mut out);
+            crate::codec::encode(c, &mut out);
         }
         self.append_encoded(db, &out);
     }
@@ -89,7 +89,7 @@ impl Aof {
         let with_select;
         let out = if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
             let mut buf = BytesMut::new();
-            crate::replication::encode(
+            crate::codec::encode(
                 &[&b"SELECT"[..], itoa::Buffer::new().format(db).as_bytes()],
                 &mut buf,
             );
@@ -186,17 +186,4 @@ pub fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
         }
     }
     (commands, good)
-}
-
-/// Runs the commands of an AOF against the server, as the link to a master would (writes
-/// allowed on a replica), except that nothing blocks: a `BLPOP 0` or `WAIT` in a hostile file
-/// answers at once instead of hanging the start, as Redis's AOF client does.
-pub async fn replay(shared: &std::sync::Arc<crate::server::Shared>, commands: Vec<Vec<Bytes>>) {
-    let (mut loader, _pushes) = shared.clients.register(None, None);
-    loader.is_replication_link = true;
-    loader.deny_blocking = true;
-    for args in commands {
-        crate::cmd::execute(shared, &mut loader, args).await;
-    }
-    crate::net::cleanup_client(shared, &mut loader);
 }

@@ -9,7 +9,7 @@
 //! `i32::MAX` is a protocol error, which the connection reports and then closes. Nothing is
 //! allocated for a claimed length before its bytes arrive.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// An inline command or a multibulk count line may not exceed this many bytes (Redis's
 /// `PROTO_INLINE_MAX_SIZE`).
@@ -310,6 +310,46 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
             i += 1;
         }
         args.push(Bytes::from(cur));
+    }
+}
+
+/// How much room [`stream_chunk`]'s buffer takes at a time.
+const STREAM_BUFFER: usize = 64 * 1024;
+
+thread_local! {
+    /// Where this thread encodes pieces of the stream (see [`stream_chunk`]).
+    static STREAM_BUF: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Encodes a piece of the stream with `write` and returns it. The pieces are carved one after
+/// the other out of a large per-thread buffer, so encoding a command allocates nothing: a
+/// new buffer is taken once the last one is used up, and an old one is freed when the last
+/// piece cut from it (in the backlog, on its way to a replica) is dropped.
+pub fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
+    STREAM_BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(STREAM_BUFFER);
+        }
+        write(&mut buf);
+        buf.split().freeze()
+    })
+}
+
+/// Appends one command to `out` in RESP, as a client would send it (an array of bulk strings).
+/// Written straight into the buffer: no intermediate reply value is built.
+pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
+    let mut n = itoa::Buffer::new();
+    out.put_u8(b'*');
+    out.put_slice(n.format(args.len()).as_bytes());
+    out.put_slice(b"\r\n");
+    for a in args {
+        let a = a.as_ref();
+        out.put_u8(b'$');
+        out.put_slice(n.format(a.len()).as_bytes());
+        out.put_slice(b"\r\n");
+        out.put_slice(a);
+        out.put_slice(b"\r\n");
     }
 }
 

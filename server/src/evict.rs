@@ -45,7 +45,7 @@ use crate::cmd::{CommandSpec, Ctx, DENYOOM};
 use crate::config::ConfigError;
 use crate::db::{Db, Entry, KeyHasher, Update, NUM_DBS};
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Redis's reply to a command refused for lack of memory.
 pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";

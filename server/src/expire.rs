@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch, Notify};
 
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Keys deleted in one step, under the gate, before yielding to clients. Small enough that a
 /// step takes well under a millisecond, large enough that the `DEL`s of a step fill one chunk

@@ -29,12 +29,14 @@ pub mod long_double;
 pub mod memory;
 pub mod net;
 pub mod outbuf;
+pub mod propagate;
 pub mod pubsub;
 pub mod rdb;
 pub mod replication;
 pub mod restart;
 pub mod scripting;
 pub mod server;
+pub mod state;
 pub mod zset;
 
 pub use clock::Clock;

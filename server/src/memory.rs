@@ -314,7 +314,7 @@ pub fn detach_args(args: &mut [Bytes]) {
 }
 
 /// The body of `INFO memory`: Redis's main fields, from [`crate::evict::used_memory`].
-pub fn info_section(shared: &crate::server::Shared) -> String {
+pub fn info_section(shared: &crate::state::Shared) -> String {
     let used = crate::evict::used_memory(shared) as u64;
     let peak = shared.evictor.note_peak(used as usize) as u64;
     let rss = rss_bytes() as u64;

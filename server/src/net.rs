@@ -26,7 +26,7 @@ use crate::cmd::{self, BLOCKING};
 use crate::codec::{Decoder, Parsed};
 use crate::evict::ClientClass;
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Flush the reply buffer early when a pipeline's replies grow past this.
 const FLUSH_AT: usize = 64 * 1024;

@@ -45,11 +45,10 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::client::PushSender;
-use crate::cmd::{self, CommandSpec};
-use crate::codec::{Decoder, Parsed};
-use crate::db::{Entry, Value};
+use crate::cmd;
+use crate::codec::{encode, stream_chunk, Decoder, Parsed};
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// How often a master sends `PING` down the stream (Redis's `repl-ping-replica-period`), so
 /// that an idle link does not look dead to a replica's `repl-timeout`.
@@ -118,7 +117,7 @@ pub struct Replication {
     /// backlog is freed `repl-backlog-ttl` seconds later.
     alone_since_ms: AtomicU64,
     /// Held by whoever changes the keyspace and feeds the change to the stream while other
-    /// commands may run (see [`Shared::order_guard`](crate::server::Shared::order_guard)).
+    /// commands may run (see [`Shared::order_guard`](crate::state::Shared::order_guard)).
     order: ReentrantMutex<()>,
     /// Whether this server applies a master's stream (then its own writes feed nothing).
     following: AtomicBool,
@@ -225,7 +224,7 @@ impl Replication {
         self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
-    /// Takes the stream-order lock; see [`Shared::order_guard`](crate::server::Shared::order_guard),
+    /// Takes the stream-order lock; see [`Shared::order_guard`](crate::state::Shared::order_guard),
     /// which decides when it is needed.
     pub fn lock_order(&self) -> ReentrantMutexGuard<'_, ()> {
         self.order.lock()
@@ -581,99 +580,8 @@ impl Replication {
     }
 }
 
-/// How much room [`stream_chunk`]'s buffer takes at a time.
-const STREAM_BUFFER: usize = 64 * 1024;
-
-thread_local! {
-    /// Where this thread encodes pieces of the stream (see [`stream_chunk`]).
-    static STREAM_BUF: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
-}
-
-/// Encodes a piece of the stream with `write` and returns it. The pieces are carved one after
-/// the other out of a large per-thread buffer, so encoding a command allocates nothing: a
-/// new buffer is taken once the last one is used up, and an old one is freed when the last
-/// piece cut from it (in the backlog, on its way to a replica) is dropped.
-pub fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
-    STREAM_BUF.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(STREAM_BUFFER);
-        }
-        write(&mut buf);
-        buf.split().freeze()
-    })
-}
-
-/// Appends one command to `out` in RESP, as a client would send it (an array of bulk strings).
-/// Written straight into the buffer: no intermediate reply value is built.
-pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
-    let mut n = itoa::Buffer::new();
-    out.put_u8(b'*');
-    out.put_slice(n.format(args.len()).as_bytes());
-    out.put_slice(b"\r\n");
-    for a in args {
-        let a = a.as_ref();
-        out.put_u8(b'$');
-        out.put_slice(n.format(a.len()).as_bytes());
-        out.put_slice(b"\r\n");
-        out.put_slice(a);
-        out.put_slice(b"\r\n");
-    }
-}
-
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
-}
-
-/// Appends to `out` what a write command that just ran becomes in the stream: its effect,
-/// with relative expiries made absolute, so a replica applying it later reaches the same
-/// state (`SET k v PXAT t`, `PEXPIREAT k t`, or `DEL k` for a key that is gone); the command
-/// itself for the rest; nothing for scripts and transactions, whose inner writes were fed
-/// one by one as they ran. Reads the key's new state in place, without copying its value.
-pub fn encode_effects(
-    shared: &Shared,
-    db: usize,
-    spec: &CommandSpec,
-    args: &[Bytes],
-    out: &mut BytesMut,
-) {
-    let key: &[u8] = args.get(1).map_or(&[], |k| &k[..]);
-    let mut n = itoa::Buffer::new();
-    match spec.name {
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec" => {}
-        "set" | "setex" | "psetex" | "getset" | "setnx" => {
-            let entry = shared.keyspace.db(db).get(key, 0, false);
-            match entry.as_deref() {
-                Some(Entry {
-                    value: Value::Str(v),
-                    expires_at: Some(t),
-                    ..
-                }) => encode(
-                    &[&b"SET"[..], key, &v[..], b"PXAT", n.format(*t).as_bytes()],
-                    out,
-                ),
-                Some(Entry {
-                    value: Value::Str(v),
-                    expires_at: None,
-                    ..
-                }) => encode(&[&b"SET"[..], key, &v[..]], out),
-                _ => encode(&[&b"DEL"[..], key], out),
-            }
-        }
-        "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" | "persist" => {
-            let expiry = shared
-                .keyspace
-                .db(db)
-                .get(key, 0, false)
-                .map(|e| e.expires_at);
-            match expiry {
-                Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
-                Some(None) => encode(&[&b"PERSIST"[..], key], out),
-                None => encode(&[&b"DEL"[..], key], out),
-            }
-        }
-        _ => encode(args, out),
-    }
 }
 
 /// `repl-backlog-size` in bytes (Redis's default, 1mb, if unreadable).
@@ -1273,55 +1181,5 @@ async fn apply_stream<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 wr.write_all(&ack_command(shared)).await?;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Server;
-
-    /// The stream carries a write's effect, encoded once: relative expiries made absolute,
-    /// a key that is gone as `DEL`, other commands as they were sent, scripts as nothing.
-    #[tokio::test]
-    async fn effects_are_encoded_as_the_stream_carries_them() {
-        let server = Server::builder()
-            .virtual_clock()
-            .no_listener()
-            .start()
-            .await
-            .unwrap();
-        let shared = server.shared().clone();
-        let mut c = server.client();
-        let now = server.clock().now_ms();
-        let effect = |args: &[&str]| {
-            let args: Vec<Bytes> = args.iter().map(|a| b(a)).collect();
-            let spec = cmd::lookup(&args[0]).unwrap();
-            let chunk = stream_chunk(|out| encode_effects(&shared, 0, spec, &args, out));
-            String::from_utf8(chunk.to_vec()).unwrap()
-        };
-        c.cmd(["SET", "k", "v", "PX", "30000"]).await;
-        let at = (now + 30000).to_string();
-        assert_eq!(
-            effect(&["set", "k", "v", "PX", "30000"]),
-            format!(
-                "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$4\r\nPXAT\r\n${}\r\n{at}\r\n",
-                at.len()
-            )
-        );
-        c.cmd(["PERSIST", "k"]).await;
-        assert_eq!(
-            effect(&["persist", "k"]),
-            "*2\r\n$7\r\nPERSIST\r\n$1\r\nk\r\n"
-        );
-        assert_eq!(
-            effect(&["SET", "gone", "x"]),
-            "*2\r\n$3\r\nDEL\r\n$4\r\ngone\r\n"
-        );
-        assert_eq!(
-            effect(&["hset", "h", "f", "v"]),
-            "*4\r\n$4\r\nhset\r\n$1\r\nh\r\n$1\r\nf\r\n$1\r\nv\r\n"
-        );
-        assert_eq!(effect(&["evalsha", "x", "0"]), "");
     }
 }

@@ -1,4 +1,5 @@
-//! Restarting a node in place, the way an operator restarts a crashed process: the last
+//! Loading the keyspace from the append-only file (at start, [`open_aof`]) and restarting a
+//! node in place, the way an operator restarts a crashed process: the last
 //! failover control (`LATCHKEY.FAILOVER RESTART [AOF|NOAOF]` over the wire,
 //! [`ServerHandle::restart`](crate::ServerHandle::restart) from Rust).
 //!
@@ -21,7 +22,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Shared;
+use bytes::Bytes;
+
+use crate::state::Shared;
 
 /// Crashes the node and starts it again; with `aof`, from its append-only file.
 pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
@@ -55,7 +58,7 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
     let appendonly = if aof { "yes" } else { "no" };
     let _ = shared.config.set("appendonly", appendonly);
     let loaded = match aof {
-        true => crate::server::open_aof(shared).await,
+        true => open_aof(shared).await,
         false => Ok(()),
     };
     if let Some((host, port)) = master {
@@ -63,4 +66,47 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
     }
     shared.set_loading(false);
     loaded
+}
+
+/// Replays the append-only file, then opens it for appending (and starts the everysec flush).
+pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
+    let name = shared
+        .config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into());
+    let path = std::path::Path::new(&dir).join(name);
+    let commands = crate::aof::load(&path)?;
+    let loaded = commands.len();
+    replay(shared, commands).await;
+    let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
+    *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
+    tracing::info!("AOF {} loaded: {loaded} commands", path.display());
+    if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
+        let weak = Arc::downgrade(shared);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(shared) = weak.upgrade() else { return };
+                let aof = shared.aof.read();
+                if let Some(aof) = aof.as_ref() {
+                    aof.flush_if_dirty();
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Runs the commands of an AOF against the server, as the link to a master would (writes
+/// allowed on a replica), except that nothing blocks: a `BLPOP 0` or `WAIT` in a hostile file
+/// answers at once instead of hanging the start, as Redis's AOF client does.
+pub async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
+    let (mut loader, _pushes) = shared.clients.register(None, None);
+    loader.is_replication_link = true;
+    loader.deny_blocking = true;
+    for args in commands {
+        crate::cmd::execute(shared, &mut loader, args).await;
+    }
+    crate::net::cleanup_client(shared, &mut loader);
 }

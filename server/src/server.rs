@@ -12,264 +12,19 @@
 //! ```
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
-use crate::client::{Client, Clients, PushReceiver};
+use crate::client::{Client, PushReceiver};
 use crate::clock::Clock;
-use crate::cmd::{self, CommandSpec, WRITE};
-use crate::config::Config;
-use crate::db::Keyspace;
+use crate::cmd;
 use crate::frame::Frame;
-use crate::gate::Gate;
-use crate::pubsub::PubSub;
-use crate::scripting::Scripting;
-
-/// Counters `INFO stats` reports.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Connections accepted since start.
-    pub connections_received: AtomicU64,
-    /// Commands run since start.
-    pub commands_processed: AtomicU64,
-    /// Connections refused because of `maxclients`.
-    pub rejected_connections: AtomicU64,
-    /// Keys deleted by expiry (lazy or active).
-    pub expired_keys: AtomicU64,
-    /// Changes since start (Redis's `dirty` counter).
-    pub dirty: AtomicU64,
-}
-
-impl Stats {
-    /// Counts one command.
-    pub fn command_processed(&self) {
-        self.commands_processed.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Server-wide state shared by every connection and background task.
-#[derive(Debug)]
-pub struct Shared {
-    /// The sixteen databases.
-    pub keyspace: Keyspace,
-    /// The time source.
-    pub clock: Clock,
-    /// `CONFIG` parameters.
-    pub config: Config,
-    /// Shared/exclusive execution, for atomic scripts and transactions.
-    pub gate: Gate,
-    /// Connected clients.
-    pub clients: Clients,
-    /// Channel and pattern subscriptions.
-    pub pubsub: PubSub,
-    /// Lua scripts and functions.
-    pub scripting: Scripting,
-    /// Replication: the stream to replicas, or the link to a master.
-    pub replication: crate::replication::Replication,
-    /// The append-only file, when `appendonly yes`.
-    pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
-    /// `INFO stats` counters.
-    pub stats: Stats,
-    /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
-    pub evictor: crate::evict::Evictor,
-    /// When the server started.
-    pub started: Instant,
-    /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
-    pub run_id: String,
-    /// The bound TCP address, when listening.
-    pub addr: parking_lot::Mutex<Option<SocketAddr>>,
-    /// Whether the active expiry cycle runs (`DEBUG SET-ACTIVE-EXPIRE 0|1`, on by default);
-    /// off, keys expire only when something reads them.
-    pub active_expire: AtomicBool,
-    /// Wake-ups and progress of the active expiry cycle (see [`crate::expire::caught_up`]).
-    pub expiry: crate::expire::ExpiryState,
-    replica: AtomicBool,
-    shutdown_tx: watch::Sender<bool>,
-    /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
-    loading_tx: watch::Sender<bool>,
-    /// Whether the once-a-second AOF flush task runs (started once, it serves any AOF).
-    aof_flusher: AtomicBool,
-}
-
-impl Shared {
-    fn new(clock: Clock) -> Shared {
-        let (shutdown_tx, _) = watch::channel(false);
-        let hex40 = || -> String {
-            (0..40)
-                .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
-                .collect()
-        };
-        let run_id = hex40();
-        let config = Config::default();
-        let replication = crate::replication::Replication::new(hex40());
-        replication.set_limits(config.limits.clone());
-        Shared {
-            keyspace: Keyspace::with_limits(config.limits.clone()),
-            clock,
-            config,
-            gate: Gate::default(),
-            clients: Clients::default(),
-            pubsub: PubSub::default(),
-            scripting: Scripting::default(),
-            replication,
-            aof: parking_lot::RwLock::new(None),
-            stats: Stats::default(),
-            evictor: crate::evict::Evictor::default(),
-            started: Instant::now(),
-            run_id,
-            addr: parking_lot::Mutex::new(None),
-            active_expire: AtomicBool::new(true),
-            expiry: crate::expire::ExpiryState::default(),
-            replica: AtomicBool::new(false),
-            shutdown_tx,
-            loading_tx: watch::channel(false).0,
-            aof_flusher: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether this server is a replica (read-only, never expires keys itself).
-    pub fn is_replica(&self) -> bool {
-        self.replica.load(Ordering::Acquire)
-    }
-
-    /// Makes this server a replica or a master again.
-    pub fn set_replica(&self, replica: bool) {
-        self.replica.store(replica, Ordering::Release);
-    }
-
-    /// Whether reads may delete expired keys (masters do; replicas wait for the master).
-    pub fn lazy_expire_deletes(&self) -> bool {
-        !self.is_replica()
-    }
-
-    /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.
-    pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
-        if spec.has(WRITE) && self.is_replica() && !client.is_replication_link {
-            return Some(Frame::error(
-                "READONLY You can't write against a read only replica.",
-            ));
-        }
-        None
-    }
-
-    /// The stream-order lock, while writes are recorded anywhere: fed to replicas or a
-    /// backlog, or appended to the AOF (else `None`, at no cost). Whoever changes the keyspace
-    /// under the *shared* gate and records the change (a write on the fast path, a read that
-    /// expired a key, the expiry cycle, a woken `BLPOP`) holds it from the change until the
-    /// change is recorded. So the replicas, the backlog a returning replica continues from,
-    /// and the AOF a restart replays all get the keyspace's order: two clients' `SET`s of one
-    /// key are recorded in the order they were applied. It is re-entrant: a write that holds
-    /// it may expire keys and record them under it.
-    pub fn order_guard(&self) -> Option<parking_lot::ReentrantMutexGuard<'_, ()>> {
-        let recorded = self.replication.feeds_stream() || self.aof.read().is_some();
-        recorded.then(|| self.replication.lock_order())
-    }
-
-    /// Called after a command changed something: counts the change and feeds its effect to
-    /// the replicas. Returns the replication offset after it (what `WAIT` waits for).
-    pub fn after_write(&self, db: usize, spec: &CommandSpec, args: &[Bytes], dirty: u64) -> u64 {
-        self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
-        let aof = self.aof.read();
-        if !self.replication.feeds_stream() && aof.is_none() {
-            return self.replication.offset();
-        }
-        // Encoded once; the AOF writes these bytes, and the backlog and every replica share
-        // them.
-        let effects = crate::replication::stream_chunk(|out| {
-            crate::replication::encode_effects(self, db, spec, args, out)
-        });
-        if let Some(aof) = aof.as_ref() {
-            aof.append_encoded(db, &effects);
-        }
-        self.replication.feed_encoded(db, effects)
-    }
-
-    /// Called after keys expired (the expiry cycle's, or those a read found expired):
-    /// replicas and the AOF receive a `DEL` for each, since replicas never expire keys
-    /// themselves. The whole batch is encoded once, as one chunk that the AOF writes and the
-    /// replicas share. The caller holds [`order_guard`](Shared::order_guard).
-    pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
-        let aof = self.aof.read();
-        let feeds = self.replication.feeds_stream();
-        if keys.is_empty() || (!feeds && aof.is_none()) {
-            return;
-        }
-        let dels = crate::replication::stream_chunk(|out| {
-            for k in keys {
-                crate::replication::encode(&[&b"DEL"[..], &k[..]], out);
-            }
-        });
-        if let Some(aof) = aof.as_ref() {
-            aof.append_encoded(db, &dels);
-        }
-        if feeds {
-            self.replication.feed_encoded(db, dels);
-        }
-    }
-
-    /// Called after each command: the keys its reads found expired and deleted (lazy
-    /// expiry) go to the replicas and the AOF as `DEL`s, as the expiry cycle's do, and count
-    /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
-    /// recreates such a key reaches the replicas after its `DEL`.
-    pub fn propagate_lazy_expired(&self) {
-        if !self.keyspace.may_have_lazily_expired() {
-            return;
-        }
-        for (i, db) in self.keyspace.iter() {
-            if !db.may_have_lazily_expired() {
-                continue;
-            }
-            // Taken, then fed, in stream order: a write that recreated one of these keys
-            // meanwhile drains them itself, under the same lock, before feeding its own effect.
-            let _order = self.order_guard();
-            let gone = db.take_lazily_expired();
-            if gone.is_empty() {
-                continue;
-            }
-            self.stats
-                .expired_keys
-                .fetch_add(gone.len() as u64, Ordering::Relaxed);
-            self.propagate_expired(i, &gone);
-        }
-    }
-
-    /// The body of `INFO replication`.
-    pub fn replication_info(&self) -> String {
-        self.replication.info()
-    }
-
-    /// Asks the server to shut down: the listener stops and every connection closes.
-    pub fn request_shutdown(&self) {
-        self.shutdown_tx.send_replace(true);
-        self.clients.kill_all();
-    }
-
-    /// Marks the keyspace as being reloaded (a [restart](crate::restart)), or ready again.
-    pub fn set_loading(&self, loading: bool) {
-        self.loading_tx.send_replace(loading);
-    }
-
-    /// Resolves once the keyspace is not being reloaded (at once, almost always).
-    pub async fn wait_loaded(&self) {
-        let mut rx = self.loading_tx.subscribe();
-        let _ = rx.wait_for(|loading| !*loading).await;
-    }
-
-    /// Whether a [restart](crate::restart) is reloading the keyspace.
-    pub fn is_loading(&self) -> bool {
-        *self.loading_tx.borrow()
-    }
-
-    /// A receiver that sees `true` once shutdown was requested.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown_tx.subscribe()
-    }
-}
+pub use crate::state::{Shared, Stats};
 
 /// Configures and starts a server. Get one from [`Server::builder`].
 #[derive(Debug, Clone)]
@@ -347,7 +102,7 @@ impl Builder {
             })?;
         }
         if shared.config.get("appendonly").as_deref() == Some("yes") {
-            open_aof(&shared).await?;
+            crate::restart::open_aof(&shared).await?;
         }
         let (done_tx, done_rx) = mpsc::channel::<()>(1);
         let addr = if self.listen {
@@ -382,36 +137,6 @@ impl Builder {
             rt: Some(rt),
         })
     }
-}
-
-/// Replays the append-only file, then opens it for appending (and starts the everysec flush).
-pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
-    let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
-    let name = shared
-        .config
-        .get("appendfilename")
-        .unwrap_or_else(|| "appendonly.aof".into());
-    let path = std::path::Path::new(&dir).join(name);
-    let commands = crate::aof::load(&path)?;
-    let loaded = commands.len();
-    crate::aof::replay(shared, commands).await;
-    let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
-    *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
-    tracing::info!("AOF {} loaded: {loaded} commands", path.display());
-    if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
-        let weak = Arc::downgrade(shared);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let Some(shared) = weak.upgrade() else { return };
-                let aof = shared.aof.read();
-                if let Some(aof) = aof.as_ref() {
-                    aof.flush_if_dirty();
-                }
-            }
-        });
-    }
-    Ok(())
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, done: mpsc::Sender<()>) {

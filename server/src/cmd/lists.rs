@@ -19,7 +19,7 @@ use super::{
 };
 use crate::db::Db;
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// The list commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -527,7 +527,7 @@ fn try_pop_any(
                 if let Some(spec) = lookup(name) {
                     let args = [Bytes::from_static(name), key.clone()];
                     shared.propagate_lazy_expired();
-                    shared.after_write(db_index, spec, &args, 1);
+                    shared.after_write(db_index, spec.name, &args, 1);
                 }
                 return Ok(Some(Frame::Array(vec![
                     Frame::Bulk(key.clone()),

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crate::client::Client;
 use crate::db::{Db, Entry, Update};
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 pub mod connection;
 pub mod hashes;
@@ -326,6 +326,18 @@ impl<'a> Ctx<'a> {
     }
 }
 
+impl Shared {
+    /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.
+    pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
+        if spec.has(WRITE) && self.is_replica() && !client.is_replication_link {
+            return Some(Frame::error(
+                "READONLY You can't write against a read only replica.",
+            ));
+        }
+        None
+    }
+}
+
 /// Redis's reply to a command name it does not know.
 pub fn unknown_command_error(args: &[Bytes]) -> Frame {
     let name = cstr(&args[0]);
@@ -496,7 +508,7 @@ fn run_handler(
     let blocked = ctx.blocked.take();
     shared.propagate_lazy_expired();
     if dirty > 0 {
-        client.repl_offset = shared.after_write(client.db, spec, args, dirty);
+        client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
     }
     match blocked {
         Some(fut) => Err(fut),
@@ -525,7 +537,9 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
     let dirty = ctx.dirty - before;
     ctx.shared.propagate_lazy_expired();
     if dirty > 0 {
-        ctx.client.repl_offset = ctx.shared.after_write(ctx.client.db, spec, args, dirty);
+        ctx.client.repl_offset = ctx
+            .shared
+            .after_write(ctx.client.db, spec.name, args, dirty);
     }
     frame
 }

@@ -86,7 +86,7 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// How many of `WAITAOF`'s acknowledgements hold now: `[local, replicas]`. Local is 1 when
 /// everything appended to this server's AOF so far (so this client's writes too) is on disk.
-fn aof_acks(shared: &crate::server::Shared, offset: u64) -> (i64, i64) {
+fn aof_acks(shared: &crate::state::Shared, offset: u64) -> (i64, i64) {
     let local = shared
         .aof
         .read()

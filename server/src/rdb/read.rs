@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 
 use super::{kind, opcode, packed, RdbError, CRC64};
 use crate::db::{Entry, Value, NUM_DBS};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::zset::ZSet;
 
 /// One thing an RDB file holds.

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{kind, opcode, CRC64, VERSION};
 use crate::db::Value;
 use crate::frame::Frame;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Where the replication stream stands when the snapshot is taken; goes into the `AUX` fields
 /// so that a loader can pick the stream up from there.

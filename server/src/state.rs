@@ -1,0 +1,172 @@
+//! The ground floor: the state every part of the server shares.
+//!
+//! [`Shared`] is what Redis keeps in its `redisServer` struct: the keyspace, the clients,
+//! pub/sub, the configuration, the clock, and the state of each feature that the features
+//! themselves act on (replication, the AOF, eviction, the expiry cycle, scripting). This
+//! module only holds it: the code that acts on it lives in the modules above, which take a
+//! `&Shared`; nothing here imports them. How a write reaches the AOF and the replicas is the
+//! small module beside this one, [`crate::propagate`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::client::Clients;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::db::Keyspace;
+use crate::gate::Gate;
+use crate::pubsub::PubSub;
+use crate::scripting::Scripting;
+
+/// Counters `INFO stats` reports.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections accepted since start.
+    pub connections_received: AtomicU64,
+    /// Commands run since start.
+    pub commands_processed: AtomicU64,
+    /// Connections refused because of `maxclients`.
+    pub rejected_connections: AtomicU64,
+    /// Keys deleted by expiry (lazy or active).
+    pub expired_keys: AtomicU64,
+    /// Changes since start (Redis's `dirty` counter).
+    pub dirty: AtomicU64,
+}
+
+impl Stats {
+    /// Counts one command.
+    pub fn command_processed(&self) {
+        self.commands_processed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Server-wide state shared by every connection and background task.
+#[derive(Debug)]
+pub struct Shared {
+    /// The sixteen databases.
+    pub keyspace: Keyspace,
+    /// The time source.
+    pub clock: Clock,
+    /// `CONFIG` parameters.
+    pub config: Config,
+    /// Shared/exclusive execution, for atomic scripts and transactions.
+    pub gate: Gate,
+    /// Connected clients.
+    pub clients: Clients,
+    /// Channel and pattern subscriptions.
+    pub pubsub: PubSub,
+    /// Lua scripts and functions.
+    pub scripting: Scripting,
+    /// Replication: the stream to replicas, or the link to a master.
+    pub replication: crate::replication::Replication,
+    /// The append-only file, when `appendonly yes`.
+    pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
+    /// `INFO stats` counters.
+    pub stats: Stats,
+    /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
+    pub evictor: crate::evict::Evictor,
+    /// When the server started.
+    pub started: Instant,
+    /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
+    pub run_id: String,
+    /// The bound TCP address, when listening.
+    pub addr: parking_lot::Mutex<Option<SocketAddr>>,
+    /// Whether the active expiry cycle runs (`DEBUG SET-ACTIVE-EXPIRE 0|1`, on by default);
+    /// off, keys expire only when something reads them.
+    pub active_expire: AtomicBool,
+    /// Wake-ups and progress of the active expiry cycle (see [`crate::expire::caught_up`]).
+    pub expiry: crate::expire::ExpiryState,
+    replica: AtomicBool,
+    shutdown_tx: watch::Sender<bool>,
+    /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
+    loading_tx: watch::Sender<bool>,
+    /// Whether the once-a-second AOF flush task runs (started once, it serves any AOF).
+    pub(crate) aof_flusher: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(clock: Clock) -> Shared {
+        let (shutdown_tx, _) = watch::channel(false);
+        let hex40 = || -> String {
+            (0..40)
+                .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
+                .collect()
+        };
+        let run_id = hex40();
+        let config = Config::default();
+        let replication = crate::replication::Replication::new(hex40());
+        replication.set_limits(config.limits.clone());
+        Shared {
+            keyspace: Keyspace::with_limits(config.limits.clone()),
+            clock,
+            config,
+            gate: Gate::default(),
+            clients: Clients::default(),
+            pubsub: PubSub::default(),
+            scripting: Scripting::default(),
+            replication,
+            aof: parking_lot::RwLock::new(None),
+            stats: Stats::default(),
+            evictor: crate::evict::Evictor::default(),
+            started: Instant::now(),
+            run_id,
+            addr: parking_lot::Mutex::new(None),
+            active_expire: AtomicBool::new(true),
+            expiry: crate::expire::ExpiryState::default(),
+            replica: AtomicBool::new(false),
+            shutdown_tx,
+            loading_tx: watch::channel(false).0,
+            aof_flusher: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this server is a replica (read-only, never expires keys itself).
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    /// Makes this server a replica or a master again.
+    pub fn set_replica(&self, replica: bool) {
+        self.replica.store(replica, Ordering::Release);
+    }
+
+    /// Whether reads may delete expired keys (masters do; replicas wait for the master).
+    pub fn lazy_expire_deletes(&self) -> bool {
+        !self.is_replica()
+    }
+
+    /// The body of `INFO replication`.
+    pub fn replication_info(&self) -> String {
+        self.replication.info()
+    }
+
+    /// Asks the server to shut down: the listener stops and every connection closes.
+    pub fn request_shutdown(&self) {
+        self.shutdown_tx.send_replace(true);
+        self.clients.kill_all();
+    }
+
+    /// Marks the keyspace as being reloaded (a [restart](crate::restart)), or ready again.
+    pub fn set_loading(&self, loading: bool) {
+        self.loading_tx.send_replace(loading);
+    }
+
+    /// Resolves once the keyspace is not being reloaded (at once, almost always).
+    pub async fn wait_loaded(&self) {
+        let mut rx = self.loading_tx.subscribe();
+        let _ = rx.wait_for(|loading| !*loading).await;
+    }
+
+    /// Whether a [restart](crate::restart) is reloading the keyspace.
+    pub fn is_loading(&self) -> bool {
+        *self.loading_tx.borrow()
+    }
+
+    /// A receiver that sees `true` once shutdown was requested.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+}
