@@ -3,14 +3,12 @@
 //! Values are kept as Redis prints them (strings). The few that the hot path reads on every
 //! command are mirrored in atomics.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::evict::Limits;
-
 use indexmap::IndexMap;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 /// Parameters and their defaults (Redis 7 names and defaults, except where noted).
 const DEFAULTS: &[(&str, &str)] = &[
@@ -129,7 +127,7 @@ impl Config {
                 self.maxclients.store(n, Ordering::Release)
             }
             "proto-max-bulk-len" => {
-                let n = crate::evict::memory_value(value, 1 << 20)?;
+                let n = memory_value(value, 1 << 20)?;
                 self.proto_max_bulk_len.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
@@ -200,4 +198,268 @@ pub fn parse_memory(v: &str) -> Option<u64> {
     .find_map(|(suffix, mul)| lower.strip_suffix(suffix).map(|d| (d.to_string(), *mul)))
     .unwrap_or((lower.clone(), 1));
     digits.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory and output-buffer limits
+
+/// What `maxmemory-policy` says to do when memory runs out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Refuse writes that may grow memory.
+    NoEviction,
+    /// Evict the least recently used key.
+    AllKeysLru,
+    /// Evict the least frequently used key.
+    AllKeysLfu,
+    /// Evict any key.
+    AllKeysRandom,
+    /// Evict the least recently used key that has a TTL.
+    VolatileLru,
+    /// Evict the least frequently used key that has a TTL.
+    VolatileLfu,
+    /// Evict any key that has a TTL.
+    VolatileRandom,
+    /// Evict the key with a TTL that expires soonest.
+    VolatileTtl,
+}
+
+/// The policies in the order Redis lists them in its error message.
+const POLICIES: [(&str, Policy); 8] = [
+    ("volatile-lru", Policy::VolatileLru),
+    ("volatile-lfu", Policy::VolatileLfu),
+    ("volatile-random", Policy::VolatileRandom),
+    ("volatile-ttl", Policy::VolatileTtl),
+    ("allkeys-lru", Policy::AllKeysLru),
+    ("allkeys-lfu", Policy::AllKeysLfu),
+    ("allkeys-random", Policy::AllKeysRandom),
+    ("noeviction", Policy::NoEviction),
+];
+
+impl Policy {
+    fn from_index(i: u8) -> Policy {
+        POLICIES.get(i as usize).map_or(Policy::NoEviction, |p| p.1)
+    }
+
+    fn index(self) -> u8 {
+        POLICIES.iter().position(|p| p.1 == self).unwrap_or(7) as u8
+    }
+
+    /// Whether the policy only evicts keys with a TTL.
+    pub fn volatile(self) -> bool {
+        matches!(
+            self,
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
+        )
+    }
+
+    /// Whether keys carry an access-frequency counter rather than an access time.
+    pub fn lfu(self) -> bool {
+        matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
+    }
+}
+
+/// The memory settings read on every command, mirrored out of the text parameters.
+/// Shared (through an `Arc`) by the configuration and the keyspace, whose reads stamp keys
+/// with their access time or frequency according to the policy.
+#[derive(Debug)]
+pub struct Limits {
+    maxmemory: AtomicU64,
+    policy: AtomicU8,
+    pub(crate) samples: AtomicUsize,
+    pub(crate) lfu_log_factor: AtomicU32,
+    pub(crate) lfu_decay_time: AtomicU32,
+    query_buffer_limit: AtomicU64,
+    /// `client-output-buffer-limit`, per class: normal, replica, pubsub.
+    output: Mutex<[BufferLimit; 3]>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(Policy::NoEviction.index()),
+            samples: AtomicUsize::new(5),
+            lfu_log_factor: AtomicU32::new(10),
+            lfu_decay_time: AtomicU32::new(1),
+            query_buffer_limit: AtomicU64::new(1 << 30),
+            output: Mutex::new([
+                BufferLimit::default(),
+                BufferLimit {
+                    hard: 256 << 20,
+                    soft: 64 << 20,
+                    soft_seconds: 60,
+                },
+                BufferLimit {
+                    hard: 32 << 20,
+                    soft: 8 << 20,
+                    soft_seconds: 60,
+                },
+            ]),
+        }
+    }
+}
+
+/// One class's `client-output-buffer-limit`: a hard limit, and a soft limit that may only be
+/// exceeded for `soft_seconds` (0 everywhere: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufferLimit {
+    /// Disconnect at once past this many bytes.
+    pub hard: u64,
+    /// Disconnect when over this many bytes ...
+    pub soft: u64,
+    /// ... for this many seconds.
+    pub soft_seconds: u64,
+}
+
+/// A client class of `client-output-buffer-limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientClass {
+    /// Ordinary clients.
+    Normal = 0,
+    /// Replicas.
+    Replica = 1,
+    /// Subscribers.
+    PubSub = 2,
+}
+
+/// Parses a Redis memory value (`100mb`, `1gb`, `512`) that must be at least `min`.
+pub(crate) fn memory_value(value: &str, min: u64) -> Result<u64, ConfigError> {
+    let n = crate::config::parse_memory(value)
+        .filter(|n| *n <= i64::MAX as u64)
+        .ok_or_else(|| ConfigError::Invalid("argument must be a memory value".into()))?;
+    if n < min {
+        return Err(ConfigError::Invalid(format!(
+            "argument must be between {min} and 9223372036854775807 inclusive"
+        )));
+    }
+    Ok(n)
+}
+
+fn int_value(value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
+    let n: i64 = value
+        .parse()
+        .map_err(|_| ConfigError::Invalid("argument couldn't be parsed into an integer".into()))?;
+    if n < min || n > max {
+        return Err(ConfigError::Invalid(format!(
+            "argument must be between {min} and {max} inclusive"
+        )));
+    }
+    Ok(n)
+}
+
+impl Limits {
+    /// Applies `CONFIG SET name value` if `name` is one of these settings: `Ok(Some(text))`
+    /// gives the value as `CONFIG GET` prints it, `Ok(None)` says the name is not ours.
+    pub(crate) fn set(&self, name: &str, value: &str) -> Result<Option<String>, ConfigError> {
+        let stored = match name {
+            "maxmemory" => {
+                let n = memory_value(value, 0)?;
+                self.maxmemory.store(n, Ordering::Release);
+                n.to_string()
+            }
+            "maxmemory-policy" => {
+                let lower = value.to_ascii_lowercase();
+                let Some((name, p)) = POLICIES.iter().find(|(n, _)| *n == lower) else {
+                    let all: Vec<&str> = POLICIES.iter().map(|p| p.0).collect();
+                    return Err(ConfigError::Invalid(format!(
+                        "argument(s) must be one of the following: {}",
+                        all.join(", ")
+                    )));
+                };
+                self.policy.store(p.index(), Ordering::Release);
+                name.to_string()
+            }
+            "maxmemory-samples" => {
+                let n = int_value(value, 1, i32::MAX as i64)?;
+                self.samples.store(n as usize, Ordering::Release);
+                n.to_string()
+            }
+            "lfu-log-factor" => {
+                let n = int_value(value, 0, i32::MAX as i64)?;
+                self.lfu_log_factor.store(n as u32, Ordering::Release);
+                n.to_string()
+            }
+            "lfu-decay-time" => {
+                let n = int_value(value, 0, i32::MAX as i64)?;
+                self.lfu_decay_time.store(n as u32, Ordering::Release);
+                n.to_string()
+            }
+            "client-query-buffer-limit" => {
+                let n = memory_value(value, 1 << 20)?;
+                self.query_buffer_limit.store(n, Ordering::Release);
+                n.to_string()
+            }
+            "client-output-buffer-limit" => self.set_output_limits(value)?,
+            _ => return Ok(None),
+        };
+        Ok(Some(stored))
+    }
+
+    /// `client-output-buffer-limit <class> <hard> <soft> <soft seconds> ...`: the classes
+    /// named change, the others keep their limits.
+    fn set_output_limits(&self, value: &str) -> Result<String, ConfigError> {
+        let words: Vec<&str> = value.split_whitespace().collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err(ConfigError::Invalid(
+                "Wrong number of arguments in buffer limit configuration.".into(),
+            ));
+        }
+        let mut limits = *self.output.lock();
+        for w in words.chunks(4) {
+            let class = match w[0].to_ascii_lowercase().as_str() {
+                "normal" => ClientClass::Normal,
+                "replica" | "slave" => ClientClass::Replica,
+                "pubsub" => ClientClass::PubSub,
+                _ => {
+                    return Err(ConfigError::Invalid(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    ))
+                }
+            };
+            let n = |s: &str| crate::config::parse_memory(s).filter(|n| *n <= i64::MAX as u64);
+            let (Some(hard), Some(soft), Some(secs)) = (n(w[1]), n(w[2]), w[3].parse().ok()) else {
+                return Err(ConfigError::Invalid(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                ));
+            };
+            limits[class as usize] = BufferLimit {
+                hard,
+                soft,
+                soft_seconds: secs,
+            };
+        }
+        *self.output.lock() = limits;
+        let text = |l: BufferLimit| format!("{} {} {}", l.hard, l.soft, l.soft_seconds);
+        Ok(format!(
+            "normal {} slave {} pubsub {}",
+            text(limits[0]),
+            text(limits[1]),
+            text(limits[2])
+        ))
+    }
+
+    /// `maxmemory` in bytes (0: no limit).
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Acquire)
+    }
+
+    /// `maxmemory-policy`.
+    pub fn policy(&self) -> Policy {
+        Policy::from_index(self.policy.load(Ordering::Acquire))
+    }
+
+    /// `client-query-buffer-limit` in bytes.
+    pub fn query_buffer_limit(&self) -> u64 {
+        self.query_buffer_limit.load(Ordering::Acquire)
+    }
+
+    /// `client-output-buffer-limit` of one class.
+    pub fn output_limit(&self, class: ClientClass) -> BufferLimit {
+        self.output.lock()[class as usize]
+    }
 }

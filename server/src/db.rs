@@ -8,7 +8,6 @@
 //! A word of caution for command authors: a [`dashmap::mapref::one::Ref`] or `RefMut` locks its
 //! shard. Drop it before touching another key of the same database, or the thread deadlocks.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -19,85 +18,16 @@ use dashmap::DashMap;
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
 /// resistant to hash flooding), instead of the standard library's slower SipHash.
 pub type KeyHasher = ahash::RandomState;
-use indexmap::IndexMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::evict::{Access, Limits};
+use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
-use crate::zset::ZSet;
+pub use crate::value::{Entry, Value};
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
 pub const NUM_DBS: usize = 16;
-
-/// A stored value.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// A string (also what `INCR` works on).
-    Str(Bytes),
-    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
-    Hash(IndexMap<Bytes, Bytes>),
-    /// A list.
-    List(VecDeque<Bytes>),
-    /// A sorted set.
-    ZSet(ZSet),
-}
-
-impl Value {
-    /// The name `TYPE` replies with.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Str(_) => "string",
-            Value::Hash(_) => "hash",
-            Value::List(_) => "list",
-            Value::ZSet(_) => "zset",
-        }
-    }
-
-    /// Whether this is a hash, list or sorted set with nothing left in it (a key Redis
-    /// deletes).
-    pub fn is_empty_collection(&self) -> bool {
-        match self {
-            Value::Str(_) => false,
-            Value::Hash(h) => h.is_empty(),
-            Value::List(l) => l.is_empty(),
-            Value::ZSet(z) => z.is_empty(),
-        }
-    }
-}
-
-/// A value and its absolute expiry time (Unix milliseconds), if it has one.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    /// The stored value.
-    pub value: Value,
-    /// When the key stops existing, in Unix milliseconds.
-    pub expires_at: Option<u64>,
-    /// When the key was last used, or how often (for `maxmemory` eviction).
-    pub access: Access,
-}
-
-impl Entry {
-    /// An entry without expiry.
-    pub fn new(value: Value) -> Entry {
-        Entry::with_expiry(value, None)
-    }
-
-    /// An entry that expires at `expires_at` (Unix milliseconds), if given.
-    pub fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
-        Entry {
-            value,
-            expires_at,
-            access: Access::default(),
-        }
-    }
-
-    /// Whether the entry is logically gone at `now_ms`.
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        matches!(self.expires_at, Some(t) if t <= now_ms)
-    }
-}
 
 /// A flag that `WATCH` leaves on a key: set when the key is modified, read by `EXEC`.
 #[derive(Debug, Default)]
@@ -706,6 +636,7 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use indexmap::IndexMap;
 
     fn string(v: &str, expires_at: Option<u64>) -> Entry {
         Entry::with_expiry(Value::Str(Bytes::copy_from_slice(v.as_bytes())), expires_at)

@@ -33,19 +33,16 @@
 //! `noeviction` (writes then fail loudly instead) or far below `maxmemory`;
 //! `tests/tests/memory_limits.rs` shows the lock key evicted.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use parking_lot::Mutex;
 
-use crate::client::Client;
-use crate::cmd::{CommandSpec, Ctx, DENYOOM};
-use crate::config::ConfigError;
+pub use crate::config::{BufferLimit, ClientClass, Limits, Policy};
 use crate::db::{Db, Entry, KeyHasher, Update, NUM_DBS};
-use crate::frame::Frame;
-use crate::state::Shared;
+use crate::memory::{human, rss_bytes};
+use crate::state::{Candidate, Evictor, Shared};
+pub use crate::value::Access;
 
 /// Redis's reply to a command refused for lack of memory.
 pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -55,364 +52,6 @@ pub const MAX_EVICTIONS_PER_CALL: usize = 256;
 
 /// Size of the candidate pool kept across calls (Redis's `EVPOOL_SIZE`).
 const POOL_SIZE: usize = 16;
-
-/// What `maxmemory-policy` says to do when memory runs out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Refuse writes that may grow memory.
-    NoEviction,
-    /// Evict the least recently used key.
-    AllKeysLru,
-    /// Evict the least frequently used key.
-    AllKeysLfu,
-    /// Evict any key.
-    AllKeysRandom,
-    /// Evict the least recently used key that has a TTL.
-    VolatileLru,
-    /// Evict the least frequently used key that has a TTL.
-    VolatileLfu,
-    /// Evict any key that has a TTL.
-    VolatileRandom,
-    /// Evict the key with a TTL that expires soonest.
-    VolatileTtl,
-}
-
-/// The policies in the order Redis lists them in its error message.
-const POLICIES: [(&str, Policy); 8] = [
-    ("volatile-lru", Policy::VolatileLru),
-    ("volatile-lfu", Policy::VolatileLfu),
-    ("volatile-random", Policy::VolatileRandom),
-    ("volatile-ttl", Policy::VolatileTtl),
-    ("allkeys-lru", Policy::AllKeysLru),
-    ("allkeys-lfu", Policy::AllKeysLfu),
-    ("allkeys-random", Policy::AllKeysRandom),
-    ("noeviction", Policy::NoEviction),
-];
-
-impl Policy {
-    fn from_index(i: u8) -> Policy {
-        POLICIES.get(i as usize).map_or(Policy::NoEviction, |p| p.1)
-    }
-
-    fn index(self) -> u8 {
-        POLICIES.iter().position(|p| p.1 == self).unwrap_or(7) as u8
-    }
-
-    /// Whether the policy only evicts keys with a TTL.
-    pub fn volatile(self) -> bool {
-        matches!(
-            self,
-            Policy::VolatileLru
-                | Policy::VolatileLfu
-                | Policy::VolatileRandom
-                | Policy::VolatileTtl
-        )
-    }
-
-    /// Whether keys carry an access-frequency counter rather than an access time.
-    pub fn lfu(self) -> bool {
-        matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
-    }
-}
-
-/// The memory settings read on every command, mirrored out of the text parameters.
-/// Shared (through an `Arc`) by the configuration and the keyspace, whose reads stamp keys
-/// with their access time or frequency according to the policy.
-#[derive(Debug)]
-pub struct Limits {
-    maxmemory: AtomicU64,
-    policy: AtomicU8,
-    samples: AtomicUsize,
-    lfu_log_factor: AtomicU32,
-    lfu_decay_time: AtomicU32,
-    query_buffer_limit: AtomicU64,
-    /// `client-output-buffer-limit`, per class: normal, replica, pubsub.
-    output: Mutex<[BufferLimit; 3]>,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            maxmemory: AtomicU64::new(0),
-            policy: AtomicU8::new(Policy::NoEviction.index()),
-            samples: AtomicUsize::new(5),
-            lfu_log_factor: AtomicU32::new(10),
-            lfu_decay_time: AtomicU32::new(1),
-            query_buffer_limit: AtomicU64::new(1 << 30),
-            output: Mutex::new([
-                BufferLimit::default(),
-                BufferLimit {
-                    hard: 256 << 20,
-                    soft: 64 << 20,
-                    soft_seconds: 60,
-                },
-                BufferLimit {
-                    hard: 32 << 20,
-                    soft: 8 << 20,
-                    soft_seconds: 60,
-                },
-            ]),
-        }
-    }
-}
-
-/// One class's `client-output-buffer-limit`: a hard limit, and a soft limit that may only be
-/// exceeded for `soft_seconds` (0 everywhere: no limit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BufferLimit {
-    /// Disconnect at once past this many bytes.
-    pub hard: u64,
-    /// Disconnect when over this many bytes ...
-    pub soft: u64,
-    /// ... for this many seconds.
-    pub soft_seconds: u64,
-}
-
-/// A client class of `client-output-buffer-limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientClass {
-    /// Ordinary clients.
-    Normal = 0,
-    /// Replicas.
-    Replica = 1,
-    /// Subscribers.
-    PubSub = 2,
-}
-
-/// Parses a Redis memory value (`100mb`, `1gb`, `512`) that must be at least `min`.
-pub(crate) fn memory_value(value: &str, min: u64) -> Result<u64, ConfigError> {
-    let n = crate::config::parse_memory(value)
-        .filter(|n| *n <= i64::MAX as u64)
-        .ok_or_else(|| ConfigError::Invalid("argument must be a memory value".into()))?;
-    if n < min {
-        return Err(ConfigError::Invalid(format!(
-            "argument must be between {min} and 9223372036854775807 inclusive"
-        )));
-    }
-    Ok(n)
-}
-
-fn int_value(value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
-    let n: i64 = value
-        .parse()
-        .map_err(|_| ConfigError::Invalid("argument couldn't be parsed into an integer".into()))?;
-    if n < min || n > max {
-        return Err(ConfigError::Invalid(format!(
-            "argument must be between {min} and {max} inclusive"
-        )));
-    }
-    Ok(n)
-}
-
-impl Limits {
-    /// Applies `CONFIG SET name value` if `name` is one of these settings: `Ok(Some(text))`
-    /// gives the value as `CONFIG GET` prints it, `Ok(None)` says the name is not ours.
-    pub(crate) fn set(&self, name: &str, value: &str) -> Result<Option<String>, ConfigError> {
-        let stored = match name {
-            "maxmemory" => {
-                let n = memory_value(value, 0)?;
-                self.maxmemory.store(n, Ordering::Release);
-                n.to_string()
-            }
-            "maxmemory-policy" => {
-                let lower = value.to_ascii_lowercase();
-                let Some((name, p)) = POLICIES.iter().find(|(n, _)| *n == lower) else {
-                    let all: Vec<&str> = POLICIES.iter().map(|p| p.0).collect();
-                    return Err(ConfigError::Invalid(format!(
-                        "argument(s) must be one of the following: {}",
-                        all.join(", ")
-                    )));
-                };
-                self.policy.store(p.index(), Ordering::Release);
-                name.to_string()
-            }
-            "maxmemory-samples" => {
-                let n = int_value(value, 1, i32::MAX as i64)?;
-                self.samples.store(n as usize, Ordering::Release);
-                n.to_string()
-            }
-            "lfu-log-factor" => {
-                let n = int_value(value, 0, i32::MAX as i64)?;
-                self.lfu_log_factor.store(n as u32, Ordering::Release);
-                n.to_string()
-            }
-            "lfu-decay-time" => {
-                let n = int_value(value, 0, i32::MAX as i64)?;
-                self.lfu_decay_time.store(n as u32, Ordering::Release);
-                n.to_string()
-            }
-            "client-query-buffer-limit" => {
-                let n = memory_value(value, 1 << 20)?;
-                self.query_buffer_limit.store(n, Ordering::Release);
-                n.to_string()
-            }
-            "client-output-buffer-limit" => self.set_output_limits(value)?,
-            _ => return Ok(None),
-        };
-        Ok(Some(stored))
-    }
-
-    /// `client-output-buffer-limit <class> <hard> <soft> <soft seconds> ...`: the classes
-    /// named change, the others keep their limits.
-    fn set_output_limits(&self, value: &str) -> Result<String, ConfigError> {
-        let words: Vec<&str> = value.split_whitespace().collect();
-        if words.is_empty() || !words.len().is_multiple_of(4) {
-            return Err(ConfigError::Invalid(
-                "Wrong number of arguments in buffer limit configuration.".into(),
-            ));
-        }
-        let mut limits = *self.output.lock();
-        for w in words.chunks(4) {
-            let class = match w[0].to_ascii_lowercase().as_str() {
-                "normal" => ClientClass::Normal,
-                "replica" | "slave" => ClientClass::Replica,
-                "pubsub" => ClientClass::PubSub,
-                _ => {
-                    return Err(ConfigError::Invalid(
-                        "Invalid client class specified in buffer limit configuration.".into(),
-                    ))
-                }
-            };
-            let n = |s: &str| crate::config::parse_memory(s).filter(|n| *n <= i64::MAX as u64);
-            let (Some(hard), Some(soft), Some(secs)) = (n(w[1]), n(w[2]), w[3].parse().ok()) else {
-                return Err(ConfigError::Invalid(
-                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
-                        .into(),
-                ));
-            };
-            limits[class as usize] = BufferLimit {
-                hard,
-                soft,
-                soft_seconds: secs,
-            };
-        }
-        *self.output.lock() = limits;
-        let text = |l: BufferLimit| format!("{} {} {}", l.hard, l.soft, l.soft_seconds);
-        Ok(format!(
-            "normal {} slave {} pubsub {}",
-            text(limits[0]),
-            text(limits[1]),
-            text(limits[2])
-        ))
-    }
-
-    /// `maxmemory` in bytes (0: no limit).
-    pub fn maxmemory(&self) -> u64 {
-        self.maxmemory.load(Ordering::Acquire)
-    }
-
-    /// `maxmemory-policy`.
-    pub fn policy(&self) -> Policy {
-        Policy::from_index(self.policy.load(Ordering::Acquire))
-    }
-
-    /// `client-query-buffer-limit` in bytes.
-    pub fn query_buffer_limit(&self) -> u64 {
-        self.query_buffer_limit.load(Ordering::Acquire)
-    }
-
-    /// `client-output-buffer-limit` of one class.
-    pub fn output_limit(&self, class: ClientClass) -> BufferLimit {
-        self.output.lock()[class as usize]
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Access time and frequency
-
-/// Redis's starting frequency for a new key (`LFU_INIT_VAL`), so that a key just written is not
-/// the first evicted.
-const LFU_INIT: u32 = 5;
-
-/// When a key was last used (milliseconds, wrapping every 49 days) or, under an LFU policy,
-/// how often: a 16-bit minute stamp of the last decrement and an 8-bit logarithmic counter,
-/// the layout of Redis's `lru` field.
-#[derive(Debug, Default)]
-pub struct Access(AtomicU32);
-
-impl Clone for Access {
-    fn clone(&self) -> Self {
-        Access(AtomicU32::new(self.0.load(Ordering::Relaxed)))
-    }
-}
-
-fn minutes(now_ms: u64) -> u32 {
-    ((now_ms / 60_000) & 0xFFFF) as u32
-}
-
-impl Access {
-    /// Stamps a key that was just created.
-    pub(crate) fn init(&self, now_ms: u64, limits: &Limits) {
-        let v = if limits.policy().lfu() {
-            (minutes(now_ms) << 8) | LFU_INIT
-        } else {
-            now_ms as u32
-        };
-        self.0.store(v, Ordering::Relaxed);
-    }
-
-    /// Records a use of the key (any read or write that found it). A read at time 0 is the
-    /// server's own look at a key (encoding a write for the replication stream, say), not a
-    /// use: it leaves the stamp alone, as Redis's `LOOKUP_NOTOUCH` does.
-    pub(crate) fn touch(&self, now_ms: u64, limits: &Limits) {
-        if now_ms == 0 {
-            return;
-        }
-        let old = self.0.load(Ordering::Relaxed);
-        let new = if limits.policy().lfu() {
-            let counter = log_incr(decayed(old, now_ms, limits), limits);
-            (minutes(now_ms) << 8) | counter
-        } else {
-            now_ms as u32
-        };
-        if new != old {
-            self.0.store(new, Ordering::Relaxed);
-        }
-    }
-
-    /// How good an eviction candidate the key is under `policy` (higher: evict first).
-    fn score(&self, now_ms: u64, limits: &Limits) -> u64 {
-        let v = self.0.load(Ordering::Relaxed);
-        if limits.policy().lfu() {
-            255 - decayed(v, now_ms, limits) as u64
-        } else {
-            (now_ms as u32).wrapping_sub(v) as u64
-        }
-    }
-}
-
-/// The counter of an LFU stamp after the decay of the minutes since it was stamped: one step
-/// down per `lfu-decay-time` minutes.
-fn decayed(v: u32, now_ms: u64, limits: &Limits) -> u32 {
-    let counter = v & 0xFF;
-    let period = limits.lfu_decay_time.load(Ordering::Relaxed);
-    if period == 0 {
-        return counter;
-    }
-    let then = v >> 8;
-    let now = minutes(now_ms);
-    let elapsed = if now >= then {
-        now - then
-    } else {
-        0xFFFF - then + now
-    };
-    counter.saturating_sub(elapsed / period)
-}
-
-/// Redis's logarithmic increment: the higher the counter, the less likely a use raises it.
-fn log_incr(counter: u32, limits: &Limits) -> u32 {
-    if counter >= 255 {
-        return 255;
-    }
-    let base = counter.saturating_sub(LFU_INIT) as f64;
-    let factor = limits.lfu_log_factor.load(Ordering::Relaxed) as f64;
-    let p = 1.0 / (base * factor + 1.0);
-    if rand::random::<f64>() < p {
-        counter + 1
-    } else {
-        counter
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Used memory
@@ -436,34 +75,6 @@ pub fn used_memory(shared: &Shared) -> usize {
 
 // ---------------------------------------------------------------------------------------------
 // Eviction
-
-/// Eviction state kept across calls: the candidate pool and the counters.
-#[derive(Debug, Default)]
-pub struct Evictor {
-    pool: Mutex<Vec<Candidate>>,
-    /// Keys evicted since start (`INFO stats`'s `evicted_keys`).
-    pub evicted_keys: AtomicU64,
-    /// The database the random policies take their next key from.
-    next_db: AtomicUsize,
-    /// Set while a call evicts, so that concurrent commands do not pile onto the same work.
-    busy: AtomicBool,
-    /// The highest `used_memory` seen (when `INFO` or a command under `maxmemory` looked).
-    peak: AtomicUsize,
-}
-
-impl Evictor {
-    /// Records a reading of used memory; returns the peak so far.
-    pub fn note_peak(&self, used: usize) -> usize {
-        self.peak.fetch_max(used, Ordering::Relaxed).max(used)
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Candidate {
-    db: usize,
-    key: Bytes,
-    score: u64,
-}
 
 /// What [`perform_evictions`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -695,89 +306,32 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     gone
 }
 
-/// Whether the memory check applies to this client at all: not on a replica (it follows its
-/// master) and not for the link from the master or a loading AOF.
-fn exempt(shared: &Shared, client: &Client) -> bool {
-    shared.is_replica() || client.is_replication_link
-}
-
-/// The check Redis makes before running a command while `maxmemory` is set: evicts what the
-/// policy allows, then answers Redis's OOM error to a command that may not run out of memory.
-/// Inside `MULTI` the refusal also dooms the transaction, as in Redis.
-pub(crate) async fn check_command(
-    shared: &Arc<Shared>,
-    client: &mut Client,
-    spec: &CommandSpec,
-) -> Option<Frame> {
+/// The body of `INFO memory`: Redis's main fields, from [`used_memory`].
+pub fn info_section(shared: &Shared) -> String {
+    let used = used_memory(shared) as u64;
+    let peak = shared.evictor.note_peak(used as usize) as u64;
+    let rss = rss_bytes() as u64;
+    let dataset = keyspace_bytes(shared) as u64;
     let limits = &shared.config.limits;
-    let max = limits.maxmemory() as usize;
-    if max == 0 || exempt(shared, client) {
-        return None;
-    }
-    let used = used_memory(shared);
-    shared.evictor.note_peak(used);
-    if used <= max {
-        return None;
-    }
-    let outcome = if limits.policy() == Policy::NoEviction {
-        Outcome::Fail
-    } else {
-        // Wait for a running script or transaction: eviction must not change keys under it.
-        // A script that stays busy means no eviction now; the command then gets `BUSY`.
-        match shared
-            .gate
-            .shared(shared.config.busy_reply_threshold())
-            .await
-        {
-            Ok(guard) => {
-                let r = perform_evictions(shared);
-                drop(guard);
-                r
-            }
-            Err(_) => return None,
-        }
-    };
-    if outcome != Outcome::Fail {
-        return None;
-    }
-    let in_multi = client.multi.is_some();
-    let refuse = spec.has(DENYOOM)
-        || (in_multi && !matches!(spec.name, "exec" | "discard" | "quit" | "reset"))
-        || (spec.name == "exec" && queued_denyoom(client));
-    if !refuse {
-        return None;
-    }
-    if let Some(m) = client.multi.as_mut() {
-        if spec.name != "exec" {
-            m.errored = true;
-        }
-    }
-    Some(Frame::error(OOM_ERROR))
-}
-
-/// Whether a transaction being executed holds a command that may grow memory.
-fn queued_denyoom(client: &Client) -> bool {
-    client.multi.as_ref().is_some_and(|m| {
-        m.queue
-            .iter()
-            .any(|args| crate::cmd::lookup(&args[0]).is_some_and(|s| s.has(DENYOOM)))
-    })
-}
-
-/// The check of a command called by a script (`redis.call`): Redis refuses a `denyoom` command
-/// while memory is over the limit, unless the script already wrote (it must not stop half-way
-/// through its writes). `wrote` says whether it did.
-pub(crate) fn check_script_call(ctx: &Ctx<'_>, spec: &CommandSpec, wrote: bool) -> Option<String> {
-    let max = ctx.shared.config.limits.maxmemory() as usize;
-    if max == 0 || wrote || !spec.has(DENYOOM) || exempt(ctx.shared, ctx.client) {
-        return None;
-    }
-    (used_memory(ctx.shared) > max).then(|| OOM_ERROR.to_string())
+    let max = limits.maxmemory();
+    let policy = shared
+        .config
+        .get("maxmemory-policy")
+        .unwrap_or_else(|| "noeviction".into());
+    format!(
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
+        human(used),
+        human(rss),
+        human(peak),
+        human(max),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigError;
+    use crate::value::LFU_INIT;
 
     #[test]
     fn policies_parse_and_print_like_redis() {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::mpsc;
 
 use crate::state::Shared;
 
@@ -47,25 +47,6 @@ const BUSY_SHARE_PERCENT: u32 = 20;
 
 /// A yield that comes back sooner than this found no other task ready to run.
 const IDLE_YIELD: Duration = Duration::from_micros(20);
-
-/// Wake-ups and progress of the active expiry cycle, shared between the cycle's task and
-/// whoever waits for it to catch up.
-#[derive(Debug)]
-pub struct ExpiryState {
-    /// Wakes the cycle's task now instead of at its next tick.
-    kick: Notify,
-    /// Counts the passes completed; bumped at the end of every pass.
-    passes: watch::Sender<u64>,
-}
-
-impl Default for ExpiryState {
-    fn default() -> Self {
-        ExpiryState {
-            kick: Notify::new(),
-            passes: watch::channel(0).0,
-        }
-    }
-}
 
 /// Runs until the server shuts down.
 pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {

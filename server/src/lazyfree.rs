@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 
-use crate::db::{Entry, Value};
+use crate::value::{Entry, Value};
 
 /// Above this many freeing steps (elements of a collection, 64 KiB pieces of a string), a
 /// value is freed in the background. Redis uses the same 64 (`LAZYFREE_THRESHOLD`).

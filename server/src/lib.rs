@@ -37,6 +37,7 @@ pub mod restart;
 pub mod scripting;
 pub mod server;
 pub mod state;
+pub mod value;
 pub mod zset;
 
 pub use clock::Clock;

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 
-use crate::db::{Entry, Value};
+use crate::value::{Entry, Value};
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -311,27 +311,6 @@ pub fn detach_args(args: &mut [Bytes]) {
             *a = Bytes::copy_from_slice(a);
         }
     }
-}
-
-/// The body of `INFO memory`: Redis's main fields, from [`crate::evict::used_memory`].
-pub fn info_section(shared: &crate::state::Shared) -> String {
-    let used = crate::evict::used_memory(shared) as u64;
-    let peak = shared.evictor.note_peak(used as usize) as u64;
-    let rss = rss_bytes() as u64;
-    let dataset = crate::evict::keyspace_bytes(shared) as u64;
-    let limits = &shared.config.limits;
-    let max = limits.maxmemory();
-    let policy = shared
-        .config
-        .get("maxmemory-policy")
-        .unwrap_or_else(|| "noeviction".into());
-    format!(
-        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
-        human(used),
-        human(rss),
-        human(peak),
-        human(max),
-    )
 }
 
 /// Resident set size of this process in bytes, from `/proc/self/statm` (0 where there is no

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use crate::client::Client;
 use crate::cmd::{self, BLOCKING};
 use crate::codec::{Decoder, Parsed};
-use crate::evict::ClientClass;
+use crate::config::ClientClass;
 use crate::frame::Frame;
 use crate::state::Shared;
 

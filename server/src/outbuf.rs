@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::client::ClientHandle;
-use crate::evict::BufferLimit;
+use crate::config::BufferLimit;
 
 /// Checks `pending` bytes of the client against its class's limit, and disconnects it (kills
 /// its connection) when it is over the hard limit, or over the soft limit for longer than

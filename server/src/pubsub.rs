@@ -38,7 +38,7 @@ pub enum Kind {
 }
 
 /// Output-buffer limits for pub/sub clients (`client-output-buffer-limit pubsub`).
-pub type BufferLimits = crate::evict::BufferLimit;
+pub type BufferLimits = crate::config::BufferLimit;
 
 impl PubSub {
     fn map(&self, kind: Kind) -> &DashMap<Bytes, Subscribers, KeyHasher> {

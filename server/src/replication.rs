@@ -140,7 +140,7 @@ pub struct Replication {
     down_since_ms: AtomicU64,
     epoch: Instant,
     /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
-    limits: std::sync::OnceLock<Arc<crate::evict::Limits>>,
+    limits: std::sync::OnceLock<Arc<crate::config::Limits>>,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -154,7 +154,7 @@ enum Resync {
 impl Replication {
     /// Gives the stream the server's limits, so that a replica that stops reading is
     /// disconnected past `client-output-buffer-limit replica`.
-    pub(crate) fn set_limits(&self, limits: Arc<crate::evict::Limits>) {
+    pub(crate) fn set_limits(&self, limits: Arc<crate::config::Limits>) {
         let _ = self.limits.set(limits);
     }
 
@@ -281,7 +281,7 @@ impl Replication {
             } else {
                 let queued = r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
                 if let Some(l) = self.limits.get() {
-                    let limit = l.output_limit(crate::evict::ClientClass::Replica);
+                    let limit = l.output_limit(crate::config::ClientClass::Replica);
                     crate::outbuf::enforce(&r.sender.handle, queued, limit, self.now_ms());
                 }
             }

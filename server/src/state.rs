@@ -8,10 +8,10 @@
 //! small module beside this one, [`crate::propagate`].
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use crate::client::Clients;
 use crate::clock::Clock;
@@ -67,7 +67,7 @@ pub struct Shared {
     /// `INFO stats` counters.
     pub stats: Stats,
     /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
-    pub evictor: crate::evict::Evictor,
+    pub evictor: Evictor,
     /// When the server started.
     pub started: Instant,
     /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
@@ -78,7 +78,7 @@ pub struct Shared {
     /// off, keys expire only when something reads them.
     pub active_expire: AtomicBool,
     /// Wake-ups and progress of the active expiry cycle (see [`crate::expire::caught_up`]).
-    pub expiry: crate::expire::ExpiryState,
+    pub expiry: ExpiryState,
     replica: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
@@ -110,12 +110,12 @@ impl Shared {
             replication,
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
-            evictor: crate::evict::Evictor::default(),
+            evictor: Evictor::default(),
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),
             active_expire: AtomicBool::new(true),
-            expiry: crate::expire::ExpiryState::default(),
+            expiry: ExpiryState::default(),
             replica: AtomicBool::new(false),
             shutdown_tx,
             loading_tx: watch::channel(false).0,
@@ -168,5 +168,52 @@ impl Shared {
     /// A receiver that sees `true` once shutdown was requested.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
+    }
+}
+
+/// Eviction state kept across calls: the candidate pool and the counters.
+#[derive(Debug, Default)]
+pub struct Evictor {
+    pub(crate) pool: parking_lot::Mutex<Vec<Candidate>>,
+    /// Keys evicted since start (`INFO stats`'s `evicted_keys`).
+    pub evicted_keys: AtomicU64,
+    /// The database the random policies take their next key from.
+    pub(crate) next_db: AtomicUsize,
+    /// Set while a call evicts, so that concurrent commands do not pile onto the same work.
+    pub(crate) busy: AtomicBool,
+    /// The highest `used_memory` seen (when `INFO` or a command under `maxmemory` looked).
+    pub(crate) peak: AtomicUsize,
+}
+
+impl Evictor {
+    /// Records a reading of used memory; returns the peak so far.
+    pub fn note_peak(&self, used: usize) -> usize {
+        self.peak.fetch_max(used, Ordering::Relaxed).max(used)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) db: usize,
+    pub(crate) key: bytes::Bytes,
+    pub(crate) score: u64,
+}
+
+/// Wake-ups and progress of the active expiry cycle, shared between the cycle's task and
+/// whoever waits for it to catch up.
+#[derive(Debug)]
+pub struct ExpiryState {
+    /// Wakes the cycle's task now instead of at its next tick.
+    pub(crate) kick: Notify,
+    /// Counts the passes completed; bumped at the end of every pass.
+    pub(crate) passes: watch::Sender<u64>,
+}
+
+impl Default for ExpiryState {
+    fn default() -> Self {
+        ExpiryState {
+            kick: Notify::new(),
+            passes: watch::channel(0).0,
+        }
     }
 }

@@ -24,6 +24,7 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub(crate) mod oom;
 pub mod pubsub;
 pub mod replication;
 pub mod scripting;
@@ -412,7 +413,7 @@ pub async fn execute_spec(
     }
     shared.stats.command_processed();
     // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
-    if let Some(oom) = crate::evict::check_command(shared, client, spec).await {
+    if let Some(oom) = oom::check_command(shared, client, spec).await {
         return oom;
     }
     if spec.has(DENYOOM) {

@@ -175,7 +175,7 @@ fn publish_generic(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind) -> Frame {
         shared
             .config
             .limits
-            .output_limit(crate::evict::ClientClass::PubSub)
+            .output_limit(crate::config::ClientClass::PubSub)
     };
     let n = shared
         .pubsub

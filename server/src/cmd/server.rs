@@ -518,7 +518,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         );
     }
     if want("memory") {
-        section("Memory", crate::memory::info_section(shared));
+        section("Memory", crate::evict::info_section(shared));
     }
     if want("persistence") {
         section(

@@ -129,7 +129,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                     _ => fail("ERR execution failure"),
                 };
             }
-            if let Some(oom) = crate::evict::check_script_call(ctx, spec, run.wrote) {
+            if let Some(oom) = crate::cmd::oom::check_script_call(ctx, spec, run.wrote) {
                 return Outcome::Error(Bytes::from(oom));
             }
             run.wrote = true;

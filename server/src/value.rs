@@ -1,0 +1,176 @@
+//! What a key holds: its [`Value`], and the [`Entry`] around it (the expiry deadline and the
+//! [`Access`] stamp that `maxmemory` eviction reads).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+
+use crate::config::Limits;
+use crate::zset::ZSet;
+
+/// A stored value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// A string (also what `INCR` works on).
+    Str(Bytes),
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
+    Hash(IndexMap<Bytes, Bytes>),
+    /// A list.
+    List(VecDeque<Bytes>),
+    /// A sorted set.
+    ZSet(ZSet),
+}
+
+impl Value {
+    /// The name `TYPE` replies with.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    /// Whether this is a hash, list or sorted set with nothing left in it (a key Redis
+    /// deletes).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+}
+
+/// A value and its absolute expiry time (Unix milliseconds), if it has one.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The stored value.
+    pub value: Value,
+    /// When the key stops existing, in Unix milliseconds.
+    pub expires_at: Option<u64>,
+    /// When the key was last used, or how often (for `maxmemory` eviction).
+    pub access: Access,
+}
+
+impl Entry {
+    /// An entry without expiry.
+    pub fn new(value: Value) -> Entry {
+        Entry::with_expiry(value, None)
+    }
+
+    /// An entry that expires at `expires_at` (Unix milliseconds), if given.
+    pub fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
+        Entry {
+            value,
+            expires_at,
+            access: Access::default(),
+        }
+    }
+
+    /// Whether the entry is logically gone at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        matches!(self.expires_at, Some(t) if t <= now_ms)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Access time and frequency
+
+/// Redis's starting frequency for a new key (`LFU_INIT_VAL`), so that a key just written is not
+/// the first evicted.
+pub(crate) const LFU_INIT: u32 = 5;
+
+/// When a key was last used (milliseconds, wrapping every 49 days) or, under an LFU policy,
+/// how often: a 16-bit minute stamp of the last decrement and an 8-bit logarithmic counter,
+/// the layout of Redis's `lru` field.
+#[derive(Debug, Default)]
+pub struct Access(AtomicU32);
+
+impl Clone for Access {
+    fn clone(&self) -> Self {
+        Access(AtomicU32::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
+fn minutes(now_ms: u64) -> u32 {
+    ((now_ms / 60_000) & 0xFFFF) as u32
+}
+
+impl Access {
+    /// Stamps a key that was just created.
+    pub(crate) fn init(&self, now_ms: u64, limits: &Limits) {
+        let v = if limits.policy().lfu() {
+            (minutes(now_ms) << 8) | LFU_INIT
+        } else {
+            now_ms as u32
+        };
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Records a use of the key (any read or write that found it). A read at time 0 is the
+    /// server's own look at a key (encoding a write for the replication stream, say), not a
+    /// use: it leaves the stamp alone, as Redis's `LOOKUP_NOTOUCH` does.
+    pub(crate) fn touch(&self, now_ms: u64, limits: &Limits) {
+        if now_ms == 0 {
+            return;
+        }
+        let old = self.0.load(Ordering::Relaxed);
+        let new = if limits.policy().lfu() {
+            let counter = log_incr(decayed(old, now_ms, limits), limits);
+            (minutes(now_ms) << 8) | counter
+        } else {
+            now_ms as u32
+        };
+        if new != old {
+            self.0.store(new, Ordering::Relaxed);
+        }
+    }
+
+    /// How good an eviction candidate the key is under `policy` (higher: evict first).
+    pub(crate) fn score(&self, now_ms: u64, limits: &Limits) -> u64 {
+        let v = self.0.load(Ordering::Relaxed);
+        if limits.policy().lfu() {
+            255 - decayed(v, now_ms, limits) as u64
+        } else {
+            (now_ms as u32).wrapping_sub(v) as u64
+        }
+    }
+}
+
+/// The counter of an LFU stamp after the decay of the minutes since it was stamped: one step
+/// down per `lfu-decay-time` minutes.
+fn decayed(v: u32, now_ms: u64, limits: &Limits) -> u32 {
+    let counter = v & 0xFF;
+    let period = limits.lfu_decay_time.load(Ordering::Relaxed);
+    if period == 0 {
+        return counter;
+    }
+    let then = v >> 8;
+    let now = minutes(now_ms);
+    let elapsed = if now >= then {
+        now - then
+    } else {
+        0xFFFF - then + now
+    };
+    counter.saturating_sub(elapsed / period)
+}
+
+/// Redis's logarithmic increment: the higher the counter, the less likely a use raises it.
+fn log_incr(counter: u32, limits: &Limits) -> u32 {
+    if counter >= 255 {
+        return 255;
+    }
+    let base = counter.saturating_sub(LFU_INIT) as f64;
+    let factor = limits.lfu_log_factor.load(Ordering::Relaxed) as f64;
+    let p = 1.0 / (base * factor + 1.0);
+    if rand::random::<f64>() < p {
+        counter + 1
+    } else {
+        counter
+    }
+}
