@@ -257,7 +257,8 @@ pub fn check_master_bytes(bytes: &[u8], bounded: bool) {
         server.shared().set_replica(true);
         let up = AtomicBool::new(false);
         let base = super::alloc::start();
-        let link = replication::follow_link(server.shared(), bytes, tokio::io::sink(), &up);
+        let link =
+            latchkey_server::replica::follow_link(server.shared(), bytes, tokio::io::sink(), &up);
         // A master may legitimately stall the link (a BLPOP 0 in its stream blocks it in
         // Redis too); only the process must not hang, which libFuzzer's -timeout watches.
         let ended = tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, link).await;

@@ -37,7 +37,7 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
         shared.set_loading(true);
         shared.replication.discard_held();
         shared.clients.kill_all();
-        let master = crate::replication::reset_for_restart(shared);
+        let master = crate::promote::reset_for_restart(shared);
         // The file itself stays: every byte was written to it as it was appended.
         *shared.aof.write() = None;
         // The old keyspace is freed in the background: the restart does not wait for it.
@@ -62,7 +62,7 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
         false => Ok(()),
     };
     if let Some((host, port)) = master {
-        crate::replication::start_replica(shared, host, port);
+        crate::replica::start_replica(shared, host, port);
     }
     shared.set_loading(false);
     loaded

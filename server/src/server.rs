@@ -224,12 +224,12 @@ impl ServerHandle {
 
     /// Makes this server a replica of `master` (like `REPLICAOF host port`).
     pub fn replicate_from(&self, master: SocketAddr) {
-        crate::replication::start_replica(&self.shared, master.ip().to_string(), master.port());
+        crate::replica::start_replica(&self.shared, master.ip().to_string(), master.port());
     }
 
     /// Promotes a replica to master (like `REPLICAOF NO ONE`).
     pub fn promote(&self) {
-        crate::replication::stop_replica(&self.shared);
+        crate::promote::stop_replica(&self.shared);
     }
 
     /// Makes this replica apply its master's stream `lag` late (zero: at once).

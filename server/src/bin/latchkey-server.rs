@@ -92,7 +92,7 @@ fn main() -> std::io::Result<()> {
             let port = master[1].parse::<u16>().map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad --replicaof port")
             })?;
-            latchkey_server::replication::start_replica(server.shared(), master[0].clone(), port);
+            latchkey_server::replica::start_replica(server.shared(), master[0].clone(), port);
         }
         tracing::info!(
             "latchkey-server {} ready to accept connections",

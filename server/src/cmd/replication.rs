@@ -10,7 +10,6 @@ use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, BLOCKING, EXCLUSIVE, FAST, LOADING, NOSCRIPT, STALE,
 };
 use crate::frame::Frame;
-use crate::replication;
 
 /// The replication commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -43,7 +42,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 fn replicaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if is(&args[1], "no") && is(&args[2], "one") {
-        replication::stop_replica(ctx.shared);
+        crate::promote::stop_replica(ctx.shared);
         return Frame::ok();
     }
     let Ok(port) = parse_i64(&args[2]) else {
@@ -53,7 +52,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         return Frame::error("ERR Invalid master port");
     }
     let host = String::from_utf8_lossy(&args[1]).into_owned();
-    replication::start_replica(ctx.shared, host, port as u16);
+    crate::replica::start_replica(ctx.shared, host, port as u16);
     Frame::ok()
 }
 
@@ -210,8 +209,8 @@ fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
-    let request = replication::SyncRequest::Psync(&args[1], &args[2]);
-    replication::attach_replica(ctx.shared, sender, id, port, request)
+    let request = crate::master::SyncRequest::Psync(&args[1], &args[2]);
+    crate::master::attach_replica(ctx.shared, sender, id, port, request)
 }
 
 /// `SYNC`: the pre-PSYNC handshake, a snapshot with no `+FULLRESYNC` line, then the stream.
@@ -223,7 +222,13 @@ fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
-    replication::attach_replica(ctx.shared, sender, id, port, replication::SyncRequest::Sync)
+    crate::master::attach_replica(
+        ctx.shared,
+        sender,
+        id,
+        port,
+        crate::master::SyncRequest::Sync,
+    )
 }
 
 /// `LATCHKEY.FAILOVER PAUSE|RESUME|CRASH|RESTART [AOF|NOAOF]|PROMOTE|DISCONNECT|LAG ms`:
@@ -269,7 +274,7 @@ fn failover(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             ctx.client.close_after_reply = true;
         }
-        "promote" => replication::stop_replica(ctx.shared),
+        "promote" => crate::promote::stop_replica(ctx.shared),
         "disconnect" => ctx.shared.replication.disconnect_replicas(),
         "lag" if args.len() == 3 => match parse_i64(&args[2]) {
             Ok(ms) if ms >= 0 => ctx
