@@ -22,9 +22,10 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::client::Client;
-use crate::cmd::{self, BLOCKING};
 use crate::codec::{Decoder, Parsed};
+use crate::command::BLOCKING;
 use crate::config::ClientClass;
+use crate::dispatch;
 use crate::frame::Frame;
 use crate::state::Shared;
 
@@ -100,16 +101,16 @@ pub async fn serve(
                 Ok(Some(Parsed::Command(args))) => {
                     ran += 1;
                     partial = 0;
-                    let spec = cmd::lookup(&args[0]);
+                    let spec = dispatch::lookup(&args[0]);
                     let size: usize = args.iter().map(|a| a.len()).sum();
                     let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {
-                            r = cmd::execute_spec(&shared, &mut client, spec, args) => r,
+                            r = dispatch::execute_spec(&shared, &mut client, spec, args) => r,
                             _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
                             _ = &mut killed => break 'conn,
                         }
                     } else {
-                        cmd::execute_spec(&shared, &mut client, spec, args).await
+                        dispatch::execute_spec(&shared, &mut client, spec, args).await
                     };
                     if client.close_without_reply {
                         let _ = wr.write_all(&wbuf).await;

@@ -11,7 +11,6 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::cmd;
 use crate::codec::{encode, Decoder, Parsed};
 use crate::master::backlog_size;
 use crate::promote::stop_link;
@@ -278,9 +277,9 @@ async fn full_resync<R: AsyncRead + Unpin>(
     };
     let payload = read_snapshot(rd).await?;
     let loaded = crate::rdb::read::load(shared, &payload)?;
-    cmd::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
+    crate::dispatch::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
     for code in loaded.functions {
-        cmd::execute(
+        crate::dispatch::execute(
             shared,
             link,
             vec![b("FUNCTION"), b("LOAD"), b("REPLACE"), code],
@@ -372,7 +371,7 @@ async fn apply_stream<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                             // answer is the offset before it.
                             wr.write_all(&ack_command(shared)).await?;
                         } else {
-                            cmd::execute(shared, link, args).await;
+                            crate::dispatch::execute(shared, link, args).await;
                             repl.stream_db.store(link.db as u64, Ordering::Release);
                         }
                     }

@@ -106,7 +106,7 @@ pub async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
     loader.is_replication_link = true;
     loader.deny_blocking = true;
     for args in commands {
-        crate::cmd::execute(shared, &mut loader, args).await;
+        crate::dispatch::execute(shared, &mut loader, args).await;
     }
     crate::net::cleanup_client(shared, &mut loader);
 }

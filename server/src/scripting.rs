@@ -22,7 +22,7 @@ use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmStat
 use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
-use crate::cmd::Ctx;
+use crate::command::Ctx;
 use crate::frame::Frame;
 use crate::gate::BusyKind;
 

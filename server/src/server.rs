@@ -92,6 +92,7 @@ impl Builder {
 
     /// Starts the server on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<ServerHandle> {
+        cmd::install();
         let shared = Arc::new(Shared::new(self.clock));
         for (k, v) in &self.config {
             shared.config.set(k, v).map_err(|e| {

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use mlua::ffi;
 
 use super::{note_write, RUN};
-use crate::cmd;
+use crate::command as cmd;
 use crate::frame::{format_double, Frame};
 
 /// How a bridge call turned out: a reply to push, or the error text `redis.call` raises (as
@@ -110,7 +110,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         };
         // SAFETY: see `Scripting::execute`: the context outlives the run record.
         let ctx: &mut cmd::Ctx<'static> = &mut *run.ctx;
-        let Some(spec) = cmd::lookup(&argv[0]) else {
+        let Some(spec) = crate::dispatch::lookup(&argv[0]) else {
             return fail("ERR Unknown Redis command called from script");
         };
         if !spec.arity_ok(argv.len()) {
@@ -129,7 +129,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                     _ => fail("ERR execution failure"),
                 };
             }
-            if let Some(oom) = crate::cmd::oom::check_script_call(ctx, spec, run.wrote) {
+            if let Some(oom) = crate::oom::check_script_call(ctx, spec, run.wrote) {
                 return Outcome::Error(Bytes::from(oom));
             }
             run.wrote = true;
@@ -144,7 +144,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         // may be slow, and one whose command was slow does so right after (see
         // `hand_off_if_long`): slow commands run no Lua instructions for the hook to count.
         super::hand_off_if_long();
-        let reply = cmd::call_spec(ctx, spec, &argv);
+        let reply = crate::dispatch::call_spec(ctx, spec, &argv);
         super::hand_off_if_long();
         if ctx.dirty > dirty_before {
             super::record_effect(argv);

@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::{read_only_proxy, Scripting};
-use crate::cmd::Ctx;
+use crate::command::Ctx;
 use crate::frame::Frame;
 use crate::gate::BusyKind;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::client::Client;
-use crate::cmd::{CommandSpec, Ctx, DENYOOM};
+use crate::command::{CommandSpec, Ctx, DENYOOM};
 use crate::config::Policy;
 use crate::evict::{perform_evictions, used_memory, Outcome, OOM_ERROR};
 use crate::frame::Frame;
@@ -75,7 +75,7 @@ fn queued_denyoom(client: &Client) -> bool {
     client.multi.as_ref().is_some_and(|m| {
         m.queue
             .iter()
-            .any(|args| crate::cmd::lookup(&args[0]).is_some_and(|s| s.has(DENYOOM)))
+            .any(|args| crate::dispatch::lookup(&args[0]).is_some_and(|s| s.has(DENYOOM)))
     })
 }
 

@@ -1,0 +1,313 @@
+//! What a command is: its [`CommandSpec`] (name, arity, flags, keys, handler) and the
+//! [`Ctx`] a handler runs with. The table of every command is in [`crate::cmd`]; running one
+//! (lookup, the gate, propagation) is [`crate::dispatch`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::client::Client;
+use crate::db::{Db, Entry, Update};
+use crate::frame::Frame;
+use crate::state::Shared;
+
+/// The command changes data (refused on a read-only replica, propagated to replicas).
+pub const WRITE: u32 = 1 << 0;
+/// The command only reads data.
+pub const READONLY: u32 = 1 << 1;
+/// The command may allocate memory (`denyoom`).
+pub const DENYOOM: u32 = 1 << 2;
+/// The command is administrative.
+pub const ADMIN: u32 = 1 << 3;
+/// The command is pub/sub related.
+pub const PUBSUB: u32 = 1 << 4;
+/// Scripts may not call the command.
+pub const NOSCRIPT: u32 = 1 << 5;
+/// The command may block the client.
+pub const BLOCKING: u32 = 1 << 6;
+/// O(1) or O(log N) command.
+pub const FAST: u32 = 1 << 7;
+/// Runs while the keyspace is still loading.
+pub const LOADING: u32 = 1 << 8;
+/// Runs on a replica whose link to the master is down.
+pub const STALE: u32 = 1 << 9;
+/// Runs even while a script is busy, without taking the gate (e.g. `SCRIPT KILL`).
+pub const ALLOW_BUSY: u32 = 1 << 10;
+/// Needs the keyspace to itself: no other command may run concurrently.
+pub const EXCLUSIVE: u32 = 1 << 11;
+/// Runs at once inside `MULTI` instead of being queued (`EXEC`, `DISCARD`, `WATCH`, ...).
+pub const NO_QUEUE: u32 = 1 << 12;
+/// Allowed in RESP2 subscribed mode.
+pub const SUBSCRIBED_OK: u32 = 1 << 13;
+/// Not allowed inside `MULTI`.
+pub const NO_MULTI: u32 = 1 << 14;
+/// Runs exclusively when given more than one key (`DEL`, `MGET`, `EXISTS`, ...): on one key
+/// it is a single atomic step anyway, but over several it must be one step too, so that no
+/// client sees some of the keys before and some after another client's writes.
+pub const MULTI_KEY: u32 = 1 << 15;
+
+/// How a command runs.
+pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
+
+/// A future a blocking command waits on before its reply is known.
+pub type Blocked = Pin<Box<dyn Future<Output = Frame> + Send + 'static>>;
+
+/// One entry of the command table.
+#[derive(Clone, Copy)]
+pub struct CommandSpec {
+    /// Lowercase name.
+    pub name: &'static str,
+    /// Redis arity: `N` means exactly N arguments including the name, `-N` at least N.
+    pub arity: i32,
+    /// Bit set of the flags above.
+    pub flags: u32,
+    /// Index of the first key argument (0 when the command has no keys).
+    pub first_key: i32,
+    /// Index of the last key argument (-1 means the last argument).
+    pub last_key: i32,
+    /// Step between key arguments.
+    pub step: i32,
+    /// The function that runs it.
+    pub handler: Handler,
+}
+
+impl std::fmt::Debug for CommandSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandSpec")
+            .field("name", &self.name)
+            .field("arity", &self.arity)
+            .finish()
+    }
+}
+
+impl CommandSpec {
+    /// Whether the spec has flag `f`.
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+
+    /// Whether `argc` arguments satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        (a > 0 && argc as i32 == a) || (a < 0 && argc as i32 >= -a)
+    }
+
+    /// The flag names `COMMAND INFO` shows.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let names = [
+            (WRITE, "write"),
+            (READONLY, "readonly"),
+            (DENYOOM, "denyoom"),
+            (ADMIN, "admin"),
+            (PUBSUB, "pubsub"),
+            (NOSCRIPT, "noscript"),
+            (BLOCKING, "blocking"),
+            (LOADING, "loading"),
+            (STALE, "stale"),
+            (FAST, "fast"),
+            (ALLOW_BUSY, "allow_busy"),
+            (NO_MULTI, "no_multi"),
+        ];
+        names
+            .iter()
+            .filter(|(f, _)| self.has(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+
+    /// Positions of the key arguments in `args`.
+    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
+        if self.first_key <= 0 || argc == 0 {
+            return Vec::new();
+        }
+        let last = if self.last_key < 0 {
+            argc as i32 + self.last_key
+        } else {
+            self.last_key
+        };
+        let step = self.step.max(1) as usize;
+        (self.first_key as usize..=last.max(0) as usize)
+            .step_by(step)
+            .filter(|i| *i < argc)
+            .collect()
+    }
+}
+
+/// Builds a [`CommandSpec`] tersely: `spec("get", 2, READONLY | FAST, 1, 1, 1, get)`.
+pub const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    first_key: i32,
+    last_key: i32,
+    step: i32,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key,
+        last_key,
+        step,
+        handler,
+    }
+}
+
+/// Everything a handler may use while it runs.
+pub struct Ctx<'a> {
+    /// Server-wide state.
+    pub shared: &'a Arc<Shared>,
+    /// The calling client.
+    pub client: &'a mut Client,
+    /// The time this command (or the whole script / transaction it is part of) runs at, in
+    /// Unix milliseconds. Frozen so that a key cannot expire half-way through a script.
+    pub now_ms: u64,
+    /// Running inside `EXEC`.
+    pub in_exec: bool,
+    /// Running inside a script (`redis.call`).
+    pub in_script: bool,
+    /// Number of changes made (Redis's `server.dirty`): replication propagates a command that
+    /// changed something.
+    pub dirty: u64,
+    pub(crate) blocked: Option<Blocked>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context for one command of `client`, at the current time.
+    pub fn new(shared: &'a Arc<Shared>, client: &'a mut Client) -> Ctx<'a> {
+        let now_ms = shared.clock.now_ms();
+        Ctx::at(shared, client, now_ms)
+    }
+
+    /// A context for one command of `client`, at a time already read from the clock.
+    pub fn at(shared: &'a Arc<Shared>, client: &'a mut Client, now_ms: u64) -> Ctx<'a> {
+        Ctx {
+            shared,
+            client,
+            now_ms,
+            in_exec: false,
+            in_script: false,
+            dirty: 0,
+            blocked: None,
+        }
+    }
+
+    /// The client's selected database.
+    pub fn db(&self) -> &'a Db {
+        let shared: &'a Arc<Shared> = self.shared;
+        shared.keyspace.db(self.client.db)
+    }
+
+    /// Whether reads delete expired keys (false on a replica, which waits for the master's
+    /// `DEL`).
+    pub fn lazy_delete(&self) -> bool {
+        self.shared.lazy_expire_deletes()
+    }
+
+    /// Whether the command may block (it may not inside `MULTI` or a script, where blocking
+    /// commands answer at once as if their timeout had passed).
+    pub fn may_block(&self) -> bool {
+        !self.in_exec && !self.in_script && !self.client.deny_blocking
+    }
+
+    /// Makes the command wait for `fut`, whose output becomes the reply. The handler's own
+    /// return value is then ignored.
+    pub fn block(&mut self, fut: impl Future<Output = Frame> + Send + 'static) {
+        self.blocked = Some(Box::pin(fut));
+    }
+
+    /// Records that a write changed something.
+    pub fn changed(&mut self) {
+        self.dirty += 1;
+    }
+
+    /// Reads and writes one key of the current database as a single step (see
+    /// [`Db::update`]): `decide` sees the live entry and returns what to do with it and the
+    /// command's result. Counts the command as a write when it changed the key. Every
+    /// read-modify-write of one key goes through here, since commands run in parallel: `SET NX`
+    /// read then written separately would let two clients take one lock.
+    pub fn update_key<R>(
+        &mut self,
+        key: &Bytes,
+        decide: impl FnOnce(Option<&Entry>) -> (Update, R),
+    ) -> R {
+        let (now, lazy) = (self.now_ms, self.lazy_delete());
+        let (wrote, r) = self.db().update(key, now, lazy, |current| {
+            let (update, r) = decide(current);
+            let wrote = !matches!(update, Update::Keep);
+            (update, (wrote, r))
+        });
+        if wrote {
+            self.changed();
+        }
+        r
+    }
+
+    /// Records that `key` was changed in place (through `get_mut`): tells transactions that
+    /// `WATCH` it and counts the change. `Db::insert`/`Db::remove` signal watchers themselves;
+    /// calling this after them as well is harmless.
+    pub fn modified(&mut self, key: &[u8]) {
+        self.db().signal_modified(key);
+        self.dirty += 1;
+    }
+}
+
+impl Shared {
+    /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.
+    pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
+        if spec.has(WRITE) && self.is_replica() && !client.is_replication_link {
+            return Some(Frame::error(
+                "READONLY You can't write against a read only replica.",
+            ));
+        }
+        None
+    }
+}
+
+/// Redis's reply to a command name it does not know.
+pub fn unknown_command_error(args: &[Bytes]) -> Frame {
+    let name = cstr(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let a = cstr(a);
+        let a: String = truncate_bytes(&a, room);
+        rest.push('\'');
+        rest.push_str(&a);
+        rest.push_str("' ");
+    }
+    Frame::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {rest}"
+    ))
+}
+
+/// Text up to the first NUL byte, as C's `%s` would print it.
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+fn truncate_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Redis's wrong-arity reply for `name` (use `parent|sub` for subcommands).
+pub fn arity_error(name: &str) -> Frame {
+    Frame::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}

@@ -1,0 +1,219 @@
+//! Running a command: from the name to the reply, and into the replication stream.
+//!
+//! [`execute`] is the whole path of one request: lookup, arity, the `maxmemory` check,
+//! transaction queueing, subscribed-mode rules, then the handler under the execution
+//! [gate](crate::gate), then [propagation](crate::propagate). [`call`] is the path of a
+//! command inside a script or a transaction, which already holds the gate.
+//!
+//! The table of commands is registered here when a server starts ([`install`]): the
+//! command families sit above this module (some of them run commands themselves: `EVAL`,
+//! `EXEC`, the replication link), so this module names none of them.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::client::Client;
+use crate::command::*;
+use crate::frame::Frame;
+use crate::oom;
+use crate::state::Shared;
+
+type Table = std::collections::HashMap<&'static str, &'static CommandSpec, ahash::RandomState>;
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+/// Registers the command table (once; later calls change nothing): every spec of `tables`,
+/// by name. Called when a server starts, before any command runs.
+pub fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
+    TABLE.get_or_init(|| {
+        let mut m = Table::default();
+        for t in tables() {
+            for s in t {
+                let prev = m.insert(s.name, s);
+                assert!(prev.is_none(), "command {} registered twice", s.name);
+            }
+        }
+        m
+    });
+}
+
+fn table() -> &'static Table {
+    TABLE
+        .get()
+        .expect("the command table is installed when a server starts")
+}
+
+/// Looks a command up by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > 32 {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let s = std::str::from_utf8(lower).ok()?;
+    table().get(s).copied()
+}
+
+/// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
+/// subscribed-mode and busy-script rules, then the handler under the gate.
+pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>) -> Frame {
+    let spec = lookup(&args[0]);
+    execute_spec(shared, client, spec, args).await
+}
+
+/// [`execute`] for a caller that has already looked the command up (`None`: unknown), so
+/// that the name is not lowercased and hashed twice per request.
+pub async fn execute_spec(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    spec: Option<&'static CommandSpec>,
+    mut args: Vec<Bytes>,
+) -> Frame {
+    let Some(spec) = spec else {
+        if let Some(m) = client.multi.as_mut() {
+            m.errored = true;
+        }
+        return unknown_command_error(&args);
+    };
+    if !spec.arity_ok(args.len()) {
+        if let Some(m) = client.multi.as_mut() {
+            m.errored = true;
+        }
+        return arity_error(spec.name);
+    }
+    shared.stats.command_processed();
+    // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
+    if let Some(oom) = oom::check_command(shared, client, spec).await {
+        return oom;
+    }
+    if spec.has(DENYOOM) {
+        crate::memory::detach_args(&mut args);
+    }
+    let now_ms = shared.clock.now_ms();
+    client.sync_info(spec.name, now_ms);
+    if client.in_resp2_pubsub() && !spec.has(SUBSCRIBED_OK) {
+        return Frame::error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+    }
+    if client.multi.is_some() && !spec.has(NO_QUEUE) {
+        if spec.has(NO_MULTI) {
+            if let Some(m) = client.multi.as_mut() {
+                m.errored = true;
+            }
+            return Frame::error("ERR Command not allowed inside a transaction");
+        }
+        if let Some(m) = client.multi.as_mut() {
+            m.queue.push(args);
+        }
+        return Frame::simple("QUEUED");
+    }
+    if let Some(err) = shared.precheck(client, spec) {
+        return err;
+    }
+    let threshold = shared.config.busy_reply_threshold();
+    let blocked = if spec.has(ALLOW_BUSY) {
+        run_handler(shared, client, spec, &args, now_ms)
+    } else if spec.has(EXCLUSIVE) || (spec.has(MULTI_KEY) && args.len() > 2) {
+        // Writes of one key only share the gate, replicas attached or not: run_handler holds
+        // the stream-order lock from the change to its feed, so the stream carries them in the
+        // order the keyspace saw them.
+        let guard = match shared.gate.exclusive(threshold).await {
+            Ok(g) => g,
+            Err(busy) => return Frame::error(busy.message()),
+        };
+        if killed_while_waiting(client) {
+            return Frame::error("ERR connection killed");
+        }
+        let r = run_handler(shared, client, spec, &args, now_ms);
+        drop(guard);
+        r
+    } else {
+        let guard = match shared.gate.shared(threshold).await {
+            Ok(g) => g,
+            Err(busy) => return Frame::error(busy.message()),
+        };
+        if killed_while_waiting(client) {
+            return Frame::error("ERR connection killed");
+        }
+        let r = run_handler(shared, client, spec, &args, now_ms);
+        drop(guard);
+        r
+    };
+    let reply = match blocked {
+        Ok(frame) => frame,
+        Err(fut) => fut.await,
+    };
+    if spec.has(SUBSCRIBED_OK) {
+        // (Un)subscribing changes what `CLIENT LIST` and `CLIENT KILL TYPE pubsub` see now,
+        // not at this client's next command.
+        client.sync_info(spec.name, now_ms);
+    }
+    reply
+}
+
+/// Whether a connection was killed (by `CLIENT KILL` or a restart, say) while its command
+/// waited for the gate: then it runs nothing more, as its connection is closing. In-process
+/// clients and the link to our master have no connection to close and always run.
+fn killed_while_waiting(client: &Client) -> bool {
+    client.handle.addr.is_some() && client.handle.is_killed()
+}
+
+fn run_handler(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    now_ms: u64,
+) -> Result<Frame, Blocked> {
+    // A write and its feed are one step for the stream, even next to other writes sharing
+    // the gate (no cost when nothing is fed).
+    let _order = match spec.has(WRITE) {
+        true => shared.order_guard(),
+        false => None,
+    };
+    let mut ctx = Ctx::at(shared, client, now_ms);
+    let frame = (spec.handler)(&mut ctx, args);
+    let dirty = ctx.dirty;
+    let blocked = ctx.blocked.take();
+    shared.propagate_lazy_expired();
+    if dirty > 0 {
+        client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
+    }
+    match blocked {
+        Some(fut) => Err(fut),
+        None => Ok(frame),
+    }
+}
+
+/// Runs a command from inside a script or a transaction, which already holds the gate
+/// exclusively. Checks lookup and arity; the caller decides which commands it permits.
+pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let Some(spec) = lookup(&args[0]) else {
+        return unknown_command_error(args);
+    };
+    if !spec.arity_ok(args.len()) {
+        return arity_error(spec.name);
+    }
+    call_spec(ctx, spec, args)
+}
+
+/// Runs an already looked-up command inside a script or a transaction.
+pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
+    let before = ctx.dirty;
+    let frame = (spec.handler)(ctx, args);
+    // A blocking command inside MULTI or a script never blocks: drop any future it left.
+    ctx.blocked = None;
+    let dirty = ctx.dirty - before;
+    ctx.shared.propagate_lazy_expired();
+    if dirty > 0 {
+        ctx.client.repl_offset = ctx
+            .shared
+            .after_write(ctx.client.db, spec.name, args, dirty);
+    }
+    frame
+}
