@@ -1,10 +1,14 @@
-//! What a command is: its [`CommandSpec`] (name, arity, flags, keys, handler) and the
-//! [`Ctx`] a handler runs with. The table of every command is in [`crate::cmd`]; running one
-//! (lookup, the gate, propagation) is [`crate::dispatch`].
+//! What a command is: its [`CommandSpec`] (name, arity, flags, keys, handler), the [`Ctx`] a
+//! handler runs with, and the registry that finds a spec by name ([`lookup`]). Running one
+//! (the gate, propagation) is [`crate::dispatch`].
+//!
+//! The registry is filled when a server starts ([`install`], with the table of
+//! [`crate::cmd`]): the command families sit above this module (some of them run commands
+//! themselves: `EVAL`, `EXEC`, the replication link), so this module names none of them.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -310,4 +314,42 @@ pub fn arity_error(name: &str) -> Frame {
     Frame::error(format!(
         "ERR wrong number of arguments for '{name}' command"
     ))
+}
+
+type Table = std::collections::HashMap<&'static str, &'static CommandSpec, ahash::RandomState>;
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+/// Registers the command table (once; later calls change nothing): every spec of `tables`,
+/// by name. Called when a server starts, before any command runs.
+pub fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
+    TABLE.get_or_init(|| {
+        let mut m = Table::default();
+        for t in tables() {
+            for s in t {
+                let prev = m.insert(s.name, s);
+                assert!(prev.is_none(), "command {} registered twice", s.name);
+            }
+        }
+        m
+    });
+}
+
+fn table() -> &'static Table {
+    TABLE
+        .get()
+        .expect("the command table is installed when a server starts")
+}
+
+/// Looks a command up by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > 32 {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let s = std::str::from_utf8(lower).ok()?;
+    table().get(s).copied()
 }

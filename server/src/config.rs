@@ -10,6 +10,9 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use parking_lot::{Mutex, RwLock};
 
+/// The Redis version this server answers as (`HELLO`, `INFO server`, the RDB's `redis-ver`).
+pub const REDIS_VERSION: &str = "7.2.0";
+
 /// Parameters and their defaults (Redis 7 names and defaults, except where noted).
 const DEFAULTS: &[(&str, &str)] = &[
     ("bind", "127.0.0.1"),

@@ -4,12 +4,8 @@
 //! transaction queueing, subscribed-mode rules, then the handler under the execution
 //! [gate](crate::gate), then [propagation](crate::propagate). [`call`] is the path of a
 //! command inside a script or a transaction, which already holds the gate.
-//!
-//! The table of commands is registered here when a server starts ([`install`]): the
-//! command families sit above this module (some of them run commands themselves: `EVAL`,
-//! `EXEC`, the replication link), so this module names none of them.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -18,44 +14,6 @@ use crate::command::*;
 use crate::frame::Frame;
 use crate::oom;
 use crate::state::Shared;
-
-type Table = std::collections::HashMap<&'static str, &'static CommandSpec, ahash::RandomState>;
-
-static TABLE: OnceLock<Table> = OnceLock::new();
-
-/// Registers the command table (once; later calls change nothing): every spec of `tables`,
-/// by name. Called when a server starts, before any command runs.
-pub fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
-    TABLE.get_or_init(|| {
-        let mut m = Table::default();
-        for t in tables() {
-            for s in t {
-                let prev = m.insert(s.name, s);
-                assert!(prev.is_none(), "command {} registered twice", s.name);
-            }
-        }
-        m
-    });
-}
-
-fn table() -> &'static Table {
-    TABLE
-        .get()
-        .expect("the command table is installed when a server starts")
-}
-
-/// Looks a command up by name, case-insensitively.
-pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    if name.len() > 32 {
-        return None;
-    }
-    let mut buf = [0u8; 32];
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    let s = std::str::from_utf8(lower).ok()?;
-    table().get(s).copied()
-}
 
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
 /// subscribed-mode and busy-script rules, then the handler under the gate.

@@ -50,5 +50,4 @@ pub use clock::Clock;
 pub use frame::{Frame, Protocol};
 pub use server::{BlockingServer, Builder, LocalClient, PushStream, Server, ServerHandle};
 
-/// The Redis version this server answers as (`HELLO`, `INFO server`).
-pub const REDIS_VERSION: &str = "7.2.0";
+pub use config::REDIS_VERSION;

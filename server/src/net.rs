@@ -25,9 +25,10 @@ use crate::client::Client;
 use crate::codec::{Decoder, Parsed};
 use crate::command::BLOCKING;
 use crate::config::ClientClass;
-use crate::dispatch;
 use crate::frame::Frame;
+pub use crate::state::cleanup_client;
 use crate::state::Shared;
+use crate::{command, dispatch};
 
 /// Flush the reply buffer early when a pipeline's replies grow past this.
 const FLUSH_AT: usize = 64 * 1024;
@@ -101,7 +102,7 @@ pub async fn serve(
                 Ok(Some(Parsed::Command(args))) => {
                     ran += 1;
                     partial = 0;
-                    let spec = dispatch::lookup(&args[0]);
+                    let spec = command::lookup(&args[0]);
                     let size: usize = args.iter().map(|a| a.len()).sum();
                     let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {
@@ -301,12 +302,4 @@ async fn wait_closed(rd: &mut OwnedReadHalf, rbuf: &mut BytesMut) {
             Ok(_) => {}
         }
     }
-}
-
-/// Releases everything a departing client held: subscriptions, watches, its registry entry.
-pub fn cleanup_client(shared: &Shared, client: &mut Client) {
-    shared.pubsub.remove_client(client);
-    shared.replication.remove_replica(client.handle.id);
-    client.unwatch_all(&shared.keyspace);
-    shared.clients.unregister(client.handle.id);
 }

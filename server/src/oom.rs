@@ -75,7 +75,7 @@ fn queued_denyoom(client: &Client) -> bool {
     client.multi.as_ref().is_some_and(|m| {
         m.queue
             .iter()
-            .any(|args| crate::dispatch::lookup(&args[0]).is_some_and(|s| s.has(DENYOOM)))
+            .any(|args| crate::command::lookup(&args[0]).is_some_and(|s| s.has(DENYOOM)))
     })
 }
 

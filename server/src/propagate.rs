@@ -170,7 +170,7 @@ mod tests {
                 .iter()
                 .map(|a| Bytes::copy_from_slice(a.as_bytes()))
                 .collect();
-            let spec = crate::dispatch::lookup(&args[0]).unwrap();
+            let spec = crate::command::lookup(&args[0]).unwrap();
             let chunk = stream_chunk(|out| encode_effects(&shared, 0, spec.name, &args, out));
             String::from_utf8(chunk.to_vec()).unwrap()
         };

@@ -243,7 +243,7 @@ where
         apply_stream(shared, &mut link, &mut rd, &mut wr).await
     }
     .await;
-    crate::net::cleanup_client(shared, &mut link);
+    crate::state::cleanup_client(shared, &mut link);
     result
 }
 

@@ -1,7 +1,7 @@
 //! Loading the keyspace from the append-only file (at start, [`open_aof`]) and restarting a
 //! node in place, the way an operator restarts a crashed process: the last
 //! failover control (`LATCHKEY.FAILOVER RESTART [AOF|NOAOF]` over the wire,
-//! [`ServerHandle::restart`](crate::ServerHandle::restart) from Rust).
+//! `ServerHandle::restart` from Rust).
 //!
 //! First the crash: writes held for paused replicas are dropped, every connection closes
 //! (clients, replicas, the link to our master), and the keyspace, the script cache and the
@@ -16,7 +16,7 @@
 //! wait until it is back, instead of seeing a half-loaded keyspace. Where this differs from a
 //! real restart: the listening socket stays open throughout (a client connects, then waits,
 //! where it would be refused), `uptime_in_seconds` keeps counting, and in-process clients
-//! ([`LocalClient`](crate::LocalClient)) are not disconnected.
+//! (`LocalClient`) are not disconnected.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,8 +42,8 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
         *shared.aof.write() = None;
         // The old keyspace is freed in the background: the restart does not wait for it.
         shared.keyspace.clear_all_async();
-        shared.scripting.flush();
-        shared.scripting.flush_libraries();
+        shared.scripting().flush();
+        shared.scripting().flush_libraries();
         for counter in [
             &shared.stats.connections_received,
             &shared.stats.commands_processed,
@@ -108,5 +108,5 @@ pub async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
     for args in commands {
         crate::dispatch::execute(shared, &mut loader, args).await;
     }
-    crate::net::cleanup_client(shared, &mut loader);
+    crate::state::cleanup_client(shared, &mut loader);
 }

@@ -292,6 +292,13 @@ impl Default for Scripting {
     }
 }
 
+impl crate::state::Shared {
+    /// The server's scripting engine (plugged into the shared state when the server starts).
+    pub fn scripting(&self) -> &Scripting {
+        self.scripting.get()
+    }
+}
+
 /// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
 pub fn sha1_hex(body: &[u8]) -> String {
     hex::encode(Sha1::digest(body))

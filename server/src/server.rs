@@ -93,7 +93,8 @@ impl Builder {
     /// Starts the server on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<ServerHandle> {
         cmd::install();
-        let shared = Arc::new(Shared::new(self.clock));
+        let scripting = crate::state::Plugged::new(crate::scripting::Scripting::default());
+        let shared = Arc::new(Shared::new(self.clock, scripting));
         for (k, v) in &self.config {
             shared.config.set(k, v).map_err(|e| {
                 std::io::Error::new(
@@ -392,6 +393,6 @@ impl PushStream {
 
 impl Drop for LocalClient {
     fn drop(&mut self) {
-        crate::net::cleanup_client(&self.shared, &mut self.client);
+        crate::state::cleanup_client(&self.shared, &mut self.client);
     }
 }

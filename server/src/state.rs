@@ -7,19 +7,19 @@
 //! `&Shared`; nothing here imports them. How a write reaches the AOF and the replicas is the
 //! small module beside this one, [`crate::propagate`].
 
+use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use tokio::sync::{watch, Notify};
 
-use crate::client::Clients;
+use crate::client::{Client, Clients};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Keyspace;
 use crate::gate::Gate;
 use crate::pubsub::PubSub;
-use crate::scripting::Scripting;
 
 /// Counters `INFO stats` reports.
 #[derive(Debug, Default)]
@@ -59,7 +59,7 @@ pub struct Shared {
     /// Channel and pattern subscriptions.
     pub pubsub: PubSub,
     /// Lua scripts and functions.
-    pub scripting: Scripting,
+    pub(crate) scripting: Plugged,
     /// Replication: the stream to replicas, or the link to a master.
     pub replication: crate::replication::Replication,
     /// The append-only file, when `appendonly yes`.
@@ -88,7 +88,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(clock: Clock) -> Shared {
+    pub(crate) fn new(clock: Clock, scripting: Plugged) -> Shared {
         let (shutdown_tx, _) = watch::channel(false);
         let hex40 = || -> String {
             (0..40)
@@ -106,7 +106,7 @@ impl Shared {
             gate: Gate::default(),
             clients: Clients::default(),
             pubsub: PubSub::default(),
-            scripting: Scripting::default(),
+            scripting,
             replication,
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
@@ -215,5 +215,39 @@ impl Default for ExpiryState {
             kick: Notify::new(),
             passes: watch::channel(0).0,
         }
+    }
+}
+
+/// Releases everything a departing client held: subscriptions, watches, its registry entry.
+pub fn cleanup_client(shared: &Shared, client: &mut Client) {
+    shared.pubsub.remove_client(client);
+    shared.replication.remove_replica(client.handle.id);
+    client.unwatch_all(&shared.keyspace);
+    shared.clients.unregister(client.handle.id);
+}
+
+/// A feature's state that [`Shared`] holds without naming its type, so that this ground
+/// floor imports no feature: the scripting engine, whose scripts run commands and so sits
+/// above the dispatcher. The server plugs it in when it starts; the feature reads it back,
+/// typed, through its own accessor (`Shared::scripting`, in [`crate::scripting`]).
+pub struct Plugged(Box<dyn Any + Send + Sync>);
+
+impl Plugged {
+    /// Holds `value`.
+    pub(crate) fn new<T: Any + Send + Sync>(value: T) -> Plugged {
+        Plugged(Box::new(value))
+    }
+
+    /// The value, as the type it was plugged in with.
+    pub(crate) fn get<T: Any>(&self) -> &T {
+        self.0
+            .downcast_ref()
+            .expect("a plugged feature is read as the type it was plugged in with")
+    }
+}
+
+impl std::fmt::Debug for Plugged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Plugged")
     }
 }

@@ -109,8 +109,8 @@ fn scripts_are_never_observed_half_done_over_tcp() {
 async fn script_effects_are_recorded_as_redis_7_propagates_them() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let mut c = server.client();
-    server.shared().scripting.record_effects(true);
-    let effects = || server.shared().scripting.last_effects();
+    server.shared().scripting().record_effects(true);
+    let effects = || server.shared().scripting().last_effects();
     let strings = |v: Vec<Vec<bytes::Bytes>>| -> Vec<Vec<String>> {
         v.into_iter()
             .map(|c| {
@@ -159,7 +159,7 @@ return 1"#;
     // Warm the engine up (the script cached, the heap at its working size).
     c.cmd(["EVAL", acquire, "1", "warm", "v", "60000"]).await;
     c.cmd(["DEL", "warm"]).await;
-    let scripting = &server.shared().scripting;
+    let scripting = server.shared().scripting();
     let before = scripting.retained_bytes();
     let value = "x".repeat(4 << 20);
     let keys: Vec<String> = (0..64).map(|i| format!("lock:{i}")).collect();

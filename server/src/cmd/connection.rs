@@ -137,7 +137,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     Frame::Map(vec![
         (Frame::bulk("server"), Frame::bulk("redis")),
-        (Frame::bulk("version"), Frame::bulk(crate::REDIS_VERSION)),
+        (
+            Frame::bulk("version"),
+            Frame::bulk(crate::config::REDIS_VERSION),
+        ),
         (
             Frame::bulk("proto"),
             Frame::Integer(ctx.client.protocol.number()),

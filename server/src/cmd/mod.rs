@@ -43,16 +43,16 @@ fn tables() -> [&'static [CommandSpec]; 11] {
     ]
 }
 
-/// Registers the command table with the dispatcher (see [`crate::dispatch::install`]); a
+/// Registers the command table with the dispatcher (see [`crate::command::install`]); a
 /// server does this when it starts.
 pub fn install() {
-    crate::dispatch::install(|| tables().to_vec());
+    crate::command::install(|| tables().to_vec());
 }
 
 /// Looks a command up by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     install();
-    crate::dispatch::lookup(name)
+    crate::command::lookup(name)
 }
 
 /// Every command, for `COMMAND` and `COMMAND COUNT`.

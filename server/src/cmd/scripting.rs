@@ -92,7 +92,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], by_sha: bool, read_only: bool) -> Fram
         Ok(x) => x,
         Err(e) => return e,
     };
-    let scripting = &ctx.shared.scripting;
+    let scripting = ctx.shared.scripting();
     // Time stands still for the whole script: every command it calls sees `ctx.now_ms`.
     if by_sha {
         match scripting.run(ctx, &args[1], keys, argv, read_only) {
@@ -124,7 +124,7 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// a busy script); the other subcommands refuse with `-BUSY` while a script is busy.
 fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
-    let scripting = &ctx.shared.scripting;
+    let scripting = ctx.shared.scripting();
     if sub != "kill" {
         if let Some((kind, ran)) = ctx.shared.gate.script_running_for() {
             if ran >= ctx.shared.config.busy_reply_threshold() {
@@ -190,7 +190,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Frame {
     };
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     ctx.shared
-        .scripting
+        .scripting()
         .call_function(ctx, &name, keys, argv, read_only)
 }
 
@@ -206,7 +206,7 @@ fn fcall_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// so that `FUNCTION KILL` reaches a busy function; the others answer -BUSY meanwhile.
 fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
-    let scripting = &ctx.shared.scripting;
+    let scripting = ctx.shared.scripting();
     if sub != "kill" && sub != "stats" {
         if let Some((kind, ran)) = ctx.shared.gate.script_running_for() {
             if ran >= ctx.shared.config.busy_reply_threshold() {

@@ -486,7 +486,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
             "Server",
             format!(
                 "redis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nexecutable:latchkey-server\r\nlatchkey_version:{}\r\n",
-                crate::REDIS_VERSION,
+                crate::config::REDIS_VERSION,
                 std::env::consts::OS,
                 std::process::id(),
                 shared.run_id,

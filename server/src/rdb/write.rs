@@ -95,7 +95,7 @@ fn aux(out: &mut BytesMut, key: &str, value: &str) {
 
 /// The code of every loaded function library, for the `FUNCTION2` records.
 fn function_libraries(shared: &Shared) -> Vec<Bytes> {
-    let Frame::Array(libs) = shared.scripting.list_libraries(None, true) else {
+    let Frame::Array(libs) = shared.scripting().list_libraries(None, true) else {
         return Vec::new();
     };
     libs.into_iter()
@@ -114,7 +114,7 @@ pub fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
     let mut out = BytesMut::with_capacity(4096);
     out.put_slice(format!("REDIS{VERSION:04}").as_bytes());
     let now = shared.clock.now_ms();
-    aux(&mut out, "redis-ver", crate::REDIS_VERSION);
+    aux(&mut out, "redis-ver", crate::config::REDIS_VERSION);
     aux(&mut out, "redis-bits", "64");
     aux(&mut out, "ctime", &(now / 1000).to_string());
     aux(&mut out, "used-mem", "0");

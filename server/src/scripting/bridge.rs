@@ -110,7 +110,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         };
         // SAFETY: see `Scripting::execute`: the context outlives the run record.
         let ctx: &mut cmd::Ctx<'static> = &mut *run.ctx;
-        let Some(spec) = crate::dispatch::lookup(&argv[0]) else {
+        let Some(spec) = crate::command::lookup(&argv[0]) else {
             return fail("ERR Unknown Redis command called from script");
         };
         if !spec.arity_ok(argv.len()) {
@@ -133,7 +133,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                 return Outcome::Error(Bytes::from(oom));
             }
             run.wrote = true;
-            note_write(&ctx.shared.scripting.wrote);
+            note_write(&ctx.shared.scripting().wrote);
         }
         let resp3 = run.resp3;
         // The command may run a script-visible hook (`redis.setresp` cannot, but be safe):
