@@ -56,11 +56,11 @@ pub fn attach_replica(
         .and_then(|o| o.parse::<u64>().ok());
     // Held until the replica is in the list: a chunk fed meanwhile (a GETACK, a PING) must
     // be either in what it gets now or in what it gets next.
-    let mut replicas = repl.replicas.lock();
+    let mut down = repl.downstream.lock();
     let mut out = BytesMut::new();
     let ack = match repl.try_partial(&asked_id, asked_offset) {
         Resync::Partial(missing) => {
-            repl.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
+            repl.sync.lock().partial_ok += 1;
             out.extend_from_slice(format!("+CONTINUE {}\r\n", repl.replid()).as_bytes());
             for chunk in missing {
                 out.extend_from_slice(&chunk);
@@ -68,9 +68,12 @@ pub fn attach_replica(
             asked_offset.unwrap_or(1) - 1
         }
         Resync::Full => {
-            repl.sync_full.fetch_add(1, Ordering::Relaxed);
-            if asked_id != "?" {
-                repl.sync_partial_err.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut sync = repl.sync.lock();
+                sync.full += 1;
+                if asked_id != "?" {
+                    sync.partial_err += 1;
+                }
             }
             repl.ensure_backlog(backlog_size(shared));
             if let Some(b) = repl.backlog.lock().as_mut() {
@@ -91,7 +94,7 @@ pub fn attach_replica(
             out.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
             out.extend_from_slice(&payload);
             // The stream restarts with an explicit SELECT for the new replica.
-            repl.last_db.store(-1, Ordering::Release);
+            down.last_db = -1;
             offset
         }
     };
@@ -100,7 +103,7 @@ pub fn attach_replica(
         .handle
         .addr
         .map_or_else(|| "local".to_string(), |a| a.ip().to_string());
-    replicas.push(ReplicaLink {
+    down.links.push(ReplicaLink {
         client_id,
         sender,
         ack: Arc::new(AtomicU64::new(ack)),
@@ -113,8 +116,8 @@ pub fn attach_replica(
     });
     repl.recording.store(true, Ordering::Release);
     repl.attached.store(true, Ordering::Release);
-    repl.alone_since_ms.store(0, Ordering::Release);
-    drop(replicas);
+    down.alone_since_ms = 0;
+    drop(down);
     start_pinging(shared);
     Frame::Raw(out.freeze())
 }
@@ -139,7 +142,7 @@ fn start_pinging(shared: &Arc<Shared>) {
                 continue;
             }
             since_ping = Duration::ZERO;
-            if repl.replicas.lock().is_empty() || repl.following.load(Ordering::Acquire) {
+            if repl.downstream.lock().links.is_empty() || repl.following.load(Ordering::Acquire) {
                 continue;
             }
             let mut out = BytesMut::new();
@@ -159,24 +162,20 @@ fn free_idle_backlog(shared: &Shared) {
         .get("repl-backlog-ttl")
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(3600);
-    let since = repl.alone_since_ms.load(Ordering::Acquire);
+    let mut down = repl.downstream.lock();
+    let since = down.alone_since_ms;
     if ttl_secs == 0 || since == 0 || repl.following.load(Ordering::Acquire) {
         return;
     }
     if repl.now_ms().saturating_sub(since) < ttl_secs * 1000 {
         return;
     }
-    let replicas = repl.replicas.lock();
-    if !replicas.is_empty() || repl.backlog.lock().take().is_none() {
+    if !down.links.is_empty() || repl.backlog.lock().take().is_none() {
         return;
     }
     repl.recording.store(false, Ordering::Release);
-    repl.alone_since_ms.store(0, Ordering::Release);
-    *repl.ids.lock() = Ids {
-        replid: new_replid(),
-        replid2: NO_ID.to_string(),
-        second_offset: -1,
-    };
-    drop(replicas);
+    down.alone_since_ms = 0;
+    *repl.ids.lock() = Ids::fresh(new_replid());
+    drop(down);
     tracing::info!("replication backlog freed after {ttl_secs} s without replicas");
 }

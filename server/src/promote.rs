@@ -8,7 +8,7 @@ use crate::state::Shared;
 
 /// Stops following a master, if this server does; returns whether it did.
 pub(crate) fn stop_link(shared: &Shared) -> bool {
-    let Some(link) = shared.replication.master.lock().take() else {
+    let Some(link) = shared.replication.upstream.lock().link.take() else {
         return false;
     };
     link.stop.notify_waiters();
@@ -23,37 +23,24 @@ pub(crate) fn stop_link(shared: &Shared) -> bool {
 pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
     let repl = &shared.replication;
     let master = repl
-        .master
+        .upstream
         .lock()
+        .link
         .as_ref()
         .map(|m| (m.host.clone(), m.port));
     stop_link(shared);
-    let mut replicas = repl.replicas.lock();
-    replicas.clear();
-    *repl.ids.lock() = Ids {
-        replid: new_replid(),
-        replid2: NO_ID.to_string(),
-        second_offset: -1,
-    };
+    // Each side's state is replaced whole: nothing of the old history survives by accident.
+    let mut down = repl.downstream.lock();
+    *down = Downstream::default();
+    *repl.upstream.lock() = Upstream::default();
+    *repl.sync.lock() = SyncCounts::default();
+    *repl.ids.lock() = Ids::fresh(new_replid());
     repl.offset.store(0, Ordering::Release);
-    repl.last_db.store(-1, Ordering::Release);
     *repl.backlog.lock() = None;
     repl.recording.store(false, Ordering::Release);
     repl.attached.store(false, Ordering::Release);
-    repl.alone_since_ms.store(0, Ordering::Release);
     repl.following.store(false, Ordering::Release);
-    repl.lag_ms.store(0, Ordering::Release);
-    for counter in [
-        &repl.sync_full,
-        &repl.sync_partial_ok,
-        &repl.sync_partial_err,
-        &repl.fsynced_offset,
-        &repl.stream_db,
-        &repl.down_since_ms,
-    ] {
-        counter.store(0, Ordering::Release);
-    }
-    drop(replicas);
+    drop(down);
     shared.set_replica(false);
     master
 }
@@ -67,10 +54,11 @@ pub fn stop_replica(shared: &Shared) {
         let mut ids = repl.ids.lock();
         ids.replid2 = std::mem::replace(&mut ids.replid, new_replid());
         ids.second_offset = repl.offset() as i64 + 1;
-        repl.last_db.store(-1, Ordering::Release);
-        // A new master with no replica yet: the backlog's TTL starts now.
-        repl.alone_since_ms
-            .store(repl.now_ms().max(1), Ordering::Release);
+        // A new master with no replica yet: its stream selects anew, and the backlog's TTL
+        // starts now.
+        let mut down = repl.downstream.lock();
+        down.last_db = -1;
+        down.alone_since_ms = repl.now_ms().max(1);
     }
     repl.following.store(false, Ordering::Release);
     shared.set_replica(false);

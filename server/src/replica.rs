@@ -26,10 +26,10 @@ pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
     stop_link(shared);
     shared.set_replica(true);
     shared.replication.following.store(true, Ordering::Release);
-    shared.replication.down_since_ms.store(0, Ordering::Release);
+    shared.replication.upstream.lock().down_since_ms = 0;
     let stop = Arc::new(Notify::new());
     let up = Arc::new(AtomicBool::new(false));
-    *shared.replication.master.lock() = Some(MasterLink {
+    shared.replication.upstream.lock().link = Some(MasterLink {
         host: host.clone(),
         port,
         stop: stop.clone(),
@@ -44,8 +44,7 @@ pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
             };
             up.store(false, Ordering::Release);
             let repl = &shared.replication;
-            repl.down_since_ms
-                .store(repl.now_ms().max(1), Ordering::Release);
+            repl.upstream.lock().down_since_ms = repl.now_ms().max(1);
             // A snapshot we cannot load will not load better at once: retry once a second,
             // like a Redis replica, instead of pulling it again and again.
             let mut retry = Duration::from_millis(100);
@@ -158,11 +157,13 @@ fn ack_command(shared: &Shared) -> Vec<u8> {
     let Some(aof) = aof.as_ref() else {
         return command(&["REPLCONF", "ACK", &offset]);
     };
-    if aof.synced() >= aof.appended() {
-        repl.fsynced_offset
-            .fetch_max(repl.offset(), Ordering::AcqRel);
-    }
-    let fack = repl.fsynced_offset.load(Ordering::Acquire).to_string();
+    let fack = {
+        let mut up = repl.upstream.lock();
+        if aof.synced() >= aof.appended() {
+            up.fsynced_offset = up.fsynced_offset.max(repl.offset());
+        }
+        up.fsynced_offset.to_string()
+    };
     command(&["REPLCONF", "ACK", &offset, "FACK", &fack])
 }
 
@@ -230,7 +231,7 @@ where
     let result = async {
         if let Some(rest) = reply.strip_prefix("+CONTINUE") {
             continue_from(shared, rest.trim());
-            link.db = repl.stream_db.load(Ordering::Acquire) as usize;
+            link.db = repl.upstream.lock().stream_db as usize;
         } else if reply.starts_with("+FULLRESYNC") {
             full_resync(shared, &mut link, &mut rd, &reply).await?;
         } else {
@@ -238,7 +239,7 @@ where
                 "unexpected PSYNC reply {reply:?}"
             )));
         }
-        repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
+        repl.upstream.lock().last_io_ms = repl.now_ms();
         up.store(true, Ordering::Release);
         apply_stream(shared, &mut link, &mut rd, &mut wr).await
     }
@@ -294,13 +295,9 @@ async fn full_resync<R: AsyncRead + Unpin>(
         .filter(|db| *db < crate::db::NUM_DBS)
         .unwrap_or(0);
     let repl = &shared.replication;
-    repl.stream_db.store(link.db as u64, Ordering::Release);
-    *repl.ids.lock() = Ids {
-        replid: replid.to_string(),
-        replid2: NO_ID.to_string(),
-        second_offset: -1,
-    };
-    let _replicas = repl.replicas.lock();
+    repl.upstream.lock().stream_db = link.db as u64;
+    *repl.ids.lock() = Ids::fresh(replid.to_string());
+    let _down = repl.downstream.lock();
     repl.offset.store(start, Ordering::Release);
     *repl.backlog.lock() = Some(Backlog::new(backlog_size(shared), start));
     repl.recording.store(true, Ordering::Release);
@@ -344,7 +341,7 @@ async fn apply_stream<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                     return Err(closed());
                 }
                 current.extend_from_slice(&buf[buf.len() - n..]);
-                repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
+                repl.upstream.lock().last_io_ms = repl.now_ms();
                 let lag = repl.lag();
                 if !lag.is_zero() {
                     // What just arrived is applied `lag` after it arrived.
@@ -372,7 +369,7 @@ async fn apply_stream<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                             wr.write_all(&ack_command(shared)).await?;
                         } else {
                             crate::dispatch::execute(shared, link, args).await;
-                            repl.stream_db.store(link.db as u64, Ordering::Release);
+                            repl.upstream.lock().stream_db = link.db as u64;
                         }
                     }
                     repl.record_from_master(chunk);

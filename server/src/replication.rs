@@ -37,10 +37,15 @@
 //! [`crate::promote`] (promotion, and what a restart does to replication).
 
 mod backlog;
+mod downstream;
+mod faults;
+mod upstream;
 
 pub use backlog::Backlog;
+pub(crate) use downstream::{Downstream, ReplicaLink, SyncCounts};
+pub(crate) use upstream::{MasterLink, Upstream};
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,40 +53,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 use tokio::sync::Notify;
 
-use crate::client::PushSender;
 use crate::codec::{encode, stream_chunk};
 use crate::frame::Frame;
 
 /// How often a master sends `PING` down the stream (Redis's `repl-ping-replica-period`), so
 /// that an idle link does not look dead to a replica's `repl-timeout`.
 pub(crate) const PING_PERIOD: Duration = Duration::from_secs(10);
-
-/// One replica connected to this master.
-#[derive(Debug)]
-pub(crate) struct ReplicaLink {
-    pub(crate) client_id: u64,
-    pub(crate) sender: PushSender,
-    pub(crate) ack: Arc<AtomicU64>,
-    /// The offset the replica's own AOF has on disk (`REPLCONF ACK .. FACK offset`).
-    pub(crate) aof_ack: AtomicU64,
-    /// When it last acknowledged (milliseconds after the replication state's epoch): `INFO`'s
-    /// `lag` is the seconds since.
-    pub(crate) last_ack_ms: AtomicU64,
-    pub(crate) addr: String,
-    pub(crate) port: u16,
-    /// Stream bytes held back while the link is paused.
-    pub(crate) held: Vec<Bytes>,
-    pub(crate) paused: bool,
-}
-
-/// This server's link to its master, when it is a replica.
-#[derive(Debug)]
-pub(crate) struct MasterLink {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) stop: Arc<Notify>,
-    pub(crate) up: Arc<AtomicBool>,
-}
 
 /// The replication ids of this server's history (Redis's PSYNC2 pair).
 #[derive(Debug, Clone)]
@@ -96,6 +73,17 @@ pub(crate) struct Ids {
 
 pub(crate) const NO_ID: &str = "0000000000000000000000000000000000000000";
 
+impl Ids {
+    /// A history that starts now, under `replid`, with no previous one.
+    pub(crate) fn fresh(replid: String) -> Ids {
+        Ids {
+            replid,
+            replid2: NO_ID.to_string(),
+            second_offset: -1,
+        }
+    }
+}
+
 /// A fresh random replication id (40 hex characters).
 pub fn new_replid() -> String {
     (0..40)
@@ -106,40 +94,30 @@ pub fn new_replid() -> String {
 /// Replication state of one server, master side and replica side.
 #[derive(Debug)]
 pub struct Replication {
+    /// This server's history: its replication ids.
     pub(crate) ids: Mutex<Ids>,
+    /// The offset of the last byte of the stream (fed as a master, applied as a replica).
     pub(crate) offset: AtomicU64,
-    pub(crate) last_db: AtomicI64,
-    pub(crate) replicas: Mutex<Vec<ReplicaLink>>,
+    /// The last `repl-backlog-size` bytes of the stream, while kept.
     pub(crate) backlog: Mutex<Option<Backlog>>,
+    /// The master's side: attached replicas, the stream's database, the backlog's idle time.
+    pub(crate) downstream: Mutex<Downstream>,
+    /// The replica's side: the link to a master and where its stream stands.
+    pub(crate) upstream: Mutex<Upstream>,
+    /// Resynchronisations served (`INFO stats`).
+    pub(crate) sync: Mutex<SyncCounts>,
     /// Whether the stream is recorded: a replica is attached, or a backlog is kept.
     pub(crate) recording: AtomicBool,
-    /// Whether at least one replica is attached (`replicas` is not empty).
+    /// Whether at least one replica is attached (`downstream.links` is not empty).
     pub(crate) attached: AtomicBool,
-    /// Milliseconds after `epoch` when the last replica left (0 while one is attached): the
-    /// backlog is freed `repl-backlog-ttl` seconds later.
-    pub(crate) alone_since_ms: AtomicU64,
     /// Held by whoever changes the keyspace and feeds the change to the stream while other
     /// commands may run (see [`Shared::order_guard`](crate::state::Shared::order_guard)).
     pub(crate) order: ReentrantMutex<()>,
     /// Whether this server applies a master's stream (then its own writes feed nothing).
     pub(crate) following: AtomicBool,
+    /// Whether the master's cron task runs (started once, it serves any later role).
     pub(crate) pinging: AtomicBool,
     pub(crate) acked: Notify,
-    pub(crate) master: Mutex<Option<MasterLink>>,
-    /// Replica side: how long each command of the stream waits before it is applied.
-    pub(crate) lag_ms: AtomicU64,
-    pub(crate) sync_full: AtomicU64,
-    pub(crate) sync_partial_ok: AtomicU64,
-    pub(crate) sync_partial_err: AtomicU64,
-    /// Replica side: the master's offset up to which our AOF is on disk (what `FACK` says).
-    pub(crate) fsynced_offset: AtomicU64,
-    /// Replica side: the database the master's stream last selected, so that a continued
-    /// stream (`+CONTINUE`) applies to the same one.
-    pub(crate) stream_db: AtomicU64,
-    /// Replica side: milliseconds after `epoch` when the master last sent something, and when
-    /// the link went down (`INFO`'s `master_last_io_seconds_ago`, `..._down_since_seconds`).
-    pub(crate) last_io_ms: AtomicU64,
-    pub(crate) down_since_ms: AtomicU64,
     pub(crate) epoch: Instant,
     /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
     pub(crate) limits: std::sync::OnceLock<Arc<crate::config::Limits>>,
@@ -163,31 +141,18 @@ impl Replication {
     /// Fresh state for a master with no replicas.
     pub fn new(replid: String) -> Replication {
         Replication {
-            ids: Mutex::new(Ids {
-                replid,
-                replid2: NO_ID.to_string(),
-                second_offset: -1,
-            }),
+            ids: Mutex::new(Ids::fresh(replid)),
             offset: AtomicU64::new(0),
-            last_db: AtomicI64::new(-1),
-            replicas: Mutex::new(Vec::new()),
             backlog: Mutex::new(None),
+            downstream: Mutex::new(Downstream::default()),
+            upstream: Mutex::new(Upstream::default()),
+            sync: Mutex::new(SyncCounts::default()),
             recording: AtomicBool::new(false),
             attached: AtomicBool::new(false),
-            alone_since_ms: AtomicU64::new(0),
             order: ReentrantMutex::new(()),
             following: AtomicBool::new(false),
             pinging: AtomicBool::new(false),
             acked: Notify::new(),
-            master: Mutex::new(None),
-            lag_ms: AtomicU64::new(0),
-            sync_full: AtomicU64::new(0),
-            sync_partial_ok: AtomicU64::new(0),
-            sync_partial_err: AtomicU64::new(0),
-            fsynced_offset: AtomicU64::new(0),
-            stream_db: AtomicU64::new(0),
-            last_io_ms: AtomicU64::new(0),
-            down_since_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             limits: std::sync::OnceLock::new(),
         }
@@ -196,16 +161,6 @@ impl Replication {
     /// The replication id (`master_replid`).
     pub fn replid(&self) -> String {
         self.ids.lock().replid.clone()
-    }
-
-    /// Replica side: delays applying (and acknowledging) the stream by `lag`, to show a lagging
-    /// replica; zero applies at once.
-    pub fn set_lag(&self, lag: Duration) {
-        self.lag_ms.store(lag.as_millis() as u64, Ordering::Release);
-    }
-
-    pub(crate) fn lag(&self) -> Duration {
-        Duration::from_millis(self.lag_ms.load(Ordering::Acquire))
     }
 
     /// `master_repl_offset`: the offset of the last byte of the stream (a replica: the last
@@ -254,7 +209,8 @@ impl Replication {
         if !self.feeds_stream() || commands.is_empty() {
             return self.offset();
         }
-        if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
+        let mut down = self.downstream.lock();
+        if std::mem::replace(&mut down.last_db, db as i64) != db as i64 {
             // Rare: one chunk with the SELECT in front.
             let chunk = stream_chunk(|out| {
                 encode(
@@ -263,21 +219,26 @@ impl Replication {
                 );
                 out.put_slice(&commands);
             });
-            return self.feed_chunk(chunk);
+            return self.feed_locked(&mut down, chunk);
         }
-        self.feed_chunk(commands)
+        self.feed_locked(&mut down, commands)
     }
 
     /// Numbers an encoded piece of the stream, keeps it in the backlog and sends it to every
     /// replica (or holds it for a paused one). Returns the new offset.
     pub(crate) fn feed_chunk(&self, chunk: Bytes) -> u64 {
-        let mut replicas = self.replicas.lock();
+        let mut down = self.downstream.lock();
+        self.feed_locked(&mut down, chunk)
+    }
+
+    /// [`feed_chunk`](Replication::feed_chunk), under the lock of the master's side.
+    fn feed_locked(&self, down: &mut Downstream, chunk: Bytes) -> u64 {
         if let Some(b) = self.backlog.lock().as_mut() {
             b.push(chunk.clone());
         }
         let offset =
             self.offset.fetch_add(chunk.len() as u64, Ordering::AcqRel) + chunk.len() as u64;
-        for r in replicas.iter_mut() {
+        for r in down.links.iter_mut() {
             if r.paused {
                 r.held.push(chunk.clone());
             } else {
@@ -293,7 +254,7 @@ impl Replication {
 
     /// Replica side: records bytes of the master's stream that were just applied.
     pub(crate) fn record_from_master(&self, chunk: Bytes) {
-        let _replicas = self.replicas.lock();
+        let _down = self.downstream.lock();
         let len = chunk.len() as u64;
         if let Some(b) = self.backlog.lock().as_mut() {
             b.push(chunk);
@@ -312,17 +273,18 @@ impl Replication {
 
     /// How many replicas have acknowledged `offset`.
     pub fn acked_count(&self, offset: u64) -> i64 {
-        self.replicas
+        self.downstream
             .lock()
+            .links
             .iter()
-            .filter(|r| r.ack.load(Ordering::Acquire) >= offset)
+            .filter(|r| r.acked(offset))
             .count() as i64
     }
 
     /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`). Like Redis, the
     /// request is part of the stream and counts in the offset.
     pub fn request_acks(&self) {
-        if self.replicas.lock().is_empty() || self.following.load(Ordering::Acquire) {
+        if self.downstream.lock().links.is_empty() || self.following.load(Ordering::Acquire) {
             return;
         }
         let getack = [
@@ -366,8 +328,9 @@ impl Replication {
 
     /// How many replicas have `offset` on disk in their own AOF (what `WAITAOF` counts).
     pub fn aof_acked_count(&self, offset: u64) -> i64 {
-        self.replicas
+        self.downstream
             .lock()
+            .links
             .iter()
             .filter(|r| r.aof_ack.load(Ordering::Acquire) >= offset)
             .count() as i64
@@ -376,7 +339,7 @@ impl Replication {
     /// Records `REPLCONF ACK offset [FACK aof-offset]` from the replica connected as
     /// `client_id`.
     pub fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
-        for r in self.replicas.lock().iter() {
+        for r in self.downstream.lock().links.iter() {
             if r.client_id == client_id {
                 r.ack.fetch_max(offset, Ordering::AcqRel);
                 r.last_ack_ms.store(self.now_ms(), Ordering::Release);
@@ -400,55 +363,29 @@ impl Replication {
     pub fn is_replica_client(&self, client_id: u64) -> bool {
         self.attached.load(Ordering::Acquire)
             && self
-                .replicas
+                .downstream
                 .lock()
+                .links
                 .iter()
                 .any(|l| l.client_id == client_id)
     }
 
     /// Forgets a replica whose connection closed (the backlog stays, for its return).
     pub fn remove_replica(&self, client_id: u64) {
-        let mut r = self.replicas.lock();
-        r.retain(|l| l.client_id != client_id);
-        self.attached.store(!r.is_empty(), Ordering::Release);
-        if r.is_empty() {
-            self.alone_since_ms
-                .store(self.now_ms().max(1), Ordering::Release);
+        let mut down = self.downstream.lock();
+        down.links.retain(|l| l.client_id != client_id);
+        let alone = down.links.is_empty();
+        self.attached.store(!alone, Ordering::Release);
+        if alone {
+            down.alone_since_ms = self.now_ms().max(1);
         }
-        let keep = !r.is_empty() || self.backlog.lock().is_some();
+        let keep = !alone || self.backlog.lock().is_some();
         self.recording.store(keep, Ordering::Release);
-    }
-
-    /// Closes the connection of every replica, as `CLIENT KILL TYPE replica` does: they
-    /// reconnect and resynchronise (partially, if the backlog still covers them).
-    pub fn disconnect_replicas(&self) {
-        for r in self.replicas.lock().iter() {
-            r.sender.handle.kill();
-        }
-    }
-
-    /// Pauses or resumes the stream to every replica (held on this master meanwhile).
-    pub fn set_paused(&self, paused: bool) {
-        for r in self.replicas.lock().iter_mut() {
-            r.paused = paused;
-            if !paused {
-                for chunk in r.held.drain(..) {
-                    r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
-                }
-            }
-        }
-    }
-
-    /// Drops every byte held for paused replicas: what a crash loses.
-    pub fn discard_held(&self) {
-        for r in self.replicas.lock().iter_mut() {
-            r.held.clear();
-        }
     }
 
     /// Whether this server follows a master, and whether the link is up.
     pub fn master_link(&self) -> Option<(String, u16, bool, u64)> {
-        self.master.lock().as_ref().map(|m| {
+        self.upstream.lock().link.as_ref().map(|m| {
             (
                 m.host.clone(),
                 m.port,
@@ -469,11 +406,10 @@ impl Replication {
 
     /// The replication lines of `INFO stats`: full and partial resynchronisations served.
     pub fn stats_info(&self) -> String {
+        let sync = *self.sync.lock();
         format!(
             "sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n",
-            self.sync_full.load(Ordering::Relaxed),
-            self.sync_partial_ok.load(Ordering::Relaxed),
-            self.sync_partial_err.load(Ordering::Relaxed),
+            sync.full, sync.partial_ok, sync.partial_err,
         )
     }
 
@@ -484,7 +420,7 @@ impl Replication {
             Some((host, port, up, offset)) => {
                 // The fields and order of Redis 7.0's replica section.
                 let last_io = match up {
-                    true => self.seconds_since(self.last_io_ms.load(Ordering::Acquire)) as i64,
+                    true => self.seconds_since(self.upstream.lock().last_io_ms) as i64,
                     false => -1,
                 };
                 s.push_str(&format!(
@@ -493,7 +429,7 @@ impl Replication {
                 ));
                 if !up {
                     // -1 until the link has been up once, as in Redis.
-                    let since = match self.down_since_ms.load(Ordering::Acquire) {
+                    let since = match self.upstream.lock().down_since_ms {
                         0 => -1,
                         ms => self.seconds_since(ms) as i64,
                     };
@@ -502,12 +438,12 @@ impl Replication {
                 s.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
             }
             None => {
-                let replicas = self.replicas.lock();
+                let down = self.downstream.lock();
                 s.push_str(&format!(
                     "role:master\r\nconnected_slaves:{}\r\n",
-                    replicas.len()
+                    down.links.len()
                 ));
-                for (i, r) in replicas.iter().enumerate() {
+                for (i, r) in down.links.iter().enumerate() {
                     let ack = r.ack.load(Ordering::Acquire);
                     let lag = self.seconds_since(r.last_ack_ms.load(Ordering::Acquire));
                     s.push_str(&format!(
@@ -565,8 +501,9 @@ impl Replication {
                 Frame::bulk("master"),
                 Frame::Integer(self.offset() as i64),
                 Frame::Array(
-                    self.replicas
+                    self.downstream
                         .lock()
+                        .links
                         .iter()
                         .map(|r| {
                             Frame::Array(vec![
