@@ -18,9 +18,7 @@ use wasmtime::{
 use crate::backend::Backend;
 use crate::latchkey::locks::redis::{Frame as WitFrame, Host as _};
 use crate::limits::Limits;
-use crate::namespace::Namespace;
 use crate::state::{check_counts, TenantState};
-use crate::tenant::Tenant;
 use crate::LockClient;
 
 /// How to build a [`Host`].
@@ -58,7 +56,7 @@ pub(crate) struct Shared {
     /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
     pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
     pub(crate) limits: Arc<Limits>,
-    /// Each tenant's budget, by name: every [`Tenant`] of one name shares it, however the
+    /// Each tenant's budget, by name: every `Tenant` of one name shares it, however the
     /// embedder got it.
     pub(crate) budgets:
         std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
@@ -251,23 +249,6 @@ impl Host {
             from_cache,
             size: bytes.len(),
         })
-    }
-
-    /// The tenant `name`: a namespace and a budget (rates, quotas), shared by every instance
-    /// started for it (a tenant may run several workers), and by every [`Tenant`] of that name
-    /// this host hands out.
-    ///
-    /// # Panics
-    ///
-    /// If `name` is not a valid tenant name (see [`Namespace::new`]: 1 to 64 ASCII letters,
-    /// digits, `-` or `_`); [`Host::try_tenant`] says so instead.
-    pub fn tenant(&self, name: &str) -> Tenant {
-        self.try_tenant(name).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`Host::tenant`], or why `name` is not a valid tenant name.
-    pub fn try_tenant(&self, name: &str) -> Result<Tenant, String> {
-        Ok(Tenant::new(self.clone(), Namespace::new(name)?))
     }
 }
 

@@ -52,6 +52,26 @@ impl std::fmt::Display for Trapped {
 
 impl std::error::Error for Trapped {}
 
+/// Tenants are handed out by the host: a tenant is made from a [`Host`] and a name.
+impl Host {
+    /// The tenant `name`: a namespace and a budget (rates, quotas), shared by every instance
+    /// started for it (a tenant may run several workers), and by every [`Tenant`] of that name
+    /// this host hands out.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not a valid tenant name (see [`Namespace::new`]: 1 to 64 ASCII letters,
+    /// digits, `-` or `_`); [`Host::try_tenant`] says so instead.
+    pub fn tenant(&self, name: &str) -> Tenant {
+        self.try_tenant(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Host::tenant`], or why `name` is not a valid tenant name.
+    pub fn try_tenant(&self, name: &str) -> Result<Tenant, String> {
+        Ok(Tenant::new(self.clone(), Namespace::new(name)?))
+    }
+}
+
 impl Tenant {
     pub(crate) fn new(host: Host, ns: Namespace) -> Tenant {
         let budget = host
