@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::{Bytes, BytesMut};
 use latchkey_server::codec::{Decoder, Parsed};
-use latchkey_server::{aof, rdb, replication, Frame, ServerHandle};
+use latchkey_server::{aof, rdb, Frame, ServerHandle};
 
 /// A parse may allocate this many times the bytes it was given ...
 const ALLOC_FACTOR: usize = 256;
