@@ -1,11 +1,10 @@
 //! The `latchkey-server` binary, driven by Redis's own tools: `redis-cli` and
 //! `redis-benchmark` must work against it unmodified.
 
-use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use latchkey_testkit::free_port;
 
 struct ServerProcess {
     child: Child,
@@ -16,26 +15,6 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A port the OS says is free, never one handed out before in this binary (tests run in
-/// parallel threads and must not race for one port).
-fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if HANDED_OUT
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(port)
-        {
-            return port;
-        }
     }
 }
 

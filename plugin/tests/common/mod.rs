@@ -3,57 +3,24 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use latchkey_plugin::{
     component_path, guest::rogue_path, Backend, Host, HostConfig, Limits, Plugin,
 };
 
-/// A `redis-server` child process on a free port, killed on drop.
+/// A `redis-server` child process on a free port, killed on drop (the workspace's one copy,
+/// [`latchkey_testkit::RedisProcess`], with its address as a field).
 pub struct RedisProcess {
-    child: Child,
+    inner: latchkey_testkit::RedisProcess,
     /// Where it listens.
     pub addr: SocketAddr,
-    dir: std::path::PathBuf,
 }
 
-/// A port the OS says is free right now, never one this test binary handed out before (tests
-/// run in parallel threads and must not race for one port).
-pub fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if HANDED_OUT
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(port)
-        {
-            return port;
-        }
-    }
-}
-
-/// Whether the server at `addr` is up and is the process `pid`, not another server that took
-/// the port first. Any error means "not yet".
-fn answers_as(addr: SocketAddr, pid: u32) -> bool {
-    let Ok(client) = redis::Client::open(format!("redis://{addr}")) else {
-        return false;
-    };
-    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(2)) else {
-        return false;
-    };
-    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("server").query(&mut conn);
-    info.map(|i| i.lines().any(|l| l.trim() == format!("process_id:{pid}")))
-        .unwrap_or(false)
-}
+/// A free port, as every crate's tests pick one (not every test binary here uses it).
+#[allow(unused_imports)]
+pub use latchkey_testkit::free_port;
 
 impl RedisProcess {
     /// Starts `redis-server` (persistence off) on a port the OS says is free.
@@ -63,55 +30,16 @@ impl RedisProcess {
 
     /// [`RedisProcess::spawn`] with extra arguments, in a directory of its own.
     pub fn spawn_with(extra: &[&str]) -> RedisProcess {
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = std::env::temp_dir().join(format!(
-                "latchkey-plugin-redis-{port}-{}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is installed");
-            let mut p = RedisProcess {
-                child,
-                addr: format!("127.0.0.1:{port}").parse().unwrap(),
-                dir,
-            };
-            let pid = p.child.id();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = p.child.try_wait() {
-                    break; // the port was taken meanwhile: try another
-                }
-                if answers_as(p.addr, pid) {
-                    return p;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = p.child.kill();
+        let inner = latchkey_testkit::RedisProcess::spawn_binary("redis-server", extra);
+        RedisProcess {
+            addr: inner.addr(),
+            inner,
         }
-        panic!("redis-server did not start");
     }
 
     /// `redis://` URL of the server.
     pub fn url(&self) -> String {
-        format!("redis://{}", self.addr)
-    }
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.inner.url()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Native transports (not built for wasm32): real Redis through redis-rs, and the latchkey
-//! server in-process. Both share one subscription connection per transport among all
+//! server in-process (with the `embedded` feature). Both share one subscription connection per transport among all
 //! waiters, with per-channel reference counting ([`hub`]).
 
 /// The `Transport` methods both native transports share (fields `hub` and `rt`): pub/sub
@@ -33,10 +33,12 @@ macro_rules! native_transport_common {
 }
 
 mod hub;
+#[cfg(feature = "embedded")]
 mod local;
 mod redis_rs;
 
 pub use hub::NativeSubscription;
+#[cfg(feature = "embedded")]
 pub use local::LocalTransport;
 pub use redis_rs::RedisTransport;
 
