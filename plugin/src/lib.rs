@@ -29,12 +29,20 @@ pub(crate) mod quota;
 pub mod state;
 pub mod tenant;
 
-wasmtime::component::bindgen!({
-    world: "lock-client",
-    path: "../wasm-client/wit",
-    imports: { default: async | trappable },
-    exports: { default: async },
-});
+/// The host-side bindings wasmtime generates from the WIT world `lock-client`
+/// (`wasm-client/wit`): the `redis` imports the host implements ([`state`]) and the lock
+/// interfaces the component exports. Generated code carries no doc comments.
+#[allow(missing_docs)]
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "lock-client",
+        path: "../wasm-client/wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+}
+
+pub use bindings::*;
 
 pub use backend::Backend;
 pub use exports::latchkey::locks::locks::{Extended, Lease, RedLease, Released};

@@ -327,7 +327,7 @@ mod watched {
     use latchkey_plugin::{Instance, Trapped};
     use wasmtime::component::ResourceAny;
 
-    pub async fn new(inst: &mut Instance, name: &str, node_timeout_ms: u64) -> ResourceAny {
+    pub(super) async fn new(inst: &mut Instance, name: &str, node_timeout_ms: u64) -> ResourceAny {
         let name = name.to_string();
         inst.run(move |(store, _, l)| {
             Box::pin(async move {
@@ -340,7 +340,11 @@ mod watched {
         .unwrap()
     }
 
-    pub async fn acquire(inst: &mut Instance, lock: ResourceAny, ttl_ms: u64) -> Option<u32> {
+    pub(super) async fn acquire(
+        inst: &mut Instance,
+        lock: ResourceAny,
+        ttl_ms: u64,
+    ) -> Option<u32> {
         inst.run(move |(store, _, l)| {
             Box::pin(async move {
                 let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
@@ -352,7 +356,7 @@ mod watched {
         .unwrap()
     }
 
-    pub async fn held(inst: &mut Instance, lock: ResourceAny) -> bool {
+    pub(super) async fn held(inst: &mut Instance, lock: ResourceAny) -> bool {
         inst.run(move |(store, _, l)| {
             Box::pin(async move {
                 let w = l.unwrap().latchkey_locks_watchdog().watched_red_lock();
@@ -363,7 +367,7 @@ mod watched {
         .unwrap()
     }
 
-    pub async fn release(
+    pub(super) async fn release(
         inst: &mut Instance,
         lock: ResourceAny,
     ) -> Result<Result<u32, String>, Trapped> {

@@ -1,7 +1,9 @@
 //! What the host's tests share: a real `redis-server` on a free port, hosts over either
 //! backend, and the components.
 
-#![allow(dead_code)]
+// Each test binary of this crate includes this module and uses part of it; its items are
+// `pub` for those binaries, not for anyone outside.
+#![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -123,9 +123,8 @@ fn pop_from(
     left: bool,
     count: usize,
 ) -> Result<Option<Vec<Bytes>>, Frame> {
-    let mut e = match write_in(db, key, now_ms, lazy, false)? {
-        Some(e) => e,
-        None => return Ok(None),
+    let Some(mut e) = write_in(db, key, now_ms, lazy, false)? else {
+        return Ok(None);
     };
     let l = list_of(&mut e);
     let mut out = Vec::with_capacity(count.min(l.len()));

@@ -33,7 +33,7 @@ const FLAG_ORDER: [&str; 5] = [
 
 /// One registered function.
 #[derive(Clone, Debug)]
-pub struct RegisteredFunction {
+pub(crate) struct RegisteredFunction {
     name: String,
     description: Option<String>,
     flags: FunctionFlags,
@@ -42,14 +42,14 @@ pub struct RegisteredFunction {
 
 /// One library: its code and its functions.
 #[derive(Clone, Debug)]
-pub struct Library {
+pub(crate) struct Library {
     code: Bytes,
     functions: Vec<RegisteredFunction>,
 }
 
 /// Every loaded library by name.
 #[derive(Debug, Default)]
-pub struct Libraries {
+pub(crate) struct Libraries {
     libs: IndexMap<String, Library>,
 }
 
@@ -69,7 +69,7 @@ thread_local! {
 
 /// Builds the globals a library sees while it loads: the script sandbox with a `redis` table
 /// that also has `register_function`.
-pub fn load_environment(lua: &Lua, visible: &Table) -> mlua::Result<Table> {
+pub(crate) fn load_environment(lua: &Lua, visible: &Table) -> mlua::Result<Table> {
     let load_visible = lua.create_table()?;
     for pair in visible.pairs::<Value, Value>() {
         let (k, v) = pair?;

@@ -3,7 +3,7 @@
 use mlua::{Lua, MultiValue, Table, Value};
 
 /// Fills the `redis` table with everything except `call`/`pcall` (added by the prelude).
-pub fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
+pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
     redis.raw_set(
         "sha1hex",
         lua.create_function(|lua, s: mlua::String| {
@@ -120,7 +120,7 @@ fn num(v: &Value) -> mlua::Result<f64> {
 }
 
 /// The `bit` library (LuaBitOp) that Redis bundles: 32-bit operations on numbers.
-pub fn bit_library(lua: &Lua) -> mlua::Result<Table> {
+pub(crate) fn bit_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let fold = |lua: &Lua, f: fn(i32, i32) -> i32| {
         lua.create_function(move |_, args: MultiValue| {
@@ -180,7 +180,7 @@ pub fn bit_library(lua: &Lua) -> mlua::Result<Table> {
 }
 
 /// The `cjson` library: `cjson.encode` and `cjson.decode`, through serde_json.
-pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
+pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(
         "encode",

@@ -73,7 +73,7 @@ impl LocalTransport {
 }
 
 /// Converts a server frame into a [`Reply`].
-pub fn frame_to_reply(f: Frame) -> Reply {
+pub(crate) fn frame_to_reply(f: Frame) -> Reply {
     match f {
         Frame::Simple(s) => Reply::Status(String::from_utf8_lossy(&s).into_owned()),
         Frame::Error(e) => Reply::Error(String::from_utf8_lossy(&e).into_owned()),
