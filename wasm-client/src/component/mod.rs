@@ -18,11 +18,18 @@ pub mod locks;
 pub mod transport;
 pub mod watchdog;
 
-wit_bindgen::generate!({
-    world: "lock-client",
-    path: "wit",
-});
+/// The bindings wit-bindgen generates from the WIT world `lock-client` (`wit/`): the host's
+/// `redis` imports and the interfaces this component exports. Generated code carries no doc
+/// comments, and its items are public only to this module.
+#[allow(missing_docs, unreachable_pub)]
+mod bindings {
+    wit_bindgen::generate!({
+        world: "lock-client",
+        path: "wit",
+    });
+}
 
+use bindings::{export, exports, latchkey};
 use exports::latchkey::locks::locks as api;
 use latchkey::locks::redis as host;
 
@@ -40,4 +47,4 @@ fn block_on<F: Future>(f: F) -> F::Output {
 /// The type the generated bindings export the component's interfaces through.
 struct Component;
 
-export!(Component);
+export!(Component with_types_in bindings);
