@@ -81,6 +81,17 @@ pub fn kv_guest_path() -> std::io::Result<PathBuf> {
     )
 }
 
+/// The guest of the `latchkey:lease` proposal (`plugin/lease-guest`: written only against
+/// `plugin/wit/lease` and `wasi:keyvalue/store`), built for wasm32-wasip2 like [`rogue_path`].
+pub fn lease_guest_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/lease-guest/Cargo.toml"],
+        "lease-guest-build",
+        "latchkey_lease_guest",
+        "the lease guest",
+    )
+}
+
 /// Builds a wasm32-wasip2 component with an inner cargo (`which` selects the package) into
 /// `target/<dir>`, and returns where `<artifact>.wasm` lies; `what` names it in the error.
 fn build_wasm(which: &[&str], dir: &str, artifact: &str, what: &str) -> std::io::Result<PathBuf> {

@@ -197,3 +197,52 @@ fn bucket_names_are_checked() {
         assert!(!valid_bucket(bad), "{bad}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_of_the_lease_proposal_takes_renews_and_releases_with_fencing() {
+    let path = latchkey_plugin::guest::lease_guest_path().expect("the lease guest builds");
+    for bed in Bed::both(Limits::default()).await {
+        let plugin = bed.host.load(&path).expect("the lease guest links");
+        let tenant = bed.host.tenant("edge");
+        let mut inst = tenant.instantiate(&plugin).await.unwrap();
+        let t = transcript(&mut inst, "main").await;
+        assert_eq!(
+            t,
+            [
+                "acquire: ok fence 1",
+                "acquire held: ok held",
+                "renew: ok true",
+                "renew by a stranger: ok false",
+                "release by a stranger: ok false",
+                "release: ok true",
+                "release again: ok false",
+                "renew released: ok false",
+                "acquire again: ok fence 2",
+                "another key: ok fence 1",
+                "ttl 0: true",
+                "value of a leased key: ok None",
+            ],
+            "{}",
+            bed.what
+        );
+        // The lease is a key with a TTL inside the tenant's namespace, beside the bucket.
+        assert!(
+            matches!(bed.cmd(&["PTTL", "{edge:kv:main}:lease:job"]).await, Reply::Int(ms) if ms > 0 && ms <= 10_000),
+            "{}",
+            bed.what
+        );
+        // A holder that vanishes frees the lease by itself, and the next grant's fence is
+        // larger.
+        let take = async |inst: &mut Instance| {
+            inst.call::<(String, String, u64), (u64,)>("take", ("main".into(), "short".into(), 200))
+                .await
+                .unwrap()
+                .0
+        };
+        let mut other = tenant.instantiate(&plugin).await.unwrap();
+        assert_eq!(take(&mut inst).await, 1, "{}", bed.what);
+        assert_eq!(take(&mut other).await, 0, "held: {}", bed.what);
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        assert_eq!(take(&mut other).await, 2, "{}", bed.what);
+    }
+}

@@ -12,12 +12,12 @@ use super::{scripts, valid_bucket, Bucket, Cas};
 use crate::state::TenantState;
 
 /// What `increment`, `get`... answer when the server fails or refuses: `other`, with its text.
-fn other(e: impl Into<String>) -> Error {
+pub(super) fn other(e: impl Into<String>) -> Error {
     Error::Other(e.into())
 }
 
 /// A reply that is an error, as an `other` error.
-fn no_error(r: Reply) -> Result<Reply, Error> {
+pub(super) fn no_error(r: Reply) -> Result<Reply, Error> {
     match r {
         Reply::Error(e) => Err(other(e)),
         r => Ok(r),
@@ -31,12 +31,12 @@ fn cmd<const N: usize>(parts: [&[u8]; N]) -> Vec<Vec<u8>> {
 
 impl TenantState {
     /// The bucket behind a handle.
-    fn bucket(&self, b: &Resource<Bucket>) -> wasmtime::Result<Bucket> {
+    pub(super) fn bucket(&self, b: &Resource<Bucket>) -> wasmtime::Result<Bucket> {
         Ok(self.table.get(b)?.clone())
     }
 
     /// Checks a key's size.
-    fn kv_key(&self, key: &str) -> Result<(), Error> {
+    pub(super) fn kv_key(&self, key: &str) -> Result<(), Error> {
         let max = self.limits.kv_key_bytes;
         if key.len() > max {
             return Err(other(format!(
@@ -60,7 +60,7 @@ impl TenantState {
     }
 
     /// Charges `n` bytes sent to the tenant's byte rate.
-    async fn kv_bytes(&mut self, n: usize) {
+    pub(super) async fn kv_bytes(&mut self, n: usize) {
         self.budget.bytes.acquire_n(n as f64).await;
     }
 
@@ -76,9 +76,9 @@ impl TenantState {
         bucket: &Bucket,
         argv: Vec<Vec<u8>>,
     ) -> Result<Reply, Error> {
-        let keys = [&bucket.values[..], &bucket.versions[..]];
+        let keys: [&[u8]; 2] = [&bucket.values, &bucket.versions];
         no_error(
-            scripts::eval(&*self.backend, script, keys, argv)
+            scripts::eval(&*self.backend, script, &keys, argv)
                 .await
                 .map_err(other)?,
         )

@@ -1,5 +1,6 @@
 //! The host's `wasi:keyvalue` (0.2.0-draft2: `store`, `atomics`, `batch`), so that a component
-//! written for other runtimes against the standard interface runs here unchanged.
+//! written for other runtimes against the standard interface runs here unchanged; and the
+//! `latchkey:lease` proposal in the same style ([`lease`]).
 //!
 //! **Where a bucket lives.** A bucket is two hashes inside the tenant's namespace, under one
 //! hash tag (one Cluster slot), so that every operation on a bucket is one command or one
@@ -43,6 +44,7 @@
 
 pub(crate) mod bounded;
 mod host;
+mod lease;
 mod scripts;
 
 use wasmtime::component::{HasSelf, Linker};
@@ -91,9 +93,10 @@ pub fn valid_bucket(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Adds `wasi:keyvalue` to a tenant linker, then replaces the batch imports by their bounded
+/// Adds `wasi:keyvalue` and `latchkey:lease` to a tenant linker, then replaces the batch imports by their bounded
 /// versions.
 pub(crate) fn add_to_linker(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     Imports::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    lease::add_to_linker(linker)?;
     bounded::add_to_linker(linker)
 }

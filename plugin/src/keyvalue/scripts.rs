@@ -88,23 +88,53 @@ redis.call('hset', KEYS[2], ARGV[1], redis.call('hincrby', KEYS[2], '\255', 1))
 return 1"#,
 );
 
+/// Takes the lease `KEYS[1]` for token `ARGV[1]` and `ARGV[2]` ms if it is free, and draws its
+/// fencing number from field `ARGV[3]` of the versions hash `KEYS[2]`, unless the bucket (values
+/// `KEYS[3]`) already has `ARGV[4]` fencing counters: the number, -1 held, -2 too many.
+pub(crate) static LEASE_ACQUIRE: Script = Script::new(
+    "kv_lease_acquire",
+    r#"if redis.call('exists', KEYS[1]) == 1 then return -1 end
+if redis.call('hexists', KEYS[2], ARGV[3]) == 0 and redis.call('hlen', KEYS[2]) - redis.call('hlen', KEYS[3]) >= tonumber(ARGV[4]) + 2 then return -2 end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return redis.call('hincrby', KEYS[2], ARGV[3], 1)"#,
+);
+
+/// Renews the lease `KEYS[1]` to `ARGV[2]` ms if it holds token `ARGV[1]`: 1, else 0.
+pub(crate) static LEASE_RENEW: Script = Script::new(
+    "kv_lease_renew",
+    r#"if redis.call('get', KEYS[1]) == ARGV[1] then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0"#,
+);
+
+/// Releases the lease `KEYS[1]` if it holds token `ARGV[1]`: 1, else 0.
+pub(crate) static LEASE_RELEASE: Script = Script::new(
+    "kv_lease_release",
+    r#"if redis.call('get', KEYS[1]) == ARGV[1] then
+  redis.call('del', KEYS[1])
+  return 1
+end
+return 0"#,
+);
+
 /// Runs `script` with `EVALSHA` on `keys` and `argv`, falling back to `EVAL` when the server
 /// does not know it yet.
 pub(crate) async fn eval(
     backend: &dyn Backend,
     script: &Script,
-    keys: [&[u8]; 2],
+    keys: &[&[u8]],
     argv: Vec<Vec<u8>>,
 ) -> Result<Reply, String> {
     let build = |verb: &str, first: &[u8], argv: Vec<Vec<u8>>| {
-        let mut a = Vec::with_capacity(5 + argv.len());
+        let mut a = Vec::with_capacity(3 + keys.len() + argv.len());
         a.extend([
             verb.as_bytes().to_vec(),
             first.to_vec(),
-            b"2".to_vec(),
-            keys[0].to_vec(),
-            keys[1].to_vec(),
+            keys.len().to_string().into_bytes(),
         ]);
+        a.extend(keys.iter().map(|k| k.to_vec()));
         a.extend(argv);
         a
     };
