@@ -92,6 +92,17 @@ pub fn lease_guest_path() -> std::io::Result<PathBuf> {
     )
 }
 
+/// The guest of the earlier `wasi:keyvalue@0.2.0-draft` (`plugin/kv-draft-guest`: written only
+/// against `plugin/wit/keyvalue-draft`), built for wasm32-wasip2 like [`rogue_path`].
+pub fn kv_draft_guest_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/kv-draft-guest/Cargo.toml"],
+        "kv-draft-guest-build",
+        "latchkey_kv_draft_guest",
+        "the wasi:keyvalue 0.2.0-draft guest",
+    )
+}
+
 /// Builds a wasm32-wasip2 component with an inner cargo (`which` selects the package) into
 /// `target/<dir>`, and returns where `<artifact>.wasm` lies; `what` names it in the error.
 fn build_wasm(which: &[&str], dir: &str, artifact: &str, what: &str) -> std::io::Result<PathBuf> {

@@ -181,11 +181,10 @@ async fn two_tenants_opening_the_same_bucket_never_meet() {
 #[test]
 fn bucket_names_are_checked() {
     use latchkey_plugin::keyvalue::valid_bucket;
-    for good in ["a", "main", "A-b_c.9", &"x".repeat(64)] {
+    for good in ["", "a", "main", "A-b_c.9", &"x".repeat(64)] {
         assert!(valid_bucket(good), "{good}");
     }
     for bad in [
-        "",
         "a:b",
         "{a}",
         "a}",
@@ -244,5 +243,103 @@ async fn a_guest_of_the_lease_proposal_takes_renews_and_releases_with_fencing() 
         assert_eq!(take(&mut other).await, 0, "held: {}", bed.what);
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
         assert_eq!(take(&mut other).await, 2, "{}", bed.what);
+    }
+}
+
+/// What the 0.2.0-draft guest sees on wasmtime's own in-memory `wasi:keyvalue` host
+/// (`wasmtime-wasi-keyvalue`), in a plain wasmtime store of its own.
+fn transcript_on_wasmtimes_host(component: &std::path::Path) -> Vec<String> {
+    use wasmtime::component::{Component, Linker, ResourceTable};
+    use wasmtime::{Engine, Store};
+    use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+    use wasmtime_wasi_keyvalue::{WasiKeyValue, WasiKeyValueCtx, WasiKeyValueCtxBuilder};
+
+    struct Ctx {
+        table: ResourceTable,
+        wasi: WasiCtx,
+        kv: WasiKeyValueCtx,
+    }
+    impl WasiView for Ctx {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.wasi,
+                table: &mut self.table,
+            }
+        }
+    }
+    let engine = Engine::default();
+    let mut linker = Linker::<Ctx>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
+    wasmtime_wasi_keyvalue::add_to_linker(&mut linker, |h: &mut Ctx| {
+        WasiKeyValue::new(&h.kv, &mut h.table)
+    })
+    .unwrap();
+    let mut store = Store::new(
+        &engine,
+        Ctx {
+            table: ResourceTable::new(),
+            wasi: WasiCtx::builder().build(),
+            kv: WasiKeyValueCtxBuilder::new().build(),
+        },
+    );
+    let component = Component::from_file(&engine, component).unwrap();
+    let instance = linker.instantiate(&mut store, &component).unwrap();
+    let f = instance
+        .get_typed_func::<(), (Vec<String>,)>(&mut store, "transcript")
+        .unwrap();
+    f.call(&mut store, ()).unwrap().0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_guest_sees_the_same_on_latchkey_as_on_wasmtimes_own_keyvalue_host() {
+    let path = latchkey_plugin::guest::kv_draft_guest_path().expect("the draft guest builds");
+    let on_path = path.clone();
+    let reference = tokio::task::spawn_blocking(move || transcript_on_wasmtimes_host(&on_path))
+        .await
+        .unwrap();
+    // The reference itself says what the standard says.
+    assert_eq!(
+        reference,
+        [
+            "open unknown: err no-such-store",
+            "get missing: ok none",
+            "exists missing: ok false",
+            "set: ok ",
+            "get: ok some(v1)",
+            "overwrite: ok ",
+            "get: ok some(v2)",
+            "exists: ok true",
+            "delete: ok ",
+            "delete missing: ok ",
+            "get deleted: ok none",
+            "increment missing by 5: ok 5",
+            "increment by 7: ok 12",
+            "get counter: ok some(12)",
+            "increment a word: err other",
+            "increment past u64: err other",
+            "counter unchanged: ok some(12)",
+            "set-many: ok ",
+            "get-many: ok a=1,none,c=3",
+            "delete-many: ok ",
+            "a after delete-many: ok false",
+            "list-keys: b,c,n,w",
+        ]
+    );
+    for bed in Bed::both(Limits::default()).await {
+        let plugin = bed.host.load(&path).expect("the draft guest links");
+        let mut inst = bed.host.tenant("edge").instantiate(&plugin).await.unwrap();
+        let t = inst
+            .call::<(), (Vec<String>,)>("transcript", ())
+            .await
+            .unwrap()
+            .0;
+        assert_eq!(t, reference, "{}", bed.what);
+        // The default bucket is inside the tenant's namespace too.
+        assert_eq!(
+            bed.cmd(&["HGET", "{edge:kv:}", "n"]).await,
+            Reply::Bulk(b"12".to_vec()),
+            "{}",
+            bed.what
+        );
     }
 }

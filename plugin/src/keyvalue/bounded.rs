@@ -11,12 +11,14 @@ use wasmtime::component::{Linker, Resource, WasmList, WasmStr};
 use wasmtime::{AsContext, AsContextMut, StoreContextMut};
 
 use super::wasi::keyvalue::store::Error;
-use super::Bucket;
+use super::{draft, Bucket};
 use crate::limits::Limits;
 use crate::state::TenantState;
 
 /// The instance name of the batch interface, as the vendored WIT has it.
 const BATCH: &str = "wasi:keyvalue/batch@0.2.0-draft2";
+/// The same for the earlier release (see [`super::draft`]).
+const BATCH_DRAFT: &str = "wasi:keyvalue/batch@0.2.0-draft";
 
 /// The refusal for `n` entries, or `None` when within the bound.
 fn too_many(n: usize, l: &Limits) -> Option<Error> {
@@ -138,6 +140,52 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TenantState>) -> wasmtime::Resul
                     Err(e) => return Ok((Err(e),)),
                 };
                 Ok((store.data_mut().kv_delete_many(bucket, keys).await?,))
+            })
+        },
+    )?;
+    // The earlier release: the same checks, its own types.
+    let mut batch = linker.instance(BATCH_DRAFT)?;
+    batch.func_wrap_async(
+        "get-many",
+        |mut store: StoreContextMut<'_, TenantState>,
+         (bucket, keys): (Resource<Bucket>, WasmList<WasmStr>)| {
+            Box::new(async move {
+                store.data_mut().enter().await?;
+                let keys = match copy_keys(&mut store, &keys)? {
+                    Ok(k) => k,
+                    Err(e) => return Ok((Err(draft::error(e)),)),
+                };
+                Ok((store.data_mut().draft_get_many(bucket, keys).await?,))
+            })
+        },
+    )?;
+    batch.func_wrap_async(
+        "set-many",
+        |mut store: StoreContextMut<'_, TenantState>,
+         (bucket, pairs): (Resource<Bucket>, WasmList<(WasmStr, WasmList<u8>)>)| {
+            Box::new(async move {
+                store.data_mut().enter().await?;
+                let pairs = match copy_pairs(&mut store, &pairs)? {
+                    Ok(p) => p,
+                    Err(e) => return Ok((Err(draft::error(e)),)),
+                };
+                let r = store.data_mut().kv_set_many(bucket, pairs).await?;
+                Ok((r.map_err(draft::error),))
+            })
+        },
+    )?;
+    batch.func_wrap_async(
+        "delete-many",
+        |mut store: StoreContextMut<'_, TenantState>,
+         (bucket, keys): (Resource<Bucket>, WasmList<WasmStr>)| {
+            Box::new(async move {
+                store.data_mut().enter().await?;
+                let keys = match copy_keys(&mut store, &keys)? {
+                    Ok(k) => k,
+                    Err(e) => return Ok((Err(draft::error(e)),)),
+                };
+                let r = store.data_mut().kv_delete_many(bucket, keys).await?;
+                Ok((r.map_err(draft::error),))
             })
         },
     )?;

@@ -1,6 +1,7 @@
 //! The host's `wasi:keyvalue` (0.2.0-draft2: `store`, `atomics`, `batch`), so that a component
 //! written for other runtimes against the standard interface runs here unchanged; and the
-//! `latchkey:lease` proposal in the same style ([`lease`]).
+//! `latchkey:lease` proposal in the same style ([`lease`]). The previous release,
+//! 0.2.0-draft, is served too, on the same buckets ([`draft`]).
 //!
 //! **Where a bucket lives.** A bucket is two hashes inside the tenant's namespace, under one
 //! hash tag (one Cluster slot), so that every operation on a bucket is one command or one
@@ -12,9 +13,9 @@
 //!   for the counter are not valid UTF-8, so no `wasi:keyvalue` key (a WIT `string`) can be
 //!   one of them.
 //!
-//! With the namespace, bucket `b` of tenant `t` is `{t:kv:b}` on the server. A bucket name is 1
-//! to 64 ASCII letters, digits, `-`, `_` or `.` ([`valid_bucket`]); any other is
-//! `no-such-store`. (A lock of the same tenant named `kv:<bucket>` would share the hash tag;
+//! With the namespace, bucket `b` of tenant `t` is `{t:kv:b}` on the server. A bucket name is up
+//! to 64 ASCII letters, digits, `-`, `_` or `.` (the empty name is the default bucket;
+//! [`valid_bucket`]); any other is `no-such-store`. (A lock of the same tenant named `kv:<bucket>` would share the hash tag;
 //! its key `{kv:<bucket>}` would be the bucket's hash: don't name locks so.)
 //!
 //! **Semantics** (see `docs/keyvalue.md` for what they give over a replicated Redis):
@@ -43,6 +44,7 @@
 //! [`crate::Limits::wasi_resources`].
 
 pub(crate) mod bounded;
+mod draft;
 mod host;
 mod lease;
 mod scripts;
@@ -83,11 +85,11 @@ pub struct Cas {
     seq: Vec<u8>,
 }
 
-/// Whether `name` may name a bucket: 1 to 64 ASCII letters, digits, `-`, `_` or `.` (no `{`,
-/// `}` or `:`, so a bucket's hash tag is unambiguous).
+/// Whether `name` may name a bucket: up to 64 ASCII letters, digits, `-`, `_` or `.` (no `{`,
+/// `}` or `:`, so a bucket's hash tag is unambiguous). The empty name is the default bucket, as
+/// in wasmtime's own in-memory host.
 pub fn valid_bucket(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
+    name.len() <= 64
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
@@ -98,5 +100,6 @@ pub fn valid_bucket(name: &str) -> bool {
 pub(crate) fn add_to_linker(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     Imports::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     lease::add_to_linker(linker)?;
+    draft::add_to_linker(linker)?;
     bounded::add_to_linker(linker)
 }
