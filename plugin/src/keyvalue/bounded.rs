@@ -64,11 +64,14 @@ fn copy_keys(
     Ok(Ok(keys))
 }
 
+/// A batch's (key, value) pairs, copied out of the guest.
+type Pairs = Vec<(String, Vec<u8>)>;
+
 /// Copies a list of (key, value) pairs out of the guest, or says why not.
 fn copy_pairs(
     store: &mut StoreContextMut<'_, TenantState>,
     list: &WasmList<(WasmStr, WasmList<u8>)>,
-) -> wasmtime::Result<Result<Vec<(String, Vec<u8>)>, Error>> {
+) -> wasmtime::Result<Result<Pairs, Error>> {
     let l = store.data().limits.clone();
     if let Some(e) = too_many(list.len(), &l) {
         return Ok(Err(e));

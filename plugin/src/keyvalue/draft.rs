@@ -145,7 +145,7 @@ impl batch::Host for TenantState {
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<Vec<Option<(String, Vec<u8>)>>, Error>> {
         self.enter().await?;
-        Ok(self.draft_get_many(bucket, keys).await?)
+        self.draft_get_many(bucket, keys).await
     }
 
     async fn set_many(
