@@ -16,10 +16,10 @@ use wasmtime::{
 };
 
 use crate::backend::Backend;
-use crate::latchkey::locks::redis::{Frame as WitFrame, Host as _};
+use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host as _};
+use crate::bindings::LockClient;
 use crate::limits::Limits;
 use crate::state::{check_counts, TenantState};
-use crate::LockClient;
 
 /// How to build a [`Host`].
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     /// Each tenant's budget, by name: every `Tenant` of one name shares it, however the
     /// embedder got it.
     pub(crate) budgets:
-        std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
+        std::sync::Mutex<std::collections::HashMap<String, crate::budget::TenantBudget>>,
     pooled: bool,
     cache_dir: Option<PathBuf>,
     stop_ticker: Arc<AtomicBool>,

@@ -27,7 +27,8 @@ use latchkey_client::Reply;
 use tokio::task::JoinHandle;
 
 use crate::backend::Backend;
-use crate::limits::{Limits, RateLimiter, Slot, TenantBudget};
+use crate::budget::TenantBudget;
+use crate::limits::{Limits, RateLimiter, Slot};
 use crate::namespace::Namespace;
 
 /// Why an instance must stop, once something decided it must. Checked at every host call and

@@ -22,6 +22,8 @@
 //!   each bucket in the tenant's namespace.
 
 pub mod backend;
+pub mod bindings;
+pub(crate) mod budget;
 pub(crate) mod cpu;
 pub mod guest;
 pub mod host;
@@ -33,19 +35,6 @@ pub(crate) mod quota;
 pub mod state;
 pub(crate) mod storage;
 pub mod tenant;
-
-/// The host-side bindings wasmtime generates from the WIT world `lock-client`
-/// (`wasm-client/wit`): the `redis` imports the host implements ([`state`]) and the lock
-/// interfaces the component exports. Generated code carries no doc comments.
-#[allow(missing_docs)]
-mod bindings {
-    wasmtime::component::bindgen!({
-        world: "lock-client",
-        path: "../wasm-client/wit",
-        imports: { default: async | trappable },
-        exports: { default: async },
-    });
-}
 
 pub use bindings::*;
 

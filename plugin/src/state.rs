@@ -16,9 +16,10 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::backend::{Backend, Subscription};
+use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host, LostCause};
+use crate::budget::TenantBudget;
 use crate::keeper::{Interrupt, LeaseKeeper};
-use crate::latchkey::locks::redis::{Frame as WitFrame, Host, LostCause};
-use crate::limits::{InstanceLimiter, Limits, Slot, TenantBudget};
+use crate::limits::{InstanceLimiter, Limits, Slot};
 use crate::namespace::Namespace;
 use crate::quota::{self, Route};
 use latchkey_client::locks::LostReason;

@@ -15,12 +15,14 @@ use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lo
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::backend::BoxFuture;
-use crate::exports::latchkey::locks::locks::{GuestRedLock, GuestSimpleLock};
+use crate::bindings::exports::latchkey::locks::locks::{
+    Extended, GuestRedLock, GuestSimpleLock, Lease, RedLease, Released,
+};
+use crate::bindings::LockClient;
+use crate::budget::TenantBudget;
 use crate::host::{Host, Plugin};
-use crate::limits::TenantBudget;
 use crate::namespace::Namespace;
 use crate::state::TenantState;
-use crate::{Extended, Lease, LockClient, RedLease, Released};
 
 /// A tenant of the host: its namespace and the budget all its instances share (call, byte
 /// and CPU rates, kept leases, subscriptions).
