@@ -15,6 +15,8 @@
 //!   subscriptions, argument lists, blocking time, random bytes; [`quota`] for commands);
 //! - the lease keeper ([`keeper`]): renews the leases tenants hand it, interrupts a tenant
 //!   whose lease was lost;
+//! - [`lesson`]: `latchkey lesson`, how a failover loses a lock and what each defence
+//!   changes, played with real tenants and told from what was measured;
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
 //!   waits is suspended and holds no thread.
 
@@ -23,6 +25,7 @@ pub(crate) mod cpu;
 pub mod guest;
 pub mod host;
 pub mod keeper;
+pub mod lesson;
 pub mod limits;
 pub mod namespace;
 pub(crate) mod quota;
