@@ -152,7 +152,7 @@ pub enum What {
         /// `(node, offset)` for every live node.
         offsets: Vec<(usize, u64)>,
     },
-    /// The master crashed; held stream bytes were lost.
+    /// The master crashed (what it held back from its replicas goes with it).
     Crashed {
         /// The node.
         node: usize,
@@ -425,7 +425,7 @@ impl Event {
             What::Crashed { node, offset } => {
                 let _ = write!(
                     s,
-                    "{} crashes at offset {offset}; what it had not sent is gone",
+                    "{} crashes; its replication offset was {offset}",
                     Lane::Node(*node)
                 );
             }

@@ -202,10 +202,12 @@ async fn failover(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String>
     w.write('A', n.delta_a, d.check()).await?;
     w.finish().await?;
     let title = match d {
-        Defence::None => "a plain lock; the master crashes before its replica has the lock",
+        Defence::None => {
+            "a plain lock; the master holds back its replication stream, crashes, and its replica is promoted"
+        }
         Defence::Fence => "a fenced lock across the failover",
         Defence::Lease => {
-            "the resource beside the lock, each write a compare-and-set on the lock key; the master crashes before its replica has the lock"
+            "the resource beside the lock, each write a compare-and-set on the lock key; the master holds back its stream, crashes, and its replica is promoted"
         }
     };
     Ok(Act {
