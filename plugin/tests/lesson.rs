@@ -502,3 +502,20 @@ fn the_cli_lists_the_lessons_and_writes_the_html_file() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no lesson named 'no-such-lesson'"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_and_the_committed_picture_are_this_commands_own_output() {
+    let r = play("unprotected", 1).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let svg = std::fs::read_to_string(root.join("docs/lesson-unprotected-1.svg")).unwrap();
+    assert_eq!(
+        svg,
+        latchkey_plugin::lesson::html::standalone_svg(&r.acts[0]),
+        "regenerate with: latchkey lesson unprotected --svg docs/lesson-unprotected"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("```text\n{}```", r.text())),
+        "paste the output of `latchkey lesson unprotected` into README.md"
+    );
+}
