@@ -11,13 +11,13 @@
 
 use std::fmt::Write as _;
 
-use super::event::{Event, Lane, What};
+use super::event::{Event, Holder, Lane, What};
 use super::text::{clients, holding};
 use super::verdict::{holds, Finding, Kind};
 use super::{PlayedAct, Run};
 
 const LEFT: usize = 96;
-const COL: usize = 46;
+const COL: usize = 60;
 const LANE: usize = 58;
 const TOP: usize = 30;
 
@@ -66,6 +66,9 @@ struct Picture<'a> {
     events: &'a [Event],
     findings: &'a [Finding],
     svg: String,
+    /// Labels of this event go below its dot (alternating on node lanes, so that labels of
+    /// neighbouring events on one lane do not run into each other).
+    below: bool,
 }
 
 impl Picture<'_> {
@@ -102,10 +105,14 @@ impl Picture<'_> {
     }
 
     fn label(&mut self, x: usize, y: usize, color: &str, text: &str) {
+        let at = if self.below {
+            y + 21
+        } else {
+            y.saturating_sub(12)
+        };
         let _ = write!(
             self.svg,
-            "<text x=\"{x}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{color}\">{}</text>",
-            y.saturating_sub(12),
+            "<text x=\"{x}\" y=\"{at}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{color}\">{}</text>",
             escape(text)
         );
     }
@@ -183,11 +190,20 @@ impl Picture<'_> {
             let (x, lane) = (self.x(i), e.lane());
             let y = self.y(lane);
             let tip = Self::tip(i, e);
+            self.below = i % 2 == 1 && !matches!(lane, Lane::Client(_));
             let _ = write!(self.svg, "<g>{tip}");
             match &e.what {
                 What::Acquired { client, nodes, .. } => {
                     for &nd in nodes {
                         self.arrow(i, Lane::Node(nd), Lane::Client(*client), "#2563eb", false);
+                        // Each node that granted it: a blue square on its lane.
+                        let yy = self.y(Lane::Node(nd));
+                        let _ = write!(
+                            self.svg,
+                            "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"#2563eb\"/>",
+                            x - 5,
+                            yy - 5
+                        );
                     }
                     self.label(x, y, "#2563eb", "acquires");
                 }
@@ -241,7 +257,7 @@ impl Picture<'_> {
                         let _ = write!(
                             self.svg,
                             "<text x=\"{x}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#b45309\">{}</text>",
-                            yy + 4,
+                            yy - 10,
                             if *cut { "cut" } else { "back" }
                         );
                     }
@@ -294,10 +310,41 @@ impl Picture<'_> {
                     self.label(x, y, "#b45309", &format!("filled, {evicted} evicted"))
                 }
                 What::Final { value, .. } => self.label(x, y, "#111827", &format!("= {value}")),
+                What::NodeStarted { replica_of, .. } => self.label(
+                    x,
+                    y,
+                    "#374151",
+                    if replica_of.is_some() {
+                        "replica"
+                    } else {
+                        "master"
+                    },
+                ),
+                What::LockSeen { holder, .. } => {
+                    let (color, word) = match holder {
+                        Holder::Nobody => ("#b91c1c", "no lock key".to_string()),
+                        Holder::Client(c) => ("#2563eb", format!("key: {c}'s token")),
+                        Holder::Other => ("#6b7280", "key: other token".to_string()),
+                    };
+                    self.label(x, y, color, &word);
+                }
+                What::Offsets { offsets } => {
+                    for &(nd, off) in offsets {
+                        let yy = self.y(Lane::Node(nd));
+                        let _ = write!(
+                            self.svg,
+                            "<text x=\"{x}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#374151\">offset {off}</text>",
+                            yy + 16
+                        );
+                    }
+                }
+                What::Released { .. } => self.label(x, y, "#2563eb", "releases"),
+                What::HeldBack { .. } => self.label(x, y, "#16a34a", "validity over: no write"),
+                What::Freed { .. } => self.label(x, y, "#b45309", "cache deleted"),
+                What::MemoryLimit { .. } => self.label(x, y, "#b45309", "maxmemory set"),
                 What::ResourceSet { value, .. } => {
                     self.label(x, y, "#111827", &format!("= {value}"))
                 }
-                _ => {}
             }
             // Every event has a dot on its lane, which carries the tooltip.
             let _ = write!(
@@ -334,6 +381,7 @@ pub fn svg(act: &PlayedAct) -> String {
         events: &act.act.events,
         findings: &act.findings,
         svg: String::new(),
+        below: false,
     }
     .draw()
 }
