@@ -17,11 +17,14 @@
 //!   whose lease was lost;
 //! - [`lesson`]: `latchkey lesson`, how a failover loses a lock and what each defence
 //!   changes, played with real tenants and told from what was measured;
+//! - [`fault_proxy`]: a TCP proxy that delays, holds or drops a real `redis-server`'s
+//!   replication stream (the lessons' `--against` mode, and the failover tests);
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
 //!   waits is suspended and holds no thread.
 
 pub mod backend;
 pub(crate) mod cpu;
+pub mod fault_proxy;
 pub mod guest;
 pub mod host;
 pub mod keeper;

@@ -14,7 +14,11 @@ use latchkey_plugin::lesson::{run, Env, Kind, Run, LESSONS};
 fn env() -> Env {
     let component = latchkey_plugin::component_path().unwrap();
     let cache = component.parent().map(|p| p.join("latchkey-compiled"));
-    Env { component, cache }
+    Env {
+        component,
+        cache,
+        against: Vec::new(),
+    }
 }
 
 async fn play(name: &str, seed: u64) -> Run {
@@ -320,10 +324,7 @@ async fn the_same_seed_gives_the_same_output_and_another_seed_other_numbers() {
 fn narration_is_events_and_findings(r: &Run) {
     let text = r.text();
     let mut lines = text.lines();
-    assert_eq!(
-        lines.next().unwrap(),
-        format!("latchkey lesson {} --seed {}", r.lesson, r.seed)
-    );
+    assert_eq!(lines.next().unwrap(), r.command());
     for (n, act) in r.acts.iter().enumerate() {
         assert_eq!(lines.next().unwrap(), "");
         assert_eq!(
@@ -518,4 +519,102 @@ async fn the_readme_and_the_committed_picture_are_this_commands_own_output() {
         readme.contains(&format!("```text\n{}```", r.text())),
         "paste the output of `latchkey lesson unprotected` into README.md"
     );
+}
+
+/// The lessons that drive no restart, played on real `redis-server`s (the replicas' streams
+/// through fault proxies, in real time): the same facts as on latchkey.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_real_redis_the_lessons_show_the_same_facts() {
+    let servers: Vec<common::RedisProcess> =
+        (0..3).map(|_| common::RedisProcess::spawn()).collect();
+    let env = Env {
+        against: servers.iter().map(|s| s.url()).collect(),
+        ..env()
+    };
+    let play = |name: &'static str| {
+        let env = env.clone();
+        async move { run(name, 1, &env).await.unwrap() }
+    };
+
+    let r = play("unprotected").await;
+    assert!(r.command().contains("--against redis://"));
+    let k = kinds(&r, 0);
+    for want in [Kind::TwoHolders, Kind::StaleWriteAccepted, Kind::LostUpdate] {
+        assert!(k.contains(&want), "{want:?} missing: {}", r.text());
+    }
+    narration_is_events_and_findings(&r);
+
+    // WAIT really waits for a replica: the one that acknowledged holds the token, the
+    // lagging one does not (the host once sent WAIT on a connection that had written
+    // nothing, and real Redis then counted every replica at once).
+    let r = play("wait").await;
+    let ev = events(&r, 0);
+    assert!(
+        matches!(
+            acquired_by(ev, 'A')[..],
+            [What::Acquired { acked: Some(1), .. }]
+        ),
+        "{}",
+        r.text()
+    );
+    assert!(acquired_by(ev, 'B').is_empty(), "{}", r.text());
+    let ev = events(&r, 1);
+    assert!(
+        matches!(
+            acquired_by(ev, 'A')[..],
+            [What::Acquired { acked: Some(1), .. }]
+        ),
+        "{}",
+        r.text()
+    );
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            node: 1,
+            holder: Holder::Client('A'),
+            ..
+        }
+    )));
+    assert!(kinds(&r, 1).contains(&Kind::TwoHolders), "{}", r.text());
+
+    let r = play("fencing-token").await;
+    assert!(
+        kinds(&r, 0).contains(&Kind::StaleWriteRefused),
+        "{}",
+        r.text()
+    );
+    let f = fences(events(&r, 1));
+    assert_eq!(f[1].1, f[2].1, "{}", r.text());
+    assert!(kinds(&r, 1).contains(&Kind::LostUpdate), "{}", r.text());
+
+    let r = play("lease-check").await;
+    assert_eq!(
+        writes(events(&r, 0)),
+        vec![('B', true), ('A', false)],
+        "{}",
+        r.text()
+    );
+    assert!(kinds(&r, 0).contains(&Kind::Consistent));
+
+    let r = play("eviction").await;
+    assert!(kinds(&r, 0).contains(&Kind::TwoHolders), "{}", r.text());
+    assert!(!kinds(&r, 1).contains(&Kind::TwoHolders), "{}", r.text());
+
+    // The servers stand alone again, with their settings back.
+    for s in &servers {
+        let url = s.url();
+        let c = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = c.get_connection().unwrap();
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn).unwrap();
+        assert_eq!(role[0], redis::Value::BulkString(b"master".to_vec()));
+        let mm: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(mm[1], "0");
+    }
+    // Lessons that restart a node refuse to touch the user's servers.
+    let e = run("redlock", 1, &env).await.unwrap_err();
+    assert!(e.contains("restarts a node"), "{e}");
 }

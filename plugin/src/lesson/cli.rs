@@ -19,6 +19,15 @@ pub struct LessonArgs {
     /// Writes each act's diagram as a standalone SVG file: FILE-1.svg, FILE-2.svg, ...
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Plays on these servers (`redis://host:port`, started by you, e.g. `redis-server --port
+    /// 7001`) instead of in-process latchkey servers, in real time. The first is the master,
+    /// the next ones its replicas through fault proxies (a failover lesson needs 2, `wait`
+    /// 3). The lesson reconfigures them: it makes them masters, deletes its own keys (the
+    /// tenant `shop`'s lock and resource, `cache:0..199`), makes replicas, promotes one, and
+    /// leaves every one a standalone master. Not for `aof-restart` and `redlock`, which
+    /// restart a node.
+    #[arg(long)]
+    pub against: Vec<String>,
     /// The component (default: the lock client built from this workspace).
     #[arg(long)]
     pub component: Option<PathBuf>,
@@ -44,7 +53,11 @@ pub async fn main(args: LessonArgs) -> Result<(), String> {
     };
     // Compiled code is cached beside the component, so later runs start at once.
     let cache = component.parent().map(|p| p.join("latchkey-compiled"));
-    let env = Env { component, cache };
+    let env = Env {
+        component,
+        cache,
+        against: args.against,
+    };
     let played = run(&name, args.seed, &env).await?;
     print!("{}", played.text());
     if let Some(path) = args.html {

@@ -159,6 +159,14 @@ pub enum What {
         /// Its replication offset at the crash.
         offset: u64,
     },
+    /// `--against`: the master was cut off from its replicas (what the fault proxies held was
+    /// dropped) and from the clients; the user's server itself is left running.
+    CutOff {
+        /// The node.
+        node: usize,
+        /// Its replication offset when cut off.
+        offset: u64,
+    },
     /// A replica became master.
     Promoted {
         /// The node.
@@ -266,6 +274,7 @@ impl Event {
         match &self.what {
             What::NodeStarted { node, .. }
             | What::Crashed { node, .. }
+            | What::CutOff { node, .. }
             | What::Promoted { node, .. }
             | What::Restarted { node, .. }
             | What::LockSeen { node, .. }
@@ -426,6 +435,13 @@ impl Event {
                 let _ = write!(
                     s,
                     "{} crashes; its replication offset was {offset}",
+                    Lane::Node(*node)
+                );
+            }
+            What::CutOff { node, offset } => {
+                let _ = write!(
+                    s,
+                    "{} is cut off from its replicas and its clients (what was held for the replicas is dropped); its replication offset was {offset}",
                     Lane::Node(*node)
                 );
             }

@@ -220,7 +220,7 @@ impl Picture<'_> {
                 }
                 What::ReplicationPaused { .. } => self.label(x, y, "#b45309", "stream held"),
                 What::ReplicaLag { ms, .. } => self.label(x, y, "#b45309", &format!("lag {ms}ms")),
-                What::Crashed { .. } => {
+                What::Crashed { .. } | What::CutOff { .. } => {
                     let _ = write!(
                         self.svg,
                         "<path d=\"M{} {} l14 14 M{} {} l-14 14\" stroke=\"#dc2626\" stroke-width=\"4\"/>",
@@ -389,7 +389,7 @@ pub fn svg(act: &PlayedAct) -> String {
 /// The whole page.
 pub fn render(run: &Run) -> String {
     let mut s = String::new();
-    let title = format!("latchkey lesson {} --seed {}", run.lesson, run.seed);
+    let title = run.command();
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\

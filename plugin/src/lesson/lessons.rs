@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::event::Event;
-use super::world::{CheckKind, Place, Setup, Topology, World};
+use super::world::{CheckKind, Place, Setup, Topology, World, CACHE_KEYS};
 use super::Env;
 
 /// A lesson: its name (the command's argument), a one-line summary, and how to play it.
@@ -169,8 +169,7 @@ async fn world(env: &Env, topology: Topology, aof: bool, place: Place) -> Result
             place,
         },
         &['A', 'B'],
-        &env.component,
-        env.cache.clone(),
+        env,
     )
     .await
 }
@@ -183,22 +182,22 @@ async fn failover(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String>
     w.set_resource(n.start).await?;
     w.caught_up(1).await?;
     w.pause_replication();
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.offsets().await?;
     w.look(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.crash().await?;
     w.promote(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('B').await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('B', n.delta_b, d.check()).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, d.check()).await?;
     w.finish().await?;
     let title = match d {
@@ -222,22 +221,22 @@ async fn wait_confirmed(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     let mut w = world(env, Topology::Replicated(1), false, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.caught_up(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(
         w.try_replicated('A', TTL, 1, 1_000).await?,
         "A takes the free lock and its replica acknowledges",
     )?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.offsets().await?;
     w.look(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.crash().await?;
     w.promote(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
     w.look(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
     Ok(Act {
@@ -254,26 +253,26 @@ async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.caught_up(1).await?;
     w.caught_up(2).await?;
     w.lag(2, 5_000);
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(
         w.try_replicated('A', TTL, 1, 1_000).await?,
         "A takes the free lock and a replica acknowledges",
     )?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.offsets().await?;
     w.look(1).await?;
     w.look(2).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.crash().await?;
     w.promote(2).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('B').await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('B', n.delta_b, CheckKind::None).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
     Ok(Act {
@@ -288,13 +287,13 @@ async fn stall(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
     let ttl = 1_000;
     let mut w = world(env, Topology::Replicated(0), false, d.place()).await?;
     w.set_resource(n.start).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     let took = match d {
         Defence::Fence => w.try_fenced('A', ttl).await?,
         _ => w.try_lock('A', ttl).await?,
     };
     need(took, "A takes the free lock")?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.pause('A', ttl + 500).await;
     w.look(0).await?;
@@ -302,11 +301,11 @@ async fn stall(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
         Defence::Fence => w.try_fenced('B', ttl).await?,
         _ => w.try_lock('B', ttl).await?,
     };
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('B').await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('B', n.delta_b, d.check()).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, d.check()).await?;
     w.finish().await?;
     let title = match d {
@@ -325,26 +324,26 @@ async fn stall(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
 async fn fenced_failover(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     let mut w = world(env, Topology::Replicated(1), false, Place::Storage).await?;
     w.set_resource(n.start).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(w.try_fenced('A', TTL).await?, "A takes the free lock")?;
     w.release('A').await?;
     w.caught_up(1).await?;
     w.pause_replication();
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(w.try_fenced('A', TTL).await?, "A takes the free lock again")?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.offsets().await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.crash().await?;
     w.promote(1).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.try_fenced('B', TTL).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('B').await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('B', n.delta_b, CheckKind::Fence).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::Fence).await?;
     w.finish().await?;
     Ok(Act {
@@ -358,21 +357,21 @@ async fn fenced_failover(n: &mut Numbers, env: &Env) -> Result<Act, String> {
 async fn restart(n: &mut Numbers, env: &Env, aof: bool) -> Result<Act, String> {
     let mut w = world(env, Topology::Replicated(0), true, Place::Storage).await?;
     w.set_resource(n.start).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.restart(0, aof).await?;
     w.look(0).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     if w.try_lock('B', TTL).await? {
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.read('B').await?;
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.write('B', n.delta_b, CheckKind::None).await?;
     }
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
     let title = if aof {
@@ -392,13 +391,13 @@ async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, Strin
     let mut w = world(env, Topology::Independent(5), false, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.network(&[3, 4], true);
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(
         w.try_redlock('A', TTL).await?,
         "A takes the RedLock on a majority",
     )?;
     w.network(&[3, 4], false);
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     if delayed {
         w.network(&[2], true);
@@ -409,14 +408,14 @@ async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, Strin
         w.network(&[2], false);
     }
     w.look(2).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     if w.try_redlock('B', TTL).await? {
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.read('B').await?;
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.write('B', n.delta_b, CheckKind::None).await?;
     }
-    w.advance(n.think());
+    w.advance(n.think()).await;
     if w.red_validity_over('A') {
         w.hold_back('A');
     } else {
@@ -438,22 +437,22 @@ async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, Strin
 async fn eviction(n: &mut Numbers, env: &Env, policy: &str) -> Result<Act, String> {
     let mut w = world(env, Topology::Replicated(0), false, Place::Storage).await?;
     w.set_resource(n.start).await?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.read('A').await?;
     w.limit_memory(0, 256 * 1024, policy).await?;
-    w.fill(0, 200, 4096).await?;
+    w.fill(0, CACHE_KEYS, 4096).await?;
     w.look(0).await?;
-    w.free(0, 200).await?;
-    w.advance(n.think());
+    w.free(0, CACHE_KEYS).await?;
+    w.advance(n.think()).await;
     if w.try_lock('B', TTL).await? {
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.read('B').await?;
-        w.advance(n.think());
+        w.advance(n.think()).await;
         w.write('B', n.delta_b, CheckKind::None).await?;
     }
-    w.advance(n.think());
+    w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
     Ok(Act {

@@ -34,7 +34,15 @@ pub struct Env {
     pub component: PathBuf,
     /// The compiled-component cache (`None`: compile every time).
     pub cache: Option<PathBuf>,
+    /// `redis://host:port` of servers the user started, to play on instead of in-process
+    /// latchkey servers (empty: in process). The lesson reconfigures them: it makes them
+    /// masters, deletes its own keys, makes the later ones replicas of the first through
+    /// fault proxies, promotes, and leaves them standalone masters.
+    pub against: Vec<String>,
 }
+
+/// Lessons that restart a node, which `--against` does not do to the user's servers.
+pub const RESTARTS_A_NODE: &[&str] = &["aof-restart", "redlock"];
 
 /// One act of a played lesson, with what it shows.
 #[derive(Debug, Clone)]
@@ -52,11 +60,22 @@ pub struct Run {
     pub lesson: String,
     /// The seed it was played with.
     pub seed: u64,
+    /// The servers it was played against (empty: in process).
+    pub against: Vec<String>,
     /// Its acts.
     pub acts: Vec<PlayedAct>,
 }
 
 impl Run {
+    /// The command line that plays this run again.
+    pub fn command(&self) -> String {
+        let mut c = format!("latchkey lesson {} --seed {}", self.lesson, self.seed);
+        for url in &self.against {
+            c.push_str(&format!(" --against {url}"));
+        }
+        c
+    }
+
     /// The terminal timeline.
     pub fn text(&self) -> String {
         text::render(self)
@@ -84,10 +103,16 @@ pub async fn run(name: &str, seed: u64, env: &Env) -> Result<Run, String> {
         let names: Vec<&str> = LESSONS.iter().map(|l| l.name).collect();
         format!("no lesson named '{name}' (lessons: {})", names.join(", "))
     })?;
+    if !env.against.is_empty() && RESTARTS_A_NODE.contains(&lesson.name) {
+        return Err(format!(
+            "lesson '{name}' restarts a node, which --against does not do to your servers"
+        ));
+    }
     let acts = lessons::play(lesson.name, seed, env).await?;
     Ok(Run {
         lesson: lesson.name.to_string(),
         seed,
+        against: env.against.clone(),
         acts: acts
             .into_iter()
             .map(|act| PlayedAct {
@@ -101,7 +126,7 @@ pub async fn run(name: &str, seed: u64, env: &Env) -> Result<Run, String> {
 /// The list `latchkey lesson` prints without a name.
 pub fn list() -> String {
     let mut s =
-        String::from("lessons (run one with `latchkey lesson NAME [--seed N] [--html FILE]`):\n");
+        String::from("lessons (run one with `latchkey lesson NAME [--seed N] [--html FILE] [--against redis://HOST:PORT ...]`):\n");
     for l in LESSONS {
         s.push_str(&format!("  {:<14} {}\n", l.name, l.summary));
     }

@@ -31,7 +31,7 @@ pub(crate) fn holding(holds: &[Hold], client: char, i: usize, at_ms: u64) -> boo
 /// Renders the whole run.
 pub fn render(run: &Run) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "latchkey lesson {} --seed {}", run.lesson, run.seed);
+    let _ = writeln!(s, "{}", run.command());
     for (n, played) in run.acts.iter().enumerate() {
         let events = &played.act.events;
         let _ = writeln!(s, "\nact {}: {}", n + 1, played.act.title);

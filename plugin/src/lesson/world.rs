@@ -3,7 +3,8 @@
 //! resource, and clients that are instances of the real lock-client component in the real
 //! host. Every method that acts or measures records an [`Event`].
 
-use std::path::{Path, PathBuf};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,10 @@ use latchkey_client::Reply;
 use latchkey_server::{Clock, Server, ServerHandle};
 
 use super::event::{Check, Event, Holder, Lane, What};
+use super::Env;
 use crate::backend::{Backend, BoxFuture, Subscription};
 use crate::exports::latchkey::locks::locks::ReplicatedAcquired;
+use crate::fault_proxy::FaultProxy;
 use crate::{Host, HostConfig, Instance, Lease, Namespace, Plugin, Released};
 
 /// The lesson clock starts here (a fixed Unix time, so every run reads the same times).
@@ -106,11 +109,30 @@ pub(crate) struct Client {
     read: Option<i64>,
 }
 
+/// A node of the stage: a latchkey server in this process, or a server the user started
+/// (`--against`), whose replication stream, when it is a replica, runs through a fault proxy.
+enum Node {
+    Local(ServerHandle),
+    Remote {
+        addr: SocketAddr,
+        proxy: Option<FaultProxy>,
+    },
+}
+
+/// The lesson's time: a virtual clock every in-process server shares (moved by hand, so a
+/// run is the same every time), or real time for `--against`.
+enum LessonClock {
+    Virtual(Clock),
+    Real(Instant),
+}
+
 /// The stage, and the events recorded on it so far.
 pub(crate) struct World {
-    clock: Clock,
+    clock: LessonClock,
     pub events: Vec<Event>,
-    nodes: Vec<ServerHandle>,
+    nodes: Vec<Node>,
+    /// `--against`: configuration to put back at the end (`node, name, value`).
+    restore: Vec<(usize, String, String)>,
     admin: Vec<Arc<dyn Backend>>,
     current: Arc<AtomicUsize>,
     down: Arc<[AtomicBool]>,
@@ -152,32 +174,29 @@ fn info_field(r: &Reply, field: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Waits (real time, bounded) until `f` holds.
-async fn until(mut f: impl FnMut() -> bool, what: &str) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+/// An error reply as an error.
+fn expect_ok(r: Reply) -> Result<Reply, String> {
+    match r {
+        Reply::Error(e) => Err(e),
+        r => Ok(r),
     }
-    Ok(())
 }
+
+/// The cache keys [`World::fill`] may write (and `--against` deletes first).
+pub(crate) const CACHE_KEYS: u64 = 200;
 
 impl World {
     /// Starts the servers, the storage and one client per name in `clients`.
-    pub async fn start(
-        setup: Setup,
-        clients: &[char],
-        component: &Path,
-        cache: Option<PathBuf>,
-    ) -> Result<World, String> {
-        let clock = Clock::virtual_at_ms(T0_MS);
+    pub async fn start(setup: Setup, clients: &[char], env: &Env) -> Result<World, String> {
         let e = |e: std::io::Error| e.to_string();
         let count = match setup.topology {
             Topology::Replicated(r) => 1 + r,
             Topology::Independent(n) => n,
         };
+        if !env.against.is_empty() {
+            return Self::start_remote(setup, count, clients, env).await;
+        }
+        let clock = Clock::virtual_at_ms(T0_MS);
         let dir = setup.aof.then(|| {
             static RUN: AtomicUsize = AtomicUsize::new(0);
             std::env::temp_dir().join(format!(
@@ -206,6 +225,84 @@ impl World {
             .await
             .map_err(e)?;
         let admin: Vec<Arc<dyn Backend>> = nodes.iter().map(<dyn Backend>::local).collect();
+        let nodes = nodes.into_iter().map(Node::Local).collect();
+        Self::assemble(
+            setup,
+            count,
+            clients,
+            env,
+            LessonClock::Virtual(clock),
+            nodes,
+            admin,
+            storage,
+            dir,
+        )
+        .await
+    }
+
+    /// `--against`: the first `count` servers given; every one is made a master and the
+    /// lesson's keys are deleted, then the replicas follow the first through fault proxies.
+    async fn start_remote(
+        setup: Setup,
+        count: usize,
+        clients: &[char],
+        env: &Env,
+    ) -> Result<World, String> {
+        if env.against.len() < count {
+            return Err(format!(
+                "this act needs {count} server(s); --against gave {}",
+                env.against.len()
+            ));
+        }
+        if setup.aof {
+            return Err(
+                "this act restarts a node, which --against does not do to your servers".into(),
+            );
+        }
+        let mut nodes = Vec::new();
+        let mut admin = Vec::new();
+        for url in &env.against[..count] {
+            let hostport = url.strip_prefix("redis://").unwrap_or(url);
+            let addr = hostport
+                .to_socket_addrs()
+                .map_err(|e| format!("{url}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("{url}: no address"))?;
+            admin.push(<dyn Backend>::redis(url).await?);
+            nodes.push(Node::Remote { addr, proxy: None });
+        }
+        let storage = Server::builder()
+            .no_listener()
+            .start()
+            .await
+            .map_err(|e| e.to_string())?;
+        Self::assemble(
+            setup,
+            count,
+            clients,
+            env,
+            LessonClock::Real(Instant::now()),
+            nodes,
+            admin,
+            storage,
+            None,
+        )
+        .await
+    }
+
+    /// Builds the host, its clients and the stage on the nodes, and links the replicas.
+    #[allow(clippy::too_many_arguments)]
+    async fn assemble(
+        setup: Setup,
+        count: usize,
+        clients: &[char],
+        env: &Env,
+        clock: LessonClock,
+        nodes: Vec<Node>,
+        admin: Vec<Arc<dyn Backend>>,
+        storage: ServerHandle,
+        dir: Option<PathBuf>,
+    ) -> Result<World, String> {
         let down: Arc<[AtomicBool]> = (0..count).map(|_| AtomicBool::new(false)).collect();
         let current = Arc::new(AtomicUsize::new(0));
         let routed = |fixed| -> Arc<dyn Backend> {
@@ -225,12 +322,12 @@ impl World {
             quorum,
             HostConfig {
                 pool_instances: 0,
-                cache_dir: cache,
+                cache_dir: env.cache.clone(),
                 ..HostConfig::default()
             },
         )
         .map_err(|e| format!("{e:#}"))?;
-        let plugin: Plugin = host.load(component).map_err(|e| format!("{e:#}"))?;
+        let plugin: Plugin = host.load(&env.component).map_err(|e| format!("{e:#}"))?;
         let tenant = host.tenant(TENANT);
         let mut cs = Vec::new();
         for &name in clients {
@@ -251,6 +348,7 @@ impl World {
             clock,
             events: Vec::new(),
             nodes,
+            restore: Vec::new(),
             admin,
             current,
             down,
@@ -262,13 +360,16 @@ impl World {
             dir,
             ns: Namespace::new(TENANT)?,
         };
+        if matches!(w.nodes[0], Node::Remote { .. }) {
+            w.reset_remote().await?;
+        }
         for i in 0..count {
             let replica_of = match setup.topology {
                 Topology::Replicated(_) if i > 0 => Some(0),
                 _ => None,
             };
             if replica_of.is_some() {
-                w.nodes[i].replicate_from(w.nodes[0].addr());
+                w.follow(i).await?;
             }
             // The node answers before it is said to be up.
             w.admin(i, &["PING"]).await?;
@@ -280,16 +381,94 @@ impl World {
         }
         for i in 1..count {
             if matches!(setup.topology, Topology::Replicated(_)) {
-                let n = &w.nodes[i];
-                until(|| n.replication_link_up(), "the replica's link").await?;
+                w.link_up(i).await?;
             }
         }
         Ok(w)
     }
 
+    /// `--against`: every node a master again, and the lesson's keys gone from it.
+    async fn reset_remote(&mut self) -> Result<(), String> {
+        let lock = self.lock_key();
+        let mut keys = vec![
+            "DEL".to_string(),
+            lock.clone(),
+            format!("{lock}:fence"),
+            self.resource_key(),
+            format!("{}:top-fence", self.resource_key()),
+        ];
+        keys.extend((0..CACHE_KEYS).map(|i| format!("cache:{i}")));
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for i in 0..self.nodes.len() {
+            expect_ok(self.admin(i, &["REPLICAOF", "NO", "ONE"]).await?)?;
+            expect_ok(self.admin(i, &refs).await?)?;
+            // A master waits 5 s by default before a diskless full sync, for more replicas
+            // to join it; the lesson's replicas are all there at once.
+            self.set_config(i, "repl-diskless-sync-delay", "0").await?;
+        }
+        Ok(())
+    }
+
+    /// `CONFIG SET name value` on `node`; on a user's server, the old value is put back at
+    /// the end.
+    async fn set_config(&mut self, node: usize, name: &str, value: &str) -> Result<(), String> {
+        if matches!(self.nodes[node], Node::Remote { .. }) {
+            if let Reply::Array(v) = self.admin(node, &["CONFIG", "GET", name]).await? {
+                if let Some(old) = v.get(1).and_then(text) {
+                    self.restore.push((node, name.to_string(), old));
+                }
+            }
+        }
+        expect_ok(self.admin(node, &["CONFIG", "SET", name, value]).await?)?;
+        Ok(())
+    }
+
+    /// Makes `replica` follow `n1`: in process directly, a remote server through a fault
+    /// proxy.
+    async fn follow(&mut self, replica: usize) -> Result<(), String> {
+        let master = match &self.nodes[0] {
+            Node::Local(s) => s.addr(),
+            Node::Remote { addr, .. } => *addr,
+        };
+        match &mut self.nodes[replica] {
+            Node::Local(s) => s.replicate_from(master),
+            Node::Remote { proxy, .. } => {
+                let p = FaultProxy::start(master).await;
+                let (host, port) = (p.addr().ip().to_string(), p.addr().port().to_string());
+                *proxy = Some(p);
+                expect_ok(self.admin(replica, &["REPLICAOF", &host, &port]).await?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits (real time, bounded) until `replica`'s link to its master is up.
+    async fn link_up(&self, replica: usize) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let up = match &self.nodes[replica] {
+                Node::Local(s) => s.replication_link_up(),
+                Node::Remote { .. } => {
+                    let r = self.admin(replica, &["INFO", "replication"]).await?;
+                    text(&r).is_some_and(|t| t.contains("master_link_status:up"))
+                }
+            };
+            if up {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("n{}'s replication link never came up", replica + 1));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Lesson time, ms.
     pub fn now(&self) -> u64 {
-        self.clock.now_ms() - T0_MS
+        match &self.clock {
+            LessonClock::Virtual(c) => c.now_ms() - T0_MS,
+            LessonClock::Real(start) => start.elapsed().as_millis() as u64,
+        }
     }
 
     /// Records `what` at the current lesson time.
@@ -298,14 +477,17 @@ impl World {
         self.events.push(Event { at_ms, what });
     }
 
-    /// Moves the lesson clock (every server's clock) forward.
-    pub fn advance(&mut self, ms: u64) {
-        self.clock.advance(Duration::from_millis(ms));
+    /// Moves the lesson clock (every server's clock) forward; in real time, sleeps.
+    pub async fn advance(&mut self, ms: u64) {
+        match &self.clock {
+            LessonClock::Virtual(c) => c.advance(Duration::from_millis(ms)),
+            LessonClock::Real(_) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        }
     }
 
     /// Time passes for everyone; recorded.
     pub async fn wait(&mut self, ms: u64) {
-        self.advance(ms);
+        self.advance(ms).await;
         self.settle().await;
         self.record(What::Waited { ms });
     }
@@ -313,7 +495,9 @@ impl World {
     /// Lets every node's active expiry catch up with the clock.
     async fn settle(&self) {
         for n in &self.nodes {
-            n.expiry_caught_up().await;
+            if let Node::Local(s) = n {
+                s.expiry_caught_up().await;
+            }
         }
         self.storage.expiry_caught_up().await;
     }
@@ -395,13 +579,28 @@ impl World {
     /// Holds back the master's stream from now on.
     pub fn pause_replication(&mut self) {
         let m = self.master();
-        self.nodes[m].pause_replication(true);
+        match &self.nodes[m] {
+            Node::Local(s) => s.pause_replication(true),
+            // A user's master: its replicas' proxies hold the stream.
+            Node::Remote { .. } => {
+                for n in &self.nodes {
+                    if let Node::Remote { proxy: Some(p), .. } = n {
+                        p.pause();
+                    }
+                }
+            }
+        }
         self.record(What::ReplicationPaused { master: m });
     }
 
     /// Makes `replica` apply its stream `ms` late (real time).
     pub fn lag(&mut self, replica: usize, ms: u64) {
-        self.nodes[replica].set_replication_lag(Duration::from_millis(ms));
+        let lag = Duration::from_millis(ms);
+        match &self.nodes[replica] {
+            Node::Local(s) => s.set_replication_lag(lag),
+            Node::Remote { proxy: Some(p), .. } => p.set_delay(lag),
+            Node::Remote { proxy: None, .. } => {}
+        }
         self.record(What::ReplicaLag { replica, ms });
     }
 
@@ -734,7 +933,7 @@ impl World {
 
     /// `client` stands still for `ms` while the lesson clock moves on.
     pub async fn pause(&mut self, client: char, ms: u64) {
-        self.advance(ms);
+        self.advance(ms).await;
         self.settle().await;
         self.record(What::Paused { client, ms });
     }
@@ -743,14 +942,35 @@ impl World {
     pub async fn crash(&mut self) -> Result<(), String> {
         let m = self.master();
         let offset = self.offset(m).await?;
-        self.nodes[m].crash().await;
-        self.record(What::Crashed { node: m, offset });
+        match &self.nodes[m] {
+            Node::Local(s) => {
+                s.crash().await;
+                self.record(What::Crashed { node: m, offset });
+            }
+            Node::Remote { .. } => {
+                // A user's server is not killed: its replicas lose what the proxies held and
+                // their links, and the clients can no longer reach it.
+                for n in &self.nodes {
+                    if let Node::Remote { proxy: Some(p), .. } = n {
+                        p.drop_held();
+                        p.cut();
+                    }
+                }
+                self.down[m].store(true, Ordering::Release);
+                self.record(What::CutOff { node: m, offset });
+            }
+        }
         Ok(())
     }
 
     /// Promotes `node`; clients send their commands to it from now on.
     pub async fn promote(&mut self, node: usize) -> Result<(), String> {
-        self.nodes[node].promote();
+        match &self.nodes[node] {
+            Node::Local(s) => s.promote(),
+            Node::Remote { .. } => {
+                expect_ok(self.admin(node, &["REPLICAOF", "NO", "ONE"]).await?)?;
+            }
+        }
         let offset = self.offset(node).await?;
         self.current.store(node, Ordering::Release);
         self.record(What::Promoted { node, offset });
@@ -759,10 +979,10 @@ impl World {
 
     /// Restarts `node` in place, from its AOF or empty.
     pub async fn restart(&mut self, node: usize, aof: bool) -> Result<(), String> {
-        self.nodes[node]
-            .restart(aof)
-            .await
-            .map_err(|e| e.to_string())?;
+        let Node::Local(s) = &self.nodes[node] else {
+            return Err("--against does not restart your servers".into());
+        };
+        s.restart(aof).await.map_err(|e| e.to_string())?;
         let keys = int(&self.admin(node, &["DBSIZE"]).await?).unwrap_or(-1);
         self.record(What::Restarted { node, aof, keys });
         Ok(())
@@ -790,10 +1010,8 @@ impl World {
             .ok_or("no used_memory")?;
         let bytes = used + headroom;
         let b = bytes.to_string();
-        self.admin(node, &["CONFIG", "SET", "maxmemory-policy", policy])
-            .await?;
-        self.admin(node, &["CONFIG", "SET", "maxmemory", &b])
-            .await?;
+        self.set_config(node, "maxmemory-policy", policy).await?;
+        self.set_config(node, "maxmemory", &b).await?;
         self.record(What::MemoryLimit {
             node,
             used,
@@ -848,11 +1066,24 @@ impl World {
 
     /// Stops every server and removes the AOF directory; returns the events.
     pub async fn end(self) -> Vec<Event> {
+        // `--against`: the user's servers get their settings back, and stand alone again.
+        for (node, name, value) in self.restore.iter().rev() {
+            let _ = self.admin(*node, &["CONFIG", "SET", name, value]).await;
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Node::Remote { proxy, .. } = n {
+                if proxy.is_some() {
+                    let _ = self.admin(i, &["REPLICAOF", "NO", "ONE"]).await;
+                }
+            }
+        }
         for c in self.clients {
             c.inst.close().await;
         }
         for n in &self.nodes {
-            n.shutdown().await;
+            if let Node::Local(s) = n {
+                s.shutdown().await;
+            }
         }
         self.storage.shutdown().await;
         if let Some(d) = &self.dir {
