@@ -33,10 +33,11 @@ fn line_of(c: &mut RawConn, name: &str) -> Option<String> {
 fn paused_write_waits(addr: SocketAddr) -> Vec<Vec<u8>> {
     let mut admin = RawConn::connect(addr).unwrap();
     let mut writer = RawConn::connect(addr).unwrap();
-    let mut out = Vec::new();
-    out.push(admin.cmd(&["FLUSHALL"]));
-    out.push(writer.cmd(&["CLIENT", "SETNAME", "writer"]));
-    out.push(admin.cmd(&["CLIENT", "PAUSE", "100000", "WRITE"]));
+    let mut out = vec![
+        admin.cmd(&["FLUSHALL"]),
+        writer.cmd(&["CLIENT", "SETNAME", "writer"]),
+        admin.cmd(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+    ];
     // A read of the writer is not held.
     out.push(writer.cmd(&["GET", "k"]));
     writer.send_raw(&RawConn::encode(&["SET", "k", "v"]));
