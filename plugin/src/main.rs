@@ -143,6 +143,24 @@ struct LimitArgs {
     /// WASI random bytes per second a tenant may draw, on average.
     #[arg(long)]
     random_bytes_per_sec: Option<f64>,
+    /// Entries one instance may hold in its WASI resource table (streams, pollables).
+    #[arg(long)]
+    wasi_resources: Option<usize>,
+    /// Keys that never expire (fence counters, fair queues) one tenant may create.
+    #[arg(long)]
+    persistent_keys: Option<usize>,
+    /// `wasi:keyvalue` buckets one tenant may open.
+    #[arg(long)]
+    kv_buckets: Option<usize>,
+    /// Keys one `wasi:keyvalue` bucket may hold.
+    #[arg(long)]
+    kv_entries: Option<usize>,
+    /// Bytes of one `wasi:keyvalue` key.
+    #[arg(long)]
+    kv_key_bytes: Option<usize>,
+    /// Bytes of one `wasi:keyvalue` value.
+    #[arg(long)]
+    kv_value_bytes: Option<usize>,
 }
 
 impl LimitArgs {
@@ -169,7 +187,13 @@ impl LimitArgs {
             channel_bytes,
             publish_bytes,
             random_bytes_per_call,
-            random_bytes_per_sec
+            random_bytes_per_sec,
+            wasi_resources,
+            persistent_keys,
+            kv_buckets,
+            kv_entries,
+            kv_key_bytes,
+            kv_value_bytes
         );
         let durations = [
             (self.cpu_budget_ms, &mut l.cpu_budget),
@@ -202,7 +226,11 @@ struct Report {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if let Some(Command::Lesson(lesson)) = args.command {
-        return Ok(latchkey_plugin::lesson::cli::main(lesson).await?);
+        if let Err(e) = latchkey_plugin::lesson::cli::main(lesson).await {
+            eprintln!("latchkey: {e}");
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     // The embedded server lives as long as `_server`.
     let mut nodes = Vec::new();

@@ -14,8 +14,10 @@ use latchkey_server::{Frame, Server};
 #[tokio::test(flavor = "current_thread")]
 async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let server = Server::builder().no_listener().start().await.unwrap();
+    // A budget long enough for the worker's lock cycles to get many turns in, on a loaded
+    // machine too (at 20 ms a busy machine sometimes gave it none).
     let limits = Limits {
-        cpu_budget: Duration::from_millis(20),
+        cpu_budget: Duration::from_millis(250),
         tick: Duration::from_millis(1),
         ..Limits::default()
     };
