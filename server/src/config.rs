@@ -10,8 +10,11 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use parking_lot::{Mutex, RwLock};
 
-/// The Redis version this server answers as (`HELLO`, `INFO server`, the RDB's `redis-ver`).
-pub const REDIS_VERSION: &str = "7.2.0";
+/// The Redis release whose behaviour this server follows: its commands, replies, errors and
+/// test suite. The one place the version is said (`HELLO`, `INFO server`, the RDB's
+/// `redis-ver`): clients choose features by it, so it names the release the differential tests
+/// compare with.
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Parameters and their defaults (Redis 7 names and defaults, except where noted).
 const DEFAULTS: &[(&str, &str)] = &[
@@ -51,6 +54,43 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("cluster-enabled", "no"),
     ("loglevel", "notice"),
 ];
+
+/// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
+/// these, so none is accepted and then ignored (the list, with the reason for each, is in
+/// `docs/COMPATIBILITY.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// A new value takes effect at once.
+    Applied,
+    /// Set only at start, as in Redis (`CONFIG SET` answers Redis's "can't set immutable
+    /// config").
+    Immutable,
+    /// latchkey does not implement other values, or applies this one only at start:
+    /// `CONFIG SET` accepts the current value and refuses any other, saying why.
+    Fixed(&'static str),
+}
+
+/// The [`Runtime`] rule of a parameter (names lowercase).
+pub fn runtime_rule(name: &str) -> Runtime {
+    match name {
+        "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
+        "bind" | "port" | "dir" | "appendonly" | "appendfsync" | "loglevel" => {
+            Runtime::Fixed("latchkey applies it only at start")
+        }
+        "save" => Runtime::Fixed("latchkey writes no RDB snapshots"),
+        "timeout" => Runtime::Fixed("latchkey does not close idle clients"),
+        "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
+        "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
+        "notify-keyspace-events" => Runtime::Fixed("latchkey does not send keyspace notifications"),
+        "replica-read-only" | "slave-read-only" => {
+            Runtime::Fixed("latchkey replicas are always read-only")
+        }
+        "min-replicas-to-write" | "min-replicas-max-lag" => {
+            Runtime::Fixed("latchkey does not implement min-replicas-to-write")
+        }
+        _ => Runtime::Applied,
+    }
+}
 
 /// The server's configuration parameters.
 #[derive(Debug)]

@@ -13,6 +13,7 @@ use crate::client::Client;
 use crate::command::*;
 use crate::frame::Frame;
 use crate::oom;
+use crate::pause::PauseMode;
 use crate::state::Shared;
 
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
@@ -57,6 +58,12 @@ pub async fn execute_spec(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
         ));
+    }
+    if shared.pause.current().is_some() && pausable(client) {
+        shared
+            .pause
+            .wait_while(|mode| mode == PauseMode::All || may_replicate(client, spec))
+            .await;
     }
     if client.multi.is_some() && !spec.has(NO_QUEUE) {
         if spec.has(NO_MULTI) {
@@ -174,4 +181,32 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
             .after_write(ctx.client.db, spec.name, args, dirty);
     }
     frame
+}
+
+/// Whether `CLIENT PAUSE` holds this client's commands: the links of replication (our master,
+/// our replicas) are never paused, as in Redis.
+fn pausable(client: &Client) -> bool {
+    !client.is_replication_link
+        && client.handle.info.lock().role != crate::client::ClientRole::Replica
+}
+
+/// Whether a command is one a `CLIENT PAUSE WRITE` holds: it may write, or may send something
+/// down the replication stream (Redis's `may-replicate` commands: scripts, `PUBLISH`,
+/// `PFCOUNT`), or it is the `EXEC` of a transaction that queued one of those.
+fn may_replicate(client: &Client, spec: &CommandSpec) -> bool {
+    let one = |spec: &CommandSpec| {
+        spec.has(WRITE)
+            || matches!(
+                spec.name,
+                "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount"
+            )
+    };
+    if one(spec) {
+        return true;
+    }
+    spec.name == "exec"
+        && client
+            .multi
+            .as_ref()
+            .is_some_and(|m| m.queue.iter().any(|args| lookup(&args[0]).is_some_and(one)))
 }

@@ -33,6 +33,7 @@ pub mod memory;
 pub mod net;
 pub(crate) mod oom;
 pub mod outbuf;
+pub(crate) mod pause;
 pub mod promote;
 pub mod propagate;
 pub mod pubsub;

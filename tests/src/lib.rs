@@ -4,12 +4,14 @@
 #![warn(missing_docs)]
 
 pub mod diff;
+/// The fault proxy lives in the host crate, whose `latchkey lesson --against` uses it too.
+pub use latchkey_plugin::fault_proxy;
 pub mod lock_api;
 pub mod wasm_api;
 
 // The helpers every crate's tests share live in latchkey-testkit; re-exported here under the
 // paths this crate's tests use.
-pub use latchkey_testkit::{fault_proxy, raw, redis_proc, tools as testkit};
+pub use latchkey_testkit::{raw, redis_proc, tools as testkit};
 
 // The failover harness: replicated pairs to drive, fencing resources, node restarts.
 pub mod fencing;
