@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::util::{lower, parse_i64};
+use super::util::{is, lower, parse_i64};
 use super::{
     arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, NOSCRIPT, NO_MULTI, STALE,
 };
@@ -262,6 +262,13 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
         }
         "flush" if args.len() <= 3 => {
+            // Both modes are done at once: the libraries are gone when `OK` is sent.
+            if args
+                .get(2)
+                .is_some_and(|m| !is(m, "async") && !is(m, "sync"))
+            {
+                return Frame::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
             scripting.flush_libraries();
             Frame::ok()
         }
