@@ -294,7 +294,8 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
         "count" if args.len() == 2 => Frame::Integer(all_commands().len() as i64),
-        "list" => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
+        "list" if args.len() == 2 => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
+        "list" => command_list_filtered(args),
         "info" => {
             if args.len() == 2 {
                 return Frame::Array(all_commands().into_iter().map(command_info).collect());
@@ -335,6 +336,28 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
         "count" | "getkeys" => arity_error(&format!("command|{sub}")),
         _ => unknown_subcommand(args, "command"),
+    }
+}
+
+/// `COMMAND LIST FILTERBY MODULE name | PATTERN glob` (Redis's only form with arguments).
+/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: latchkey has
+/// no ACLs, and the categories `COMMAND INFO` shows are an approximation of Redis's, too rough
+/// to filter on.
+fn command_list_filtered(args: &[Bytes]) -> Frame {
+    if args.len() != 5 || !is(&args[2], "filterby") {
+        return super::util::syntax_error();
+    }
+    if is(&args[3], "module") {
+        Frame::Array(vec![])
+    } else if is(&args[3], "pattern") {
+        Frame::bulks(
+            all_commands()
+                .into_iter()
+                .filter(|s| crate::glob::matches(&args[4], s.name.as_bytes(), true))
+                .map(|s| s.name),
+        )
+    } else {
+        super::util::syntax_error()
     }
 }
 
@@ -445,16 +468,35 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let mut abort = false;
+    let (mut abort, mut save, mut nosave, mut force, mut now) = (false, false, false, false, false);
     for a in &args[1..] {
         if is(a, "abort") {
             abort = true;
-        } else if !(is(a, "nosave") || is(a, "save") || is(a, "now") || is(a, "force")) {
+        } else if is(a, "save") {
+            save = true;
+        } else if is(a, "nosave") {
+            nosave = true;
+        } else if is(a, "force") {
+            force = true;
+        } else if is(a, "now") {
+            // `NOW` skips waiting for lagging replicas, which latchkey never waits for.
+            now = true;
+        } else {
             return super::util::syntax_error();
         }
     }
+    // As in Redis: `ABORT` goes alone, and `SAVE` contradicts `NOSAVE`.
+    if (abort && (save || nosave || force || now)) || (save && nosave) {
+        return super::util::syntax_error();
+    }
     if abort {
         return Frame::error("ERR No shutdown in progress.");
+    }
+    // `SAVE` demands an RDB snapshot, which latchkey cannot write: the save fails, and as in
+    // Redis a failed save stops the shutdown unless `FORCE` says to go on regardless.
+    if save && !force {
+        tracing::warn!("SHUTDOWN SAVE refused: latchkey writes no RDB snapshots");
+        return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
     ctx.shared.request_shutdown();
