@@ -1,0 +1,153 @@
+//! Options that latchkey used to accept and then ignore, each now done or refused as Redis 7.0
+//! does (the list is the "Commands" section of `docs/COMPATIBILITY.md`). Every reply is
+//! compared byte for byte with a real redis-server over TCP, and where the option has an
+//! effect, the effect is checked on both servers.
+
+use latchkey_server::Server;
+use latchkey_tests::{Diff, RawConn, RedisProcess};
+
+/// A [`Diff`] whose redis-server runs in a directory where it cannot write, so that a save
+/// fails there as it always does in latchkey (which writes no RDB snapshots). `/proc` refuses
+/// new files even to root.
+fn diff_with_unwritable_dir() -> Diff {
+    let redis_proc = RedisProcess::spawn(&["--dir", "/proc"]);
+    let latchkey_server = Server::builder().start_blocking().expect("start latchkey");
+    let redis = RawConn::connect(redis_proc.addr()).expect("connect redis");
+    let latchkey = RawConn::connect(latchkey_server.addr()).expect("connect latchkey");
+    Diff {
+        redis_proc,
+        latchkey_server,
+        redis,
+        latchkey,
+    }
+}
+
+/// `HELLO ... AUTH user pass`: only `default` exists (with no password, so any password opens
+/// it); another user is refused with `WRONGPASS`. As in Redis 7.0 the options act in order (a
+/// name set before the failure stays set, one after it is not), and a refused `HELLO` never
+/// switches the protocol (it used to switch before reading the options).
+#[test]
+fn hello_auth_checks_the_user_and_a_refused_hello_keeps_the_protocol() {
+    let mut d = Diff::new();
+    // RESP2 shows an empty hash as `*0`, RESP3 as `%0`: the probe for the protocol in use.
+    assert_eq!(d.check(&["HGETALL", "nokey"]), b"*0\r\n");
+
+    assert_eq!(
+        d.check(&["HELLO", "3", "AUTH", "bob", "secret"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$-1\r\n");
+    d.check(&["HELLO", "3", "SETNAME", "x", "AUTH", "bob", "secret"]);
+    assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$1\r\nx\r\n");
+    d.check(&["HELLO", "3", "AUTH", "bob", "secret", "SETNAME", "w"]);
+    assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$1\r\nx\r\n");
+    d.check(&["HELLO", "3", "SETNAME", "y", "bogus"]);
+    assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$1\r\ny\r\n");
+    d.check(&["HELLO", "3", "SETNAME", "bad name"]);
+    // Still RESP2 after every refusal.
+    assert_eq!(d.check(&["HGETALL", "nokey"]), b"*0\r\n");
+
+    // The default user with any password is let in, and the rest of the HELLO applies.
+    // (The replies carry each server's own connection id, so only their effects are compared.)
+    let (r, l) = d.both(&["HELLO", "3", "AUTH", "default", "anything", "SETNAME", "me"]);
+    assert!(r.starts_with(b"%7\r\n") && l.starts_with(b"%7\r\n"));
+    assert_eq!(d.check(&["HGETALL", "nokey"]), b"%0\r\n");
+    assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$2\r\nme\r\n");
+}
+
+/// `SHUTDOWN SAVE` needs a snapshot written; where none can be (always, in latchkey), the
+/// shutdown is refused and the server stays up, unless `FORCE` is given. `ABORT` goes alone,
+/// and `SAVE` with `NOSAVE` is a contradiction.
+#[test]
+fn shutdown_save_fails_without_force_and_flags_are_checked() {
+    let mut d = diff_with_unwritable_dir();
+    assert_eq!(
+        d.check(&["SHUTDOWN", "SAVE"]),
+        b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n"
+    );
+    d.check(&["SHUTDOWN", "SAVE", "NOW"]);
+    assert_eq!(
+        d.check(&["SHUTDOWN", "SAVE", "NOSAVE"]),
+        b"-ERR syntax error\r\n"
+    );
+    d.check(&["SHUTDOWN", "ABORT", "NOW"]);
+    d.check(&["SHUTDOWN", "NOSAVE", "ABORT"]);
+    assert_eq!(
+        d.check(&["SHUTDOWN", "ABORT", "ABORT"]),
+        b"-ERR No shutdown in progress.\r\n"
+    );
+    d.check(&["SHUTDOWN", "BOGUS"]);
+    // Both are still up.
+    assert_eq!(d.check(&["PING"]), b"+PONG\r\n");
+
+    // With FORCE the failed save does not stop the shutdown: both close the connection
+    // without a reply.
+    let r = d.redis.try_cmd(&["SHUTDOWN", "SAVE", "FORCE"]);
+    let l = d.latchkey.try_cmd(&["SHUTDOWN", "SAVE", "FORCE"]);
+    assert!(r.is_err(), "redis answered {r:?}");
+    assert!(l.is_err(), "latchkey answered {l:?}");
+}
+
+/// `FUNCTION FLUSH` takes only `SYNC` or `ASYNC`; anything else is refused and flushes nothing.
+#[test]
+fn function_flush_checks_its_mode() {
+    let mut d = Diff::new();
+    let lib = "#!lua name=audit\nredis.register_function('one', function() return 1 end)";
+    d.check(&["FUNCTION", "LOAD", lib]);
+    assert_eq!(
+        d.check(&["FUNCTION", "FLUSH", "bogus"]),
+        b"-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n"
+    );
+    // Refused: the library is still there.
+    assert_eq!(d.check(&["FCALL", "one", "0"]), b":1\r\n");
+    assert_eq!(d.check(&["FUNCTION", "FLUSH", "async"]), b"+OK\r\n");
+    // Done: it is gone when OK is sent.
+    assert!(d.check(&["FCALL", "one", "0"]).starts_with(b"-"));
+    d.check(&["FUNCTION", "LOAD", lib]);
+    assert_eq!(d.check(&["FUNCTION", "FLUSH", "SYNC"]), b"+OK\r\n");
+    assert!(d.check(&["FCALL", "one", "0"]).starts_with(b"-"));
+}
+
+/// `COMMAND LIST FILTERBY PATTERN|MODULE` filters (it used to list every command whatever the
+/// filter); `ACLCAT` is refused, since latchkey's categories are only an approximation.
+#[test]
+fn command_list_filters() {
+    let mut d = Diff::new();
+    // Patterns with one match each, so that the (hash-ordered) lists compare byte for byte.
+    assert_eq!(
+        d.check(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "pexpire?t"]),
+        b"*1\r\n$9\r\npexpireat\r\n"
+    );
+    // Matched without regard to case, as in Redis.
+    d.check(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "ZRANK"]);
+    assert_eq!(
+        d.check(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "nosuch*"]),
+        b"*0\r\n"
+    );
+    assert_eq!(
+        d.check(&["COMMAND", "LIST", "FILTERBY", "MODULE", "foo"]),
+        b"*0\r\n"
+    );
+    for bad in [
+        &["COMMAND", "LIST", "bogus"][..],
+        &["COMMAND", "LIST", "FILTERBY"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "a", "b"],
+        &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
+        &["COMMAND", "LIST", "NOTFILTERBY", "PATTERN", "x"],
+    ] {
+        assert_eq!(d.check(bad), b"-ERR syntax error\r\n");
+    }
+    assert_eq!(
+        d.latchkey
+            .cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "string"]),
+        b"-ERR syntax error\r\n"
+    );
+    // `*` lists every command: as many as `COMMAND COUNT` says.
+    let all = d
+        .latchkey
+        .cmd(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "*"]);
+    let count = d.latchkey.cmd(&["COMMAND", "COUNT"]);
+    let n = String::from_utf8_lossy(&count[1..count.len() - 2]).into_owned();
+    assert!(all.starts_with(format!("*{n}\r\n").as_bytes()), "{n}");
+}
