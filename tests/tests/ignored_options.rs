@@ -151,3 +151,114 @@ fn command_list_filters() {
     let n = String::from_utf8_lossy(&count[1..count.len() - 2]).into_owned();
     assert!(all.starts_with(format!("*{n}\r\n").as_bytes()), "{n}");
 }
+
+/// The `name:value` fields of one `INFO` section, in order.
+fn info_fields(c: &mut RawConn, section: &str) -> Vec<(String, String)> {
+    let reply = String::from_utf8(c.cmd(&["INFO", section])).unwrap();
+    reply
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| !k.starts_with('$'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The value of `INFO clients`' `blocked_clients`.
+fn blocked_clients(c: &mut RawConn) -> String {
+    info_fields(c, "clients")
+        .into_iter()
+        .find(|(k, _)| k == "blocked_clients")
+        .expect("a blocked_clients field")
+        .1
+}
+
+/// Waits until `probe` holds, failing after a generous deadline.
+fn until(what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !probe() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `INFO clients`' `blocked_clients` counts the clients waiting in `BLPOP` (it was always 0),
+/// on both servers alike: one while it waits, none once it is served, none once a waiting
+/// client hangs up.
+#[test]
+fn info_blocked_clients_counts_waiting_clients() {
+    let mut d = Diff::new();
+    let servers = [d.redis_proc.addr(), d.latchkey_server.addr()];
+    for (i, addr) in servers.into_iter().enumerate() {
+        let mut admin = RawConn::connect(addr).unwrap();
+        assert_eq!(blocked_clients(&mut admin), "0", "server {i}");
+        let mut waiter = RawConn::connect(addr).unwrap();
+        waiter.send_raw(&RawConn::encode(&["BLPOP", "queue", "0"]));
+        until("BLPOP counted", || blocked_clients(&mut admin) == "1");
+        assert_eq!(admin.cmd(&["RPUSH", "queue", "job"]), b":1\r\n");
+        assert_eq!(
+            waiter.read_reply(),
+            b"*2\r\n$5\r\nqueue\r\n$3\r\njob\r\n",
+            "server {i}"
+        );
+        until("served BLPOP uncounted", || {
+            blocked_clients(&mut admin) == "0"
+        });
+
+        let mut quitter = RawConn::connect(addr).unwrap();
+        quitter.send_raw(&RawConn::encode(&["BLPOP", "queue", "0"]));
+        until("BLPOP counted", || blocked_clients(&mut admin) == "1");
+        drop(quitter);
+        until("hung-up BLPOP uncounted", || {
+            blocked_clients(&mut admin) == "0"
+        });
+    }
+    // The same fields on both, in the same order, and now the same values.
+    d.check(&["PING"]);
+}
+
+/// `INFO cpu` reports the CPU time the process used (it was a constant 0), under Redis's own
+/// field names, and `INFO clients`/`INFO stats` show no field latchkey does not measure:
+/// every field latchkey prints there is one redis-server prints too, and the unmeasured ones
+/// (`keyspace_hits`, ...) are absent rather than a made-up 0.
+#[test]
+fn info_reports_only_measured_fields() {
+    let mut d = Diff::new();
+    // Some work, so that the CPU time is not zero.
+    for i in 0..2000 {
+        d.latchkey.cmd(&["SET", &format!("k{i}"), "v"]);
+    }
+    let cpu = info_fields(&mut d.latchkey, "cpu");
+    let seconds: f64 = cpu
+        .iter()
+        .filter(|(k, _)| k == "used_cpu_sys" || k == "used_cpu_user")
+        .map(|(_, v)| v.parse::<f64>().expect("a number of seconds"))
+        .sum();
+    assert!(seconds > 0.0, "{cpu:?}");
+    for section in ["cpu", "clients", "stats"] {
+        let ours = info_fields(&mut d.latchkey, section);
+        let theirs: Vec<String> = info_fields(&mut d.redis, section)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for (k, _) in &ours {
+            // `pubsub_clients` is a Redis 7.4 field, counted for real (docs/COMPATIBILITY.md).
+            assert!(
+                theirs.contains(k) || k == "pubsub_clients",
+                "INFO {section}: {k} is not a Redis field"
+            );
+        }
+    }
+    let all = String::from_utf8(d.latchkey.cmd(&["INFO", "everything"])).unwrap();
+    for unmeasured in [
+        "keyspace_hits",
+        "keyspace_misses",
+        "client_recent_max_input_buffer",
+        "client_recent_max_output_buffer",
+        "clients_in_timeout_table",
+    ] {
+        assert!(!all.contains(unmeasured), "{unmeasured} is shown");
+    }
+}

@@ -550,6 +550,9 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
             ),
         );
     }
+    // A field latchkey does not measure (`keyspace_hits`, `client_recent_max_input_buffer`,
+    // `clients_in_timeout_table`, ...) is left out rather than shown as a made-up 0; see
+    // docs/COMPATIBILITY.md.
     if want("clients") {
         let list = shared.clients.list();
         let pubsub = list
@@ -562,9 +565,10 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Clients",
             format!(
-                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\npubsub_clients:{}\r\nclients_in_timeout_table:0\r\n",
+                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\npubsub_clients:{}\r\n",
                 list.len(),
                 shared.config.maxclients(),
+                shared.stats.blocked_clients.load(Ordering::Relaxed),
                 pubsub,
             ),
         );
@@ -587,7 +591,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -602,10 +606,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section("Replication", shared.replication_info());
     }
     if want("cpu") {
-        section(
-            "CPU",
-            "used_cpu_sys:0.000000\r\nused_cpu_user:0.000000\r\n".to_string(),
-        );
+        section("CPU", crate::cpu_usage::info_section());
     }
     if want("keyspace") {
         let mut body = String::new();
