@@ -262,3 +262,35 @@ fn info_reports_only_measured_fields() {
         assert!(!all.contains(unmeasured), "{unmeasured} is shown");
     }
 }
+
+/// `CONFIG RESETSTAT` zeroes the replication counters of `INFO stats` too (`sync_full` stayed
+/// as it was), as on redis-server: each master served one full sync to its replica, and
+/// after the reset both say none.
+#[test]
+fn config_resetstat_zeroes_the_sync_counters() {
+    use latchkey_tests::pair::cmd;
+    use latchkey_tests::{LatchkeyPair, RedisPair, ReplicatedPair};
+    let stat = |addr, field: &str| {
+        info_fields(&mut RawConn::connect(addr).unwrap(), "stats")
+            .into_iter()
+            .find(|(k, _)| k == field)
+            .map(|(_, v)| v)
+    };
+    let pairs: [Box<dyn ReplicatedPair>; 2] = [
+        Box::new(RedisPair::start()),
+        Box::new(LatchkeyPair::start()),
+    ];
+    for pair in &pairs {
+        let master = pair.master();
+        let name = pair.name();
+        assert_eq!(stat(master, "sync_full").as_deref(), Some("1"), "{name}");
+        assert_eq!(cmd(master, &["CONFIG", "RESETSTAT"]), b"+OK\r\n", "{name}");
+        for counter in ["sync_full", "sync_partial_ok", "sync_partial_err"] {
+            assert_eq!(
+                stat(master, counter).as_deref(),
+                Some("0"),
+                "{name}: {counter}"
+            );
+        }
+    }
+}

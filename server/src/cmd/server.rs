@@ -137,6 +137,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
+            ctx.shared.replication.reset_stats();
             Frame::ok()
         }
         "rewrite" if args.len() == 2 => {
