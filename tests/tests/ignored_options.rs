@@ -294,3 +294,89 @@ fn config_resetstat_zeroes_the_sync_counters() {
         }
     }
 }
+
+/// Options given twice or with too many arguments are refused as Redis refuses them (they
+/// used to be taken, the last one winning, or answered as if absent), and a refused flush
+/// flushes nothing.
+#[test]
+fn repeated_or_extra_options_are_refused() {
+    let mut d = Diff::new();
+    let sha = d.check(&["SCRIPT", "LOAD", "return 1"]);
+    let sha = String::from_utf8_lossy(&sha[5..sha.len() - 2]).into_owned();
+    for bad in [
+        &["SCRIPT", "FLUSH", "bogus"][..],
+        &["SCRIPT", "FLUSH", "ASYNC", "x"],
+        &["SCRIPT", "FLUSH", "SYNC", "ASYNC", "x"],
+        &["FUNCTION", "FLUSH", "ASYNC", "x"],
+        &["FUNCTION", "LIST", "WITHCODE", "WITHCODE"],
+        &["FUNCTION", "LIST", "LIBRARYNAME", "a", "LIBRARYNAME", "b"],
+        &["FUNCTION", "LIST", "LIBRARYNAME"],
+        &["FUNCTION", "LIST", "bogus"],
+        &["PUBSUB", "HELP", "x"],
+    ] {
+        assert!(d.check(bad).starts_with(b"-ERR "), "{bad:?}");
+    }
+    // The refused SCRIPT FLUSH left the script cached.
+    assert_eq!(d.check(&["SCRIPT", "EXISTS", &sha]), b"*1\r\n:1\r\n");
+    assert_eq!(d.check(&["SCRIPT", "FLUSH", "ASYNC"]), b"+OK\r\n");
+    assert_eq!(d.check(&["SCRIPT", "EXISTS", &sha]), b"*1\r\n:0\r\n");
+}
+
+/// `COMMAND GETKEYS` finds the keys of scripts and functions from their key count (it said
+/// they had none), and checks its own arity as Redis does.
+#[test]
+fn command_getkeys_reads_the_key_count() {
+    let mut d = Diff::new();
+    assert_eq!(
+        d.check(&["COMMAND", "GETKEYS", "EVAL", "return 1", "2", "a", "b", "c"]),
+        b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(
+        d.check(&["COMMAND", "GETKEYS", "FCALL_RO", "f", "1", "k", "arg"]),
+        b"*1\r\n$1\r\nk\r\n"
+    );
+    for line in [
+        "COMMAND GETKEYS EVALSHA abc 0",
+        "COMMAND GETKEYS EVAL x 2 onlyone",
+        "COMMAND GETKEYS EVAL x notanumber k",
+        "COMMAND GETKEYS EVAL x -1",
+        "COMMAND GETKEYS GET",
+        "COMMAND GETKEYS PING",
+        "COMMAND GETKEYS ECHO a b",
+        "COMMAND GETKEYS GET a b",
+        "COMMAND GETKEYS NOSUCH a",
+        "COMMAND GETKEYS BLPOP a b 0",
+        "COMMAND GETKEYS MSET a 1 b 2",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        d.check(&args);
+    }
+}
+
+/// `INFO` has the `Modules` (empty: latchkey loads none) and `Cluster` sections Redis shows by
+/// default; asked for by name they used to come back empty.
+#[test]
+fn info_modules_and_cluster_sections() {
+    let mut d = Diff::new();
+    assert_eq!(d.check(&["INFO", "modules"]), b"$11\r\n# Modules\r\n\r\n");
+    assert_eq!(
+        d.check(&["INFO", "cluster"]),
+        b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n"
+    );
+    d.check(&["INFO", "nosuchsection"]);
+    let titles = |reply: Vec<u8>| -> Vec<String> {
+        String::from_utf8(reply)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("# "))
+            .map(str::to_string)
+            .collect()
+    };
+    // The default sections, in order, except `Errorstats`, which latchkey does not collect.
+    let (r, l) = d.both(&["INFO"]);
+    let redis: Vec<String> = titles(r)
+        .into_iter()
+        .filter(|t| t != "# Errorstats")
+        .collect();
+    assert_eq!(titles(l), redis);
+}

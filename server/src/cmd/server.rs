@@ -321,17 +321,36 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     .collect(),
             )
         }
-        "getkeys" if args.len() >= 3 => {
+        "getkeys" if args.len() >= 4 => {
             let Some(spec) = lookup(&args[2]) else {
                 return Frame::error("ERR Invalid command specified");
             };
             let inner = &args[2..];
+            // Scripts and functions name their keys with a count (`EVAL script numkeys
+            // key...`), which the table's fixed positions cannot say.
+            let counted = matches!(
+                spec.name,
+                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+            );
+            if spec.first_key <= 0 && !counted {
+                return Frame::error("ERR The command has no key arguments");
+            }
             if !spec.arity_ok(inner.len()) {
                 return Frame::error("ERR Invalid number of arguments specified for command");
             }
+            if counted {
+                // As in Redis, a count that is not a number or names more keys than given
+                // finds no keys (these commands may have none), rather than an error.
+                let keys = super::util::parse_i64(&inner[2])
+                    .ok()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .and_then(|n| inner[3..].get(..n))
+                    .unwrap_or_default();
+                return Frame::bulks(keys.iter().cloned());
+            }
             let keys = spec.key_positions(inner.len());
             if keys.is_empty() {
-                return Frame::error("ERR The command has no key arguments");
+                return Frame::error("ERR Invalid arguments specified for command");
             }
             Frame::bulks(keys.into_iter().map(|i| inner[i].clone()))
         }
@@ -463,6 +482,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("SLEEP <seconds>"),
             Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
+            Frame::simple("SET-ACTIVE-EXPIRE <0|1>"),
+            Frame::simple("    Stop or start the background expiry of keys."),
         ]),
         _ => unknown_subcommand(args, "debug"),
     }
@@ -608,6 +629,13 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     }
     if want("cpu") {
         section("CPU", crate::cpu_usage::info_section());
+    }
+    if want("modules") {
+        // latchkey loads no modules: the section is there, empty, as on a Redis without any.
+        section("Modules", String::new());
+    }
+    if want("cluster") {
+        section("Cluster", "cluster_enabled:0\r\n".to_string());
     }
     if want("keyspace") {
         let mut body = String::new();
