@@ -380,3 +380,51 @@ fn info_modules_and_cluster_sections() {
         .collect();
     assert_eq!(titles(l), redis);
 }
+
+/// `ZRANGE` takes `BYSCORE` and `REV` once each (a second one was taken silently); `SET` and
+/// `GETEX` take the same expiry option again, the last value counting (they refused what
+/// Redis accepts), but never two different ones. Replies and resulting TTLs match Redis.
+#[test]
+fn repeated_range_and_expiry_options() {
+    let mut d = Diff::new();
+    d.check(&["ZADD", "z", "1", "a", "2", "b"]);
+    for line in [
+        "ZRANGE z 0 -1 REV REV",
+        "ZRANGE z 0 -1 BYSCORE BYSCORE",
+        "ZRANGE z 0 -1 REV",
+        "ZRANGE z 0 -1 WITHSCORES WITHSCORES",
+        "ZRANGE z -inf +inf BYSCORE LIMIT 0 1 LIMIT 1 1",
+        "ZREVRANGE z 0 -1 LIMIT 0 1",
+        "ZREVRANGE z 0 -1 LIMIT 0",
+        "SET k v EX 10 PX 10",
+        "SET k v KEEPTTL EX 10",
+        "GETEX k PX 100 EX 100",
+        "GETEX k PERSIST EX 100",
+        "PUBSUB CHANNELS a b",
+        "CLIENT LIST ID",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        d.check(&args);
+    }
+    // The last of repeated values is the one applied.
+    let seconds = |reply: Vec<u8>| -> i64 {
+        String::from_utf8_lossy(&reply[1..reply.len() - 2])
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        d.check(&["SET", "k", "v", "EX", "5", "EX", "1000"]),
+        b"+OK\r\n"
+    );
+    assert!(seconds(d.check_ttl(&["TTL", "k"], 0, 1)) > 900);
+    assert_eq!(
+        d.check(&["GETEX", "k", "PX", "1", "PX", "2000000"]),
+        b"$1\r\nv\r\n"
+    );
+    assert!(seconds(d.check_ttl(&["TTL", "k"], 0, 1)) > 1900);
+    assert_eq!(
+        d.check(&["GETEX", "k", "PERSIST", "PERSIST"]),
+        b"$1\r\nv\r\n"
+    );
+    assert_eq!(d.check(&["TTL", "k"]), b":-1\r\n");
+}

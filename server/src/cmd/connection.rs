@@ -194,7 +194,6 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let check = match sub.as_str() {
         "id" | "getname" | "info" | "help" => arity(n == 2),
         "setname" => arity(n == 3),
-        "list" => arity(n == 2 || n >= 4),
         "kill" | "no-evict" | "reply" | "pause" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
@@ -219,6 +218,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "list" => {
             let mut ids: Option<Vec<u64>> = None;
             let mut kind: Option<ClientType> = None;
+            if n == 3 {
+                // A filter with no value: Redis's syntax error.
+                return super::util::syntax_error();
+            }
             if n >= 4 {
                 if is(&args[2], "id") {
                     let mut v = Vec::new();
