@@ -18,6 +18,7 @@ pub mod cmd;
 pub mod codec;
 pub mod command;
 pub mod config;
+pub(crate) mod cpu_usage;
 pub mod db;
 pub mod dispatch;
 pub mod evict;

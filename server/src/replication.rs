@@ -413,6 +413,11 @@ impl Replication {
         )
     }
 
+    /// Zeroes the counters of [`stats_info`](Replication::stats_info), for `CONFIG RESETSTAT`.
+    pub fn reset_stats(&self) {
+        *self.sync.lock() = SyncCounts::default();
+    }
+
     /// The body of `INFO replication`.
     pub fn info(&self) -> String {
         let mut s = String::new();
