@@ -186,6 +186,20 @@ impl RedisPair {
         let port = proxy.addr().port().to_string();
         let replica = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
         wait_link_up(replica.addr());
+        // After a diskless sync the master counts the replica for `WAIT` only once it sent its
+        // first acknowledgement (up to a second after the replica says its link is up).
+        // And its acknowledgements reach the master: a write confirmed by `WAIT` before the
+        // test's own (the first ones after a sync sometimes came only with the once-a-second
+        // acknowledgement, after a client's reply timeout).
+        let mut probe = crate::RawConn::connect(master.addr()).expect("connect to the master");
+        until("the replica acknowledges a write", Duration::from_secs(20), || {
+            probe.cmd(&["SET", "pair:in-sync", "1"]);
+            probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n"
+        });
+        probe.cmd(&["DEL", "pair:in-sync"]);
+        until("the replica acknowledges the cleanup", Duration::from_secs(20), || {
+            probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n"
+        });
         RedisPair {
             proxy,
             master_addr: master.addr(),
