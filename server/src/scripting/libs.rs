@@ -184,17 +184,38 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(
         "encode",
-        lua.create_function(|_, v: Value| {
-            let json = to_json(&v, 0)?;
-            serde_json::to_string(&json).map_err(mlua::Error::external)
+        lift(lua, |lua, args| {
+            if args.len() != 1 {
+                return Err(fail("bad argument #1 to 'encode' (expected 1 argument)"));
+            }
+            let json = to_json(&args[0], 0).map_err(Failure::from)?;
+            let text = serde_json::to_string(&json).map_err(|e| fail(&e.to_string()))?;
+            let s = lua.create_string(&text).map_err(Failure::from)?;
+            Ok(MultiValue::from_iter([Value::String(s)]))
         })?,
     )?;
     t.raw_set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
+        lift(lua, |lua, args| {
+            if args.len() != 1 {
+                return Err(fail("bad argument #1 to 'decode' (expected 1 argument)"));
+            }
+            let bytes = match &args[0] {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(i) => i.to_string().into_bytes(),
+                Value::Number(n) => super::printf_g(*n, 14).into_bytes(),
+                other => {
+                    return Err(fail(&format!(
+                        "bad argument #1 to 'decode' (string expected, got {})",
+                        type_name(Some(other))
+                    )))
+                }
+            };
             let json: serde_json::Value =
-                serde_json::from_slice(&s.as_bytes()).map_err(mlua::Error::external)?;
-            from_json(lua, &json)
+                serde_json::from_slice(&bytes).map_err(|e| fail(&e.to_string()))?;
+            Ok(MultiValue::from_iter([
+                from_json(lua, &json).map_err(Failure::from)?
+            ]))
         })?,
     )?;
     t.raw_set(
@@ -204,7 +225,14 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// Converts a Lua value to JSON. Recursive, up to cjson's 1000 levels: `stacker` grows the
+/// thread's stack on demand, so a deeply nested (or cyclic) table reaches cjson's error
+/// instead of overflowing the stack.
 fn to_json(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || to_json_level(v, depth))
+}
+
+fn to_json_level(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
     use serde_json::Value as J;
     if depth > 1000 {
         return Err(mlua::Error::RuntimeError(
@@ -284,4 +312,123 @@ fn from_json(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
             Value::Table(t)
         }
     })
+}
+
+/// Lua 5.1's `LUAI_MAXCSTACK`: the most stack slots a C function may use, which bounds
+/// how many values a library function can return or how deep Redis's recursive decoders go.
+pub(crate) const LIBRARY_STACK_LIMIT: usize = 8000;
+
+/// Why a library function failed: the message Lua raises, and whether it carries the
+/// caller's position (`user_script:1: `) as C's `luaL_error` adds it, or none, as Lua's own
+/// runtime errors (`table index is nil`) raised inside a C function have.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    message: String,
+    with_position: bool,
+}
+
+impl Failure {
+    /// A failure raised without a position.
+    pub(crate) fn plain(message: &str) -> Failure {
+        Failure {
+            message: message.to_string(),
+            with_position: false,
+        }
+    }
+
+    /// The interpreter's memory limit was reached.
+    pub(crate) fn memory() -> Failure {
+        Failure::plain("not enough memory")
+    }
+}
+
+impl From<mlua::Error> for Failure {
+    fn from(e: mlua::Error) -> Failure {
+        match e {
+            mlua::Error::MemoryError(_) => Failure::memory(),
+            mlua::Error::RuntimeError(m) => Failure::plain(&m),
+            mlua::Error::CallbackError { cause, .. } => Failure::from((*cause).clone()),
+            other => Failure::plain(&other.to_string()),
+        }
+    }
+}
+
+/// A failure raised like `luaL_error`, with the caller's position.
+pub(crate) fn fail(message: &str) -> Failure {
+    Failure {
+        message: message.to_string(),
+        with_position: true,
+    }
+}
+
+/// Lua's name for the type of an argument (`no value` when it is missing).
+pub(crate) fn type_name(v: Option<&Value>) -> &'static str {
+    match v {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Integer(_)) | Some(Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(Value::LightUserData(_)) | Some(Value::UserData(_)) => "userdata",
+        Some(_) => "userdata",
+    }
+}
+
+/// A string as Lua 5.1 reads it as a number (`lua_tonumber`): decimal or `0x` hex, with
+/// surrounding white space.
+pub(crate) fn lua_str_to_number(s: &str) -> Option<f64> {
+    let t = s.trim_matches(|c: char| c.is_ascii_whitespace());
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).ok().map(|v| v as f64);
+    }
+    if t.is_empty() || t.contains(|c: char| c.is_ascii_alphabetic() && !matches!(c, 'e' | 'E')) {
+        return None;
+    }
+    t.parse::<f64>().ok()
+}
+
+/// The Lua side of [`lift`]: raises a failure as a plain Lua string error at the level
+/// the C original would, so a script's `pcall` gets the same message Redis gives.
+const LIFT_LUA: &str = r#"
+local select, unpack, error = select, unpack, error
+local function pack(...)
+  return {n = select('#', ...), ...}
+end
+return function(f)
+  return function(...)
+    -- Not a tail call: `error(message, 2)` must name this function's caller.
+    local r = pack(f(...))
+    if r[1] then return unpack(r, 2, r.n) end
+    error(r[2], r[3])
+  end
+end
+"#;
+
+/// Makes a library function out of `f`: its results are returned as they are, its
+/// [`Failure`] is raised as Lua's `luaL_error` would raise it from a C function (a string,
+/// prefixed with the calling script's position when it has one).
+pub(crate) fn lift<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, MultiValue) -> Result<MultiValue, Failure> + Send + 'static,
+{
+    let inner = lua.create_function(move |lua, args: MultiValue| {
+        Ok(match f(lua, args) {
+            Ok(values) => {
+                let mut out = MultiValue::with_capacity(values.len() + 1);
+                out.push_back(Value::Boolean(true));
+                out.extend(values);
+                out
+            }
+            Err(failure) => MultiValue::from_iter([
+                Value::Boolean(false),
+                Value::String(lua.create_string(&failure.message)?),
+                Value::Integer(if failure.with_position { 2 } else { 0 }),
+            ]),
+        })
+    })?;
+    let wrap: mlua::Function = lua.load(LIFT_LUA).set_name("=latchkey").call(())?;
+    wrap.call(inner)
 }
