@@ -28,6 +28,8 @@ use crate::gate::BusyKind;
 
 mod bridge;
 mod functions;
+#[cfg(test)]
+mod hostile_tests;
 mod libs;
 mod msgpack;
 mod reply;

@@ -1,0 +1,121 @@
+//! In-process tests of hostile scripts: each once made the process abort or escaped the
+//! sandbox, and must now get an error while the server goes on.
+
+use crate::frame::Protocol;
+use crate::{Frame, Server};
+
+fn bulk(s: &str) -> Frame {
+    Frame::Bulk(bytes::Bytes::copy_from_slice(s.as_bytes()))
+}
+
+fn error_text(f: &Frame) -> String {
+    match f {
+        Frame::Error(e) => String::from_utf8_lossy(e).into_owned(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// A script that allocates without bound gets Lua's `not enough memory` (the process used
+/// to abort in mlua's allocator); `pcall` catches it as in Redis; the memory is given back
+/// and the next script runs.
+#[tokio::test]
+async fn runaway_allocation_fails_the_script_not_the_server() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    server.shared().scripting.set_memory_limit(16 << 20);
+    let mut c = server.client();
+    c.cmd(["SET", "canary", "alive"]).await;
+    for body in [
+        "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 100) .. i end return #t",
+        "return #string.rep('x', 2^30)",
+        "local s = 'x' for i = 1, 64 do s = s .. s end return #s",
+    ] {
+        let reply = c.cmd(["EVAL", body, "0"]).await;
+        let text = error_text(&reply);
+        assert!(
+            text.starts_with("ERR Error running script ") && text.ends_with(", not enough memory"),
+            "{body}: {text}"
+        );
+        assert_eq!(c.cmd(["GET", "canary"]).await, bulk("alive"));
+        assert_eq!(c.cmd(["EVAL", "return 'next'", "0"]).await, bulk("next"));
+    }
+    let caught = c
+        .cmd([
+            "EVAL",
+            "local ok, e = pcall(string.rep, 'x', 2^30) return {tostring(ok), e}",
+            "0",
+        ])
+        .await;
+    assert_eq!(
+        caught,
+        Frame::Array(vec![bulk("false"), bulk("not enough memory")])
+    );
+    // The garbage was collected: well under the limit again.
+    assert!(server.shared().scripting.used_memory() < 8 << 20);
+}
+
+/// A table that contains itself, returned: Redis's 7995 nested arrays around
+/// `reached lua stack limit` (this overflowed the thread's stack and aborted).
+#[tokio::test]
+async fn cyclic_reply_gives_the_stack_limit_error() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    let reply = c
+        .cmd(["EVAL", "local t = {} t[1] = t return t", "0"])
+        .await;
+    let wire = reply.to_bytes(Protocol::Resp2);
+    let expected = [
+        "*1\r\n".repeat(7995).as_bytes(),
+        b"-ERR reached lua stack limit\r\n",
+    ]
+    .concat();
+    assert_eq!(wire.as_ref(), expected.as_slice());
+    assert_eq!(c.cmd(["PING"]).await, Frame::Simple("PONG".into()));
+}
+
+/// Nothing a script does to the shared environment survives into the next script.
+#[tokio::test]
+async fn nothing_leaks_into_the_next_script() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    for attack in [
+        "rawset(_G, 'redis', {})",
+        "rawset(_G, 'evil', 1)",
+        "getmetatable('').__index = {upper = function() return 'owned' end}",
+        "rawset(getmetatable(''), '__index', {})",
+        "setmetatable(_G, nil)",
+        "string.upper = function() return 'owned' end",
+        "rawset(string, 'upper', function() return 'owned' end)",
+        "local f = loadstring('rawset(_G, \"evil\", 1)') f()",
+        "collectgarbage('stop')",
+    ] {
+        let _ = c.cmd(["EVAL", attack, "0"]).await;
+        assert_eq!(
+            c.cmd(["EVAL", "return {('x'):upper(), string.upper('y'), type(redis.call), type(rawget(_G, 'evil'))}", "0"])
+                .await,
+            Frame::Array(vec![bulk("X"), bulk("Y"), bulk("function"), bulk("nil")]),
+            "after {attack}"
+        );
+    }
+    // Chunks compiled by loadstring see the sandbox, never the interpreter's globals.
+    let reply = c
+        .cmd(["EVAL", "return loadstring('return debug.getregistry')()", "0"])
+        .await;
+    assert!(
+        error_text(&reply).contains("Script attempted to access nonexistent global variable 'debug'"),
+        "{reply:?}"
+    );
+}
+
+/// A script body that starts like Lua bytecode is parsed as text, as Redis's Lua does.
+#[tokio::test]
+async fn bytecode_bodies_are_parsed_as_text() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    let reply = c
+        .cmd([b"EVAL".as_slice(), b"\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00", b"0"])
+        .await;
+    assert_eq!(
+        error_text(&reply),
+        "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
+    );
+}
