@@ -328,7 +328,11 @@ impl Scripting {
     fn collect_if_full(&self) {
         let limit = self.memory_limit.load(Ordering::Acquire);
         if limit > 0 && self.lua.used_memory() > limit / 2 {
+            // The collection itself needs a little memory (mlua's protected call), which a
+            // full interpreter cannot give: lift the limit while collecting.
+            let _ = self.lua.set_memory_limit(0);
             let _ = self.lua.gc_collect();
+            let _ = self.lua.set_memory_limit(limit);
         }
     }
 
