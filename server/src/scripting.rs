@@ -613,7 +613,8 @@ fn script_error(err: &Value, sha: &str) -> Frame {
         // `Error running script <sha>, <message cut to 100 bytes>`.
         Value::String(s) => {
             let msg = s.as_bytes();
-            let msg = String::from_utf8_lossy(&msg[..msg.len().min(100)]).replace(['\r', '\n'], " ");
+            let msg =
+                String::from_utf8_lossy(&msg[..msg.len().min(100)]).replace(['\r', '\n'], " ");
             return Frame::error(format!("ERR Error running script {sha}, {msg}"));
         }
         _ => return Frame::error("ERR execution failure"),

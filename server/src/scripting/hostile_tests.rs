@@ -59,9 +59,7 @@ async fn runaway_allocation_fails_the_script_not_the_server() {
 async fn cyclic_reply_gives_the_stack_limit_error() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let mut c = server.client();
-    let reply = c
-        .cmd(["EVAL", "local t = {} t[1] = t return t", "0"])
-        .await;
+    let reply = c.cmd(["EVAL", "local t = {} t[1] = t return t", "0"]).await;
     let wire = reply.to_bytes(Protocol::Resp2);
     let expected = [
         "*1\r\n".repeat(7995).as_bytes(),
@@ -98,10 +96,15 @@ async fn nothing_leaks_into_the_next_script() {
     }
     // Chunks compiled by loadstring see the sandbox, never the interpreter's globals.
     let reply = c
-        .cmd(["EVAL", "return loadstring('return debug.getregistry')()", "0"])
+        .cmd([
+            "EVAL",
+            "return loadstring('return debug.getregistry')()",
+            "0",
+        ])
         .await;
     assert!(
-        error_text(&reply).contains("Script attempted to access nonexistent global variable 'debug'"),
+        error_text(&reply)
+            .contains("Script attempted to access nonexistent global variable 'debug'"),
         "{reply:?}"
     );
 }
@@ -112,10 +115,44 @@ async fn bytecode_bodies_are_parsed_as_text() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let mut c = server.client();
     let reply = c
-        .cmd([b"EVAL".as_slice(), b"\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00", b"0"])
+        .cmd([
+            b"EVAL".as_slice(),
+            b"\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00",
+            b"0",
+        ])
         .await;
     assert_eq!(
         error_text(&reply),
         "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
     );
+}
+
+/// Found by the `lua_eval` fuzz target: library calls that return or walk thousands of
+/// strings or tables held one mlua handle each, ran out of handles and panicked (aborting
+/// the process). Now each gets its result or Redis's error.
+#[tokio::test]
+async fn libraries_with_thousands_of_results_do_not_run_out_of_handles() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    for (body, expected) in [
+        ("return select('#', cmsgpack.unpack(string.rep('\\161a', 7900)))", Frame::Integer(7900)),
+        ("return select('#', struct.unpack(string.rep('c1', 7900), string.rep('a', 7900)))", Frame::Integer(7901)),
+        ("local t = {} for i = 1, 20000 do t['k' .. i] = 'v' .. i end return #cmsgpack.pack(t) > 0", Frame::Integer(1)),
+    ] {
+        assert_eq!(c.cmd(["EVAL", body, "0"]).await, expected, "{body}");
+    }
+    for body in [
+        "return {pcall(cmsgpack.unpack, string.rep('\\129\\161a', 10000) .. '\\1')}",
+        "return {pcall(cmsgpack.unpack, string.rep('\\145', 10000) .. '\\1')}",
+        "return {pcall(cmsgpack.unpack, string.rep('\\161a', 9000))}",
+    ] {
+        let Frame::Array(items) = c.cmd(["EVAL", body, "0"]).await else {
+            panic!("{body}: an array");
+        };
+        let Some(Frame::Bulk(msg)) = items.get(1) else {
+            panic!("{body}: {items:?}");
+        };
+        assert!(msg.starts_with(b"stack overflow ("), "{body}: {msg:?}");
+    }
+    assert_eq!(c.cmd(["PING"]).await, Frame::Simple("PONG".into()));
 }

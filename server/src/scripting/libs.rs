@@ -191,7 +191,7 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
             let json = to_json(&args[0], 0).map_err(Failure::from)?;
             let text = serde_json::to_string(&json).map_err(|e| fail(&e.to_string()))?;
             let s = lua.create_string(&text).map_err(Failure::from)?;
-            Ok(MultiValue::from_iter([Value::String(s)]))
+            Results::one(lua, Value::String(s))
         })?,
     )?;
     t.raw_set(
@@ -213,9 +213,7 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
             };
             let json: serde_json::Value =
                 serde_json::from_slice(&bytes).map_err(|e| fail(&e.to_string()))?;
-            Ok(MultiValue::from_iter([
-                from_json(lua, &json).map_err(Failure::from)?
-            ]))
+            Results::one(lua, from_json(lua, &json).map_err(Failure::from)?)
         })?,
     )?;
     t.raw_set(
@@ -393,16 +391,13 @@ pub(crate) fn lua_str_to_number(s: &str) -> Option<f64> {
 /// The Lua side of [`lift`]: raises a failure as a plain Lua string error at the level
 /// the C original would, so a script's `pcall` gets the same message Redis gives.
 const LIFT_LUA: &str = r#"
-local select, unpack, error = select, unpack, error
-local function pack(...)
-  return {n = select('#', ...), ...}
-end
+local unpack, error = unpack, error
 return function(f)
   return function(...)
     -- Not a tail call: `error(message, 2)` must name this function's caller.
-    local r = pack(f(...))
-    if r[1] then return unpack(r, 2, r.n) end
-    error(r[2], r[3])
+    local ok, a, b = f(...)
+    if ok then return unpack(a, 1, a.n) end
+    error(a, b)
   end
 end
 "#;
@@ -412,16 +407,11 @@ end
 /// prefixed with the calling script's position when it has one).
 pub(crate) fn lift<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
 where
-    F: Fn(&Lua, MultiValue) -> Result<MultiValue, Failure> + Send + 'static,
+    F: Fn(&Lua, MultiValue) -> Result<Table, Failure> + Send + 'static,
 {
     let inner = lua.create_function(move |lua, args: MultiValue| {
         Ok(match f(lua, args) {
-            Ok(values) => {
-                let mut out = MultiValue::with_capacity(values.len() + 1);
-                out.push_back(Value::Boolean(true));
-                out.extend(values);
-                out
-            }
+            Ok(results) => MultiValue::from_iter([Value::Boolean(true), Value::Table(results)]),
             Err(failure) => MultiValue::from_iter([
                 Value::Boolean(false),
                 Value::String(lua.create_string(&failure.message)?),
@@ -431,4 +421,57 @@ where
     })?;
     let wrap: mlua::Function = lua.load(LIFT_LUA).set_name("=latchkey").call(())?;
     wrap.call(inner)
+}
+
+/// The results of a library function, as the table [`lift`] unpacks: `1..n` and `n`.
+/// Results go into a Lua table as they are made, never into a Rust list of handles: mlua
+/// has room for fewer live handles than a function may return values.
+pub(crate) struct Results {
+    table: Table,
+    n: i64,
+}
+
+impl Results {
+    pub(crate) fn new(lua: &Lua) -> Result<Results, Failure> {
+        Ok(Results {
+            table: lua.create_table().map_err(Failure::from)?,
+            n: 0,
+        })
+    }
+
+    pub(crate) fn push(&mut self, v: Value) -> Result<(), Failure> {
+        self.n += 1;
+        self.table.raw_set(self.n, v).map_err(Failure::from)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// The last result, removed.
+    pub(crate) fn pop(&mut self) -> Result<Value, Failure> {
+        let v: Value = self.table.raw_get(self.n).map_err(Failure::from)?;
+        self.table
+            .raw_set(self.n, Value::Nil)
+            .map_err(Failure::from)?;
+        self.n -= 1;
+        Ok(v)
+    }
+
+    /// The last result.
+    pub(crate) fn last(&self) -> Option<Value> {
+        self.table.raw_get(self.n).ok()
+    }
+
+    pub(crate) fn finish(self) -> Result<Table, Failure> {
+        self.table.raw_set("n", self.n).map_err(Failure::from)?;
+        Ok(self.table)
+    }
+
+    /// One result.
+    pub(crate) fn one(lua: &Lua, v: Value) -> Result<Table, Failure> {
+        let mut r = Results::new(lua)?;
+        r.push(v)?;
+        r.finish()
+    }
 }

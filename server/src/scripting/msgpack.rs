@@ -14,18 +14,30 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libs::{fail, lift, Failure, LIBRARY_STACK_LIMIT};
+use super::libs::{fail, lift, Failure, Results, LIBRARY_STACK_LIMIT};
 
 /// Tables nested deeper than this encode as nil.
 const MAX_NESTING: usize = 16;
+
+/// The most containers the decoder keeps open at once (see `decode_one`).
+const MAX_OPEN: usize = 3000;
 
 /// Builds the `cmsgpack` table.
 pub fn library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("pack", lift(lua, pack)?)?;
-    t.raw_set("unpack", lift(lua, |lua, args| unpack_entry(lua, args, Mode::All))?)?;
-    t.raw_set("unpack_one", lift(lua, |lua, args| unpack_entry(lua, args, Mode::One))?)?;
-    t.raw_set("unpack_limit", lift(lua, |lua, args| unpack_entry(lua, args, Mode::Limit))?)?;
+    t.raw_set(
+        "unpack",
+        lift(lua, |lua, args| unpack_entry(lua, args, Mode::All))?,
+    )?;
+    t.raw_set(
+        "unpack_one",
+        lift(lua, |lua, args| unpack_entry(lua, args, Mode::One))?,
+    )?;
+    t.raw_set(
+        "unpack_limit",
+        lift(lua, |lua, args| unpack_entry(lua, args, Mode::Limit))?,
+    )?;
     t.raw_set("_NAME", "lua-cmsgpack")?;
     t.raw_set("_VERSION", "lua-cmsgpack 0.4.0")?;
     t.raw_set("_COPYRIGHT", "Copyright (C) 2012, Salvatore Sanfilippo")?;
@@ -43,7 +55,7 @@ fn output_budget(lua: &Lua) -> usize {
     }
 }
 
-fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
+fn pack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
     if args.is_empty() {
         return Err(fail(
             "bad argument #0 to 'pack' (MessagePack pack needs input.)",
@@ -55,7 +67,7 @@ fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
         encode(v, 0, &mut out, budget)?;
     }
     let s = lua.create_string(&out).map_err(Failure::from)?;
-    Ok(MultiValue::from_iter([Value::String(s)]))
+    Results::one(lua, Value::String(s))
 }
 
 fn encode(v: &Value, level: usize, out: &mut Vec<u8>, budget: usize) -> Result<(), Failure> {
@@ -77,7 +89,9 @@ fn encode_number(n: f64, out: &mut Vec<u8>) {
     // lua-cmsgpack's test: not infinite, and equal to itself cast to int64 (a cast that
     // gives i64::MIN on x86 for anything out of range, as Rust's saturating cast does not:
     // compare in floating point instead).
-    let integral = n.is_finite() && n.trunc() == n && (-9223372036854775808.0..9223372036854775808.0).contains(&n);
+    let integral = n.is_finite()
+        && n.trunc() == n
+        && (-9223372036854775808.0..9223372036854775808.0).contains(&n);
     if integral {
         encode_int(n as i64, out);
     } else if f64::from(n as f32) == n {
@@ -180,14 +194,13 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>, budget: usize) -> Re
             encode(&v, level + 1, out, budget)?;
         }
     } else {
-        let pairs: Vec<(Value, Value)> = t
-            .pairs::<Value, Value>()
-            .collect::<mlua::Result<_>>()
-            .map_err(Failure::from)?;
-        header(pairs.len(), 0x80, 15, 0xde, 0xdf, out);
-        for (k, v) in &pairs {
-            encode(k, level + 1, out, budget)?;
-            encode(v, level + 1, out, budget)?;
+        // Counted first, then walked again: holding every pair would take a handle each.
+        let len = t.pairs::<Value, Value>().count();
+        header(len, 0x80, 15, 0xde, 0xdf, out);
+        for pair in t.pairs::<Value, Value>() {
+            let (k, v) = pair.map_err(Failure::from)?;
+            encode(&k, level + 1, out, budget)?;
+            encode(&v, level + 1, out, budget)?;
         }
     }
     Ok(())
@@ -204,10 +217,14 @@ fn int_arg(v: Option<&Value>, n: usize, name: &str, default: Option<i64>) -> Res
     match v {
         Some(Value::Integer(i)) => Ok(*i),
         Some(Value::Number(f)) => Ok(*f as i64),
-        Some(Value::String(s)) => match s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()) {
-            Some(f) => Ok(f as i64),
-            None => Err(fail(&format!("bad argument #{n} to '{name}' (number expected, got string)"))),
-        },
+        Some(Value::String(s)) => {
+            match s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()) {
+                Some(f) => Ok(f as i64),
+                None => Err(fail(&format!(
+                    "bad argument #{n} to '{name}' (number expected, got string)"
+                ))),
+            }
+        }
         None | Some(Value::Nil) if default.is_some() => Ok(default.unwrap_or(0)),
         other => Err(fail(&format!(
             "bad argument #{n} to '{name}' (number expected, got {})",
@@ -216,7 +233,7 @@ fn int_arg(v: Option<&Value>, n: usize, name: &str, default: Option<i64>) -> Res
     }
 }
 
-fn unpack_entry(lua: &Lua, args: MultiValue, mode: Mode) -> Result<MultiValue, Failure> {
+fn unpack_entry(lua: &Lua, args: MultiValue, mode: Mode) -> Result<Table, Failure> {
     let name = match mode {
         Mode::All => "unpack",
         Mode::One => "unpack_one",
@@ -266,7 +283,7 @@ impl Open {
     }
 }
 
-fn unpack_full(lua: &Lua, data: &[u8], limit: i32, offset: i32) -> Result<MultiValue, Failure> {
+fn unpack_full(lua: &Lua, data: &[u8], limit: i32, offset: i32) -> Result<Table, Failure> {
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
         return Err(fail(&format!(
@@ -282,20 +299,26 @@ fn unpack_full(lua: &Lua, data: &[u8], limit: i32, offset: i32) -> Result<MultiV
     }
     let limit = if decode_all { i32::MAX } else { limit };
     let mut pos = offset as usize;
-    let mut results: Vec<Value> = Vec::new();
+    let mut results = Results::new(lua)?;
+    if !decode_all {
+        // The next offset comes first; filled in at the end.
+        results.push(Value::Nil)?;
+    }
     let mut count = 0;
     while pos < data.len() && count < limit {
         // One argument stays on Redis's stack, under the results so far.
-        let base = 1 + results.len();
+        let base = 1 + count as usize;
         let v = decode_one(lua, data, &mut pos, base)?;
-        results.push(v);
+        results.push(v)?;
         count += 1;
     }
+    let mut table = results.finish()?;
     if !decode_all {
         let next = if pos == data.len() { -1 } else { pos as i64 };
-        results.insert(0, Value::Integer(next));
+        table.raw_set(1, next).map_err(Failure::from)?;
     }
-    Ok(MultiValue::from_iter(results))
+    let _ = &mut table;
+    Ok(table)
 }
 
 fn need(data: &[u8], pos: usize, n: usize) -> Result<(), Failure> {
@@ -307,7 +330,9 @@ fn need(data: &[u8], pos: usize, n: usize) -> Result<(), Failure> {
 }
 
 fn be(data: &[u8], at: usize, n: usize) -> u64 {
-    data[at..at + n].iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+    data[at..at + n]
+        .iter()
+        .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
 
 /// What the first bytes at `pos` hold.
@@ -340,7 +365,11 @@ fn read_item(lua: &Lua, data: &[u8], pos: &mut usize) -> Result<Item, Failure> {
         need(data, p, 1 + n)?;
         let len = be(data, p + 1, n);
         *pos = p + 1 + n;
-        Ok(if map { Item::Map(len) } else { Item::Array(len) })
+        Ok(if map {
+            Item::Map(len)
+        } else {
+            Item::Array(len)
+        })
     };
     let one = |v: Value, pos: &mut usize| {
         *pos = p + 1;
@@ -372,7 +401,9 @@ fn read_item(lua: &Lua, data: &[u8], pos: &mut usize) -> Result<Item, Failure> {
         t if t & 0xe0 == 0xa0 => {
             let len = usize::from(t & 0x1f);
             need(data, p, 1 + len)?;
-            let s = lua.create_string(&data[p + 1..p + 1 + len]).map_err(Failure::from)?;
+            let s = lua
+                .create_string(&data[p + 1..p + 1 + len])
+                .map_err(Failure::from)?;
             *pos = p + 1 + len;
             Ok(Item::Value(Value::String(s)))
         }
@@ -384,7 +415,11 @@ fn read_item(lua: &Lua, data: &[u8], pos: &mut usize) -> Result<Item, Failure> {
 
 fn one_container(p: usize, pos: &mut usize, len: u64, map: bool) -> Result<Item, Failure> {
     *pos = p + 1;
-    Ok(if map { Item::Map(len) } else { Item::Array(len) })
+    Ok(if map {
+        Item::Map(len)
+    } else {
+        Item::Array(len)
+    })
 }
 
 fn overflow(what: &str) -> Failure {
@@ -396,6 +431,16 @@ fn decode_one(lua: &Lua, data: &[u8], pos: &mut usize, base: usize) -> Result<Va
     let mut open: Vec<Open> = Vec::new();
     loop {
         let slots = base + open.iter().map(Open::slots).sum::<usize>();
+        // Each open container (and a map's pending key) holds an mlua handle, of which
+        // there are fewer than Lua stack slots: nesting this deep fails with Redis's text
+        // a little earlier than Redis would.
+        if open.len() > MAX_OPEN {
+            return Err(overflow(if open.last().is_some_and(|o| o.is_map) {
+                "in function mp_decode_to_lua_map"
+            } else {
+                "in function mp_decode_to_lua_array"
+            }));
+        }
         if slots + 1 > LIBRARY_STACK_LIMIT {
             return Err(overflow(
                 "too many return values at once; use unpack_one or unpack_limit instead.",

@@ -208,7 +208,11 @@ impl Sandbox {
     /// read-only `string_view`, and `getmetatable("")` returns a read-only view of
     /// `{__index = string_view}`, so `getmetatable("").__index == string` holds in a script
     /// as in Redis, and every assignment through it fails.
-    pub(crate) fn protect_string_metatable(&self, lua: &Lua, string_view: &Table) -> mlua::Result<()> {
+    pub(crate) fn protect_string_metatable(
+        &self,
+        lua: &Lua,
+        string_view: &Table,
+    ) -> mlua::Result<()> {
         let mt: Table = lua
             .load("return getmetatable('')")
             .set_name("=latchkey")

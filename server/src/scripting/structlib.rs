@@ -15,7 +15,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libs::{fail, lift, type_name, Failure, LIBRARY_STACK_LIMIT};
+use super::libs::{fail, lift, type_name, Failure, Results, LIBRARY_STACK_LIMIT};
 
 /// The widest integer option, in bytes.
 const MAX_INT_SIZE: i64 = 32;
@@ -191,7 +191,7 @@ fn to_bits(n: f64) -> u64 {
     }
 }
 
-fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
+fn pack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "pack")?;
     let mut f = Format {
         bytes: &fmt,
@@ -264,7 +264,7 @@ fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
         total = total.wrapping_add(size);
     }
     let s = lua.create_string(&out).map_err(Failure::from)?;
-    Ok(MultiValue::from_iter([Value::String(s)]))
+    Results::one(lua, Value::String(s))
 }
 
 fn read_integer(bytes: &[u8], endian: Endian, signed: bool, size: u64) -> f64 {
@@ -288,7 +288,7 @@ fn read_integer(bytes: &[u8], endian: Endian, signed: bool, size: u64) -> f64 {
     l as i64 as f64
 }
 
-fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
+fn unpack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "unpack")?;
     let data = string_arg(&args, 2, "unpack")?;
     let start = match args.get(2) {
@@ -299,7 +299,9 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
     // Redis's check: the offset, read as a `size_t`, must not be 0 (a negative one wraps
     // around and fails as too short below).
     if start as i64 == 0 {
-        return Err(fail("bad argument #3 to 'unpack' (offset must be 1 or greater)"));
+        return Err(fail(
+            "bad argument #3 to 'unpack' (offset must be 1 or greater)",
+        ));
     }
     let mut pos = (start as i64).wrapping_sub(1) as u64;
     let mut f = Format {
@@ -308,7 +310,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
         func: "unpack",
     };
     let mut h = Header::new();
-    let mut results: Vec<Value> = Vec::new();
+    let mut results = Results::new(lua)?;
     let too_short = || fail("bad argument #2 to 'unpack' (data string too short)");
     while let Some(opt) = f.next() {
         let mut size = f.size(opt)?;
@@ -325,7 +327,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let signed = opt.is_ascii_lowercase();
                 let v = read_integer(&data[at..at + size as usize], h.endian, signed, size);
-                results.push(Value::Number(v));
+                results.push(Value::Number(v))?;
             }
             b'x' => {}
             b'f' => {
@@ -334,7 +336,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
                     Endian::Little => f32::from_le_bytes(b),
                     Endian::Big => f32::from_be_bytes(b),
                 };
-                results.push(Value::Number(f64::from(v)));
+                results.push(Value::Number(f64::from(v)))?;
             }
             b'd' => {
                 let b: [u8; 8] = data[at..at + 8].try_into().unwrap_or([0; 8]);
@@ -342,22 +344,24 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
                     Endian::Little => f64::from_le_bytes(b),
                     Endian::Big => f64::from_be_bytes(b),
                 };
-                results.push(Value::Number(v));
+                results.push(Value::Number(v))?;
             }
             b'c' => {
                 if size == 0 {
                     let previous = match results.last() {
-                        Some(Value::Number(n)) => Some(*n),
-                        Some(Value::String(s)) => {
-                            s.to_str().ok().and_then(|s| super::libs::lua_str_to_number(&s))
-                        }
+                        Some(Value::Number(n)) => Some(n),
+                        Some(Value::Integer(i)) => Some(i as f64),
+                        Some(Value::String(s)) => s
+                            .to_str()
+                            .ok()
+                            .and_then(|s| super::libs::lua_str_to_number(&s)),
                         _ => None,
                     };
                     let Some(n) = previous else {
                         return Err(fail("format 'c0' needs a previous size"));
                     };
                     size = if n < 0.0 { n as i64 as u64 } else { to_bits(n) };
-                    results.pop();
+                    results.pop()?;
                     if !(size <= ld && pos <= ld - size) {
                         return Err(too_short());
                     }
@@ -365,25 +369,27 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
                 let s = lua
                     .create_string(&data[at..at + size as usize])
                     .map_err(Failure::from)?;
-                results.push(Value::String(s));
+                results.push(Value::String(s))?;
             }
             b's' => {
                 let Some(end) = data[at..].iter().position(|b| *b == 0) else {
                     return Err(fail("unfinished string in data"));
                 };
-                let s = lua.create_string(&data[at..at + end]).map_err(Failure::from)?;
-                results.push(Value::String(s));
+                let s = lua
+                    .create_string(&data[at..at + end])
+                    .map_err(Failure::from)?;
+                results.push(Value::String(s))?;
                 size = end as u64 + 1;
             }
             _ => f.control(opt, &mut h)?,
         }
         pos = pos.wrapping_add(size);
     }
-    results.push(Value::Number(pos.wrapping_add(1) as i64 as f64));
-    Ok(MultiValue::from_iter(results))
+    results.push(Value::Number(pos.wrapping_add(1) as i64 as f64))?;
+    results.finish()
 }
 
-fn size(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
+fn size(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "size")?;
     let mut f = Format {
         bytes: &fmt,
@@ -396,14 +402,18 @@ fn size(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Failure> {
         let size = f.size(opt)?;
         pos = add_signed(pos, to_align(pos, &h, opt, size));
         if opt == b's' {
-            return Err(fail("bad argument #1 to 'size' (option 's' has no fixed size)"));
+            return Err(fail(
+                "bad argument #1 to 'size' (option 's' has no fixed size)",
+            ));
         } else if opt == b'c' && size == 0 {
-            return Err(fail("bad argument #1 to 'size' (option 'c0' has no fixed size)"));
+            return Err(fail(
+                "bad argument #1 to 'size' (option 'c0' has no fixed size)",
+            ));
         }
         if !opt.is_ascii_alphanumeric() {
             f.control(opt, &mut h)?;
         }
         pos = pos.wrapping_add(size);
     }
-    Ok(MultiValue::from_iter([Value::Number(pos as i64 as f64)]))
+    Results::one(lua, Value::Number(pos as i64 as f64))
 }
