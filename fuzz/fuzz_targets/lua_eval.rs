@@ -109,9 +109,31 @@ struct Lib(u8);
 struct Cmd(u8);
 
 const SPECIAL_NUMBERS: &[&str] = &[
-    "0", "-1", "2^31", "-2^31", "2^31-1", "2^32+1", "2^53", "2^63", "-2^63", "2^64", "1e308",
-    "1/0", "-1/0", "0/0", "0.5", "1e8", "8000", "7999", "255", "65536", "-0", "1e-300",
-    "2147483647", "-2147483648", "4294967295",
+    "0",
+    "-1",
+    "2^31",
+    "-2^31",
+    "2^31-1",
+    "2^32+1",
+    "2^53",
+    "2^63",
+    "-2^63",
+    "2^64",
+    "1e308",
+    "1/0",
+    "-1/0",
+    "0/0",
+    "0.5",
+    "1e8",
+    "8000",
+    "7999",
+    "255",
+    "65536",
+    "-0",
+    "1e-300",
+    "2147483647",
+    "-2147483648",
+    "4294967295",
 ];
 
 const KNOWN_STRINGS: &[&str] = &[
@@ -220,9 +242,33 @@ const LIBS: &[&str] = &[
 ];
 
 const CMDS: &[&str] = &[
-    "SET", "GET", "INCR", "LPUSH", "LRANGE", "HSET", "HGETALL", "DEL", "EXISTS", "PING", "ECHO",
-    "SETRANGE", "GETRANGE", "APPEND", "EXPIRE", "TTL", "ZADD", "ZRANGE", "SADD", "SMEMBERS",
-    "INCRBYFLOAT", "MSET", "KEYS", "SCAN", "TYPE", "EVAL", "NOSUCH",
+    "SET",
+    "GET",
+    "INCR",
+    "LPUSH",
+    "LRANGE",
+    "HSET",
+    "HGETALL",
+    "DEL",
+    "EXISTS",
+    "PING",
+    "ECHO",
+    "SETRANGE",
+    "GETRANGE",
+    "APPEND",
+    "EXPIRE",
+    "TTL",
+    "ZADD",
+    "ZRANGE",
+    "SADD",
+    "SMEMBERS",
+    "INCRBYFLOAT",
+    "MSET",
+    "KEYS",
+    "SCAN",
+    "TYPE",
+    "EVAL",
+    "NOSUCH",
 ];
 
 /// Scripts nest at most this deep (deeper expressions render as `nil`), to keep them short.
@@ -245,7 +291,11 @@ impl Str {
         match self {
             Str::Known(i) => {
                 out.push('"');
-                out.push_str(pick(KNOWN_STRINGS, usize::from(*i)).replace('"', "\\\"").as_str());
+                out.push_str(
+                    pick(KNOWN_STRINGS, usize::from(*i))
+                        .replace('"', "\\\"")
+                        .as_str(),
+                );
                 out.push('"');
             }
             Str::Bytes(b) => lua_string(b, out),
@@ -325,7 +375,11 @@ impl Expr {
                 out.push_str("))");
             }
             Expr::Redis(protected, cmd, args) => {
-                out.push_str(if *protected { "redis.pcall(" } else { "redis.call(" });
+                out.push_str(if *protected {
+                    "redis.pcall("
+                } else {
+                    "redis.call("
+                });
                 let _ = write!(out, "'{}'", pick(CMDS, usize::from(cmd.0)));
                 if !args.is_empty() {
                     out.push(',');

@@ -126,7 +126,7 @@ unsafe fn convert(state: *mut ffi::lua_State, proto: Protocol) -> Frame {
                     let depth = stack.len();
                     finished = stack.pop().map(|node| {
                         let f = node.finish(state);
-                        if depth % RAW_EVERY == 0 {
+                        if depth.is_multiple_of(RAW_EVERY) {
                             Frame::Raw(f.to_bytes(proto))
                         } else {
                             f

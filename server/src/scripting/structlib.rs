@@ -206,9 +206,7 @@ fn pack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
         let mut size = f.size(opt)?;
         let pad = to_align(total, &h, opt, size);
         total = add_signed(total, pad);
-        for _ in 0..pad.max(0) {
-            out.push(0);
-        }
+        out.resize(out.len() + pad.max(0) as usize, 0);
         match opt {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let mut value = to_bits(number_arg(&args, arg, "pack")?);
