@@ -8,7 +8,7 @@
 //! A word of caution for command authors: a [`dashmap::mapref::one::Ref`] or `RefMut` locks its
 //! shard. Drop it before touching another key of the same database, or the thread deadlocks.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -23,6 +23,7 @@ use indexmap::IndexMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::expiry_index::ExpiryIndex;
 use crate::zset::ZSet;
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
@@ -123,9 +124,8 @@ pub enum Update {
 #[derive(Debug, Default)]
 pub struct Db {
     map: DashMap<Bytes, Entry, KeyHasher>,
-    /// `(deadline_ms, key)` for every key with a TTL; may hold stale pairs, which are checked
-    /// against the entry before anything is deleted.
-    expiries: Mutex<BTreeSet<(u64, Bytes)>>,
+    /// Every key with a TTL, by deadline, and how many there are (see [`ExpiryIndex`]).
+    expiries: ExpiryIndex,
     /// Transactions watching keys of this database.
     watchers: DashMap<Bytes, Vec<Arc<WatchFlag>>, KeyHasher>,
     watched_count: AtomicUsize,
@@ -181,13 +181,21 @@ impl Db {
         self.map.get(key).is_some_and(|e| !e.is_expired(now_ms))
     }
 
-    /// Stores an entry, replacing whatever was there (TTL included), and returns the old one.
-    pub fn insert(&self, key: Bytes, entry: Entry) -> Option<Entry> {
+    /// Stores an entry, replacing whatever was there (TTL included); the replaced value is
+    /// freed off the hot path when big (see [`crate::lazyfree`]). Returns whether a key was
+    /// replaced (expired or not).
+    pub fn insert(&self, key: Bytes, entry: Entry) -> bool {
         let new_deadline = entry.expires_at;
         let old = self.map.insert(key.clone(), entry);
         self.reindex(&key, old.as_ref().and_then(|e| e.expires_at), new_deadline);
         self.signal_modified(&key);
-        old
+        match old {
+            Some(old) => {
+                crate::lazyfree::free_entry(old);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Moves `key`'s pair in the expiry index from its old deadline to its new one, after
@@ -195,16 +203,7 @@ impl Db {
     /// shard is, the order the active expiry cycle takes them in). The old pair goes first, so
     /// that a key set again with the same deadline keeps its pair.
     fn reindex(&self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
-        if old.is_none() && new.is_none() {
-            return;
-        }
-        let mut idx = self.expiries.lock();
-        if let Some(t) = old {
-            idx.remove(&(t, key.clone()));
-        }
-        if let Some(t) = new {
-            idx.insert((t, key.clone()));
-        }
+        self.expiries.moved(key, old, new);
     }
 
     /// Reads and writes `key` as one step: `decide` sees the live entry (`None` when the key
@@ -223,7 +222,8 @@ impl Db {
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
     ) -> R {
         use dashmap::mapref::entry::Entry as Slot;
-        let (r, old_deadline, new_deadline, changed) = match self.map.entry(key.clone()) {
+        // `dropped`: a replaced or deleted entry, freed once the shard is let go.
+        let (r, old_deadline, new_deadline, changed, dropped) = match self.map.entry(key.clone()) {
             Slot::Occupied(mut slot) => {
                 let expired = slot.get().is_expired(now_ms);
                 let (update, r) = decide((!expired).then(|| slot.get()));
@@ -234,20 +234,24 @@ impl Db {
                     Update::Put(entry) => {
                         let new = entry.expires_at;
                         let old = slot.insert(entry);
-                        (r, old.expires_at, new, true)
+                        (r, old.expires_at, new, true, Some(old))
                     }
-                    Update::Remove => (r, slot.remove().expires_at, None, true),
+                    Update::Remove => {
+                        let old = slot.remove();
+                        (r, old.expires_at, None, true, Some(old))
+                    }
                     // `decide` was shown no entry: nothing of it is kept. A master deletes the
                     // expired key; a replica hides it and waits for its master's DEL.
                     Update::Keep | Update::Expire(_) if expired && lazy_delete => {
-                        (r, slot.remove().expires_at, None, true)
+                        let old = slot.remove();
+                        (r, old.expires_at, None, true, Some(old))
                     }
-                    Update::Keep | Update::Expire(_) if expired => (r, None, None, false),
+                    Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
                     Update::Expire(deadline) => {
                         let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
-                        (r, old, deadline, true)
+                        (r, old, deadline, true, None)
                     }
-                    Update::Keep => (r, None, None, false),
+                    Update::Keep => (r, None, None, false, None),
                 }
             }
             Slot::Vacant(slot) => {
@@ -256,15 +260,20 @@ impl Db {
                     Update::Put(entry) => {
                         let new = entry.expires_at;
                         slot.insert(entry);
-                        (r, None, new, true)
+                        (r, None, new, true, None)
                     }
-                    Update::Remove | Update::Keep | Update::Expire(_) => (r, None, None, false),
+                    Update::Remove | Update::Keep | Update::Expire(_) => {
+                        (r, None, None, false, None)
+                    }
                 }
             }
         };
         self.reindex(key, old_deadline, new_deadline);
         if changed {
             self.signal_modified(key);
+        }
+        if let Some(old) = dropped {
+            crate::lazyfree::free_entry(old);
         }
         r
     }
@@ -286,9 +295,12 @@ impl Db {
                     if lazy_delete {
                         self.note_lazily_expired(key.clone());
                     }
-                    // The old deadline's pair stays in the index until the expiry cycle
-                    // finds it stale (it checks every pair against its entry).
-                    slot.insert(Entry::new(make()));
+                    // The shard is locked, so the index is not touched: the old deadline's
+                    // pair stays until the expiry cycle pops it and finds it stale. The
+                    // count of keys with a TTL is fixed at once.
+                    let old = slot.insert(Entry::new(make()));
+                    self.expiries.recount(old.expires_at, None);
+                    crate::lazyfree::free_entry(old);
                 }
                 slot.into_ref()
             }
@@ -316,26 +328,9 @@ impl Db {
     /// Removes a key; returns the entry if there was one (expired or not).
     pub fn remove(&self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove(key)?;
-        if let Some(t) = e.expires_at {
-            self.expiries.lock().remove(&(t, k.clone()));
-        }
+        self.reindex(&k, e.expires_at, None);
         self.signal_modified(&k);
         Some(e)
-    }
-
-    /// Deletes `key` if it is expired at `now_ms`; returns whether it did.
-    pub fn expire_now(&self, key: &[u8], now_ms: u64) -> bool {
-        let removed = self.map.remove_if(key, |_, e| e.is_expired(now_ms));
-        match removed {
-            Some((k, e)) => {
-                if let Some(t) = e.expires_at {
-                    self.expiries.lock().remove(&(t, k.clone()));
-                }
-                self.signal_modified(&k);
-                true
-            }
-            None => false,
-        }
     }
 
     /// Deletes `key` if it is expired, as a read that found it so does (lazy expiry), and
@@ -354,10 +349,13 @@ impl Db {
         let Some((k, e)) = removed else {
             return false;
         };
-        if let Some(t) = e.expires_at {
-            self.expiries.lock().remove(&(t, k.clone()));
-        }
+        // The key's pair stays in the index: it is due, so the expiry cycle pops it soon (a
+        // cheap pop from the front) and drops it as stale. Searching the index for it here
+        // would cost every read that meets an expired key a logarithmic walk with key
+        // comparisons, just when a storm of expiries makes such reads common.
+        self.expiries.recount(e.expires_at, None);
         self.signal_modified(&k);
+        crate::lazyfree::free_entry(e);
         true
     }
 
@@ -388,36 +386,32 @@ impl Db {
 
     /// Keys whose deadline has passed, at most `limit` of them, without deleting them.
     pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
-        let idx = self.expiries.lock();
-        idx.iter()
-            .take_while(|(t, _)| *t <= now_ms)
-            .take(limit)
-            .map(|(_, k)| k.clone())
-            .collect()
+        self.expiries.peek_due(now_ms, limit)
     }
 
-    /// Drops index pairs that no longer match an entry (a key re-set with a new TTL, say).
-    fn prune_index(&self, now_ms: u64) {
-        let mut idx = self.expiries.lock();
-        let stale: Vec<(u64, Bytes)> = idx
-            .iter()
-            .take_while(|(t, _)| *t <= now_ms)
-            .filter(|(t, k)| self.map.get(k).and_then(|e| e.expires_at) != Some(*t))
-            .cloned()
-            .collect();
-        for s in stale {
-            idx.remove(&s);
-        }
+    /// Whether some key's deadline is at or before `now_ms` (a stale index pair counts too,
+    /// until the expiry cycle drops it): what the cycle has left to do.
+    pub fn has_due(&self, now_ms: u64) -> bool {
+        self.expiries.next_deadline().is_some_and(|t| t <= now_ms)
     }
 
-    /// Runs one active-expiry pass: deletes up to `limit` keys whose time has passed and
-    /// returns them, so the caller can propagate the deletions.
-    pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
-        self.prune_index(now_ms);
-        let mut gone = Vec::new();
-        for k in self.due_keys(now_ms, limit) {
-            if self.expire_now(&k, now_ms) {
-                gone.push(k);
+    /// Runs one bounded step of active expiry: pops up to `limit` due pairs from the front
+    /// of the expiry index and deletes each key that is still expired. Returns the deleted
+    /// keys with their entries, so the caller can propagate the deletions and then free the
+    /// values (see [`crate::lazyfree`]) outside its locks. Costs `O(limit · log n)`, whatever
+    /// the number of keys with a TTL.
+    pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
+        let mut due = Vec::with_capacity(limit.min(1024));
+        self.expiries.pop_due(now_ms, limit, &mut due);
+        let mut gone = Vec::with_capacity(due.len());
+        for (_, key) in due {
+            // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
+            // decides. An entry expired under another deadline is deleted all the same; its
+            // own pair, also due, is dropped as stale when popped.
+            if let Some((k, e)) = self.map.remove_if(&key, |_, e| e.is_expired(now_ms)) {
+                self.expiries.recount(e.expires_at, None);
+                self.signal_modified(&k);
+                gone.push((k, e));
             }
         }
         gone
@@ -435,7 +429,7 @@ impl Db {
 
     /// Number of keys with a TTL (for `INFO keyspace`).
     pub fn expires_count(&self) -> usize {
-        self.map.iter().filter(|e| e.expires_at.is_some()).count()
+        self.expiries.count()
     }
 
     /// Every live key (for `KEYS` and `SCAN`), in no particular order.
@@ -456,10 +450,27 @@ impl Db {
             .collect()
     }
 
-    /// Deletes every key, signalling every watcher.
+    /// Deletes every key, signalling every watcher, and frees the values before returning
+    /// (`FLUSHDB SYNC`).
     pub fn clear(&self) {
         self.map.clear();
-        self.expiries.lock().clear();
+        drop(self.expiries.take_all());
+        self.signal_all_watchers();
+    }
+
+    /// Deletes every key, signalling every watcher, and leaves freeing the values to the
+    /// background freer (`FLUSHDB ASYNC`): each shard of the map is swapped for an empty one
+    /// under its lock, so the work done here does not grow with the number of keys.
+    pub fn clear_async(&self) {
+        for shard in self.map.shards() {
+            let contents = std::mem::take(&mut *shard.write());
+            crate::lazyfree::free_in_background(Box::new(contents));
+        }
+        crate::lazyfree::free_in_background(Box::new(self.expiries.take_all()));
+        self.signal_all_watchers();
+    }
+
+    fn signal_all_watchers(&self) {
         for w in self.watchers.iter() {
             for f in w.value() {
                 f.set_dirty();
@@ -578,6 +589,20 @@ impl Keyspace {
         }
     }
 
+    /// Deletes every key of every database and frees them in the background (`FLUSHALL
+    /// ASYNC`): see [`Db::clear_async`].
+    pub fn clear_all_async(&self) {
+        for db in &self.dbs {
+            db.clear_async();
+        }
+    }
+
+    /// Whether some database has a key whose deadline is at or before `now_ms` and that the
+    /// active expiry cycle has not deleted yet.
+    pub fn has_due(&self, now_ms: u64) -> bool {
+        self.dbs.iter().any(|db| db.has_due(now_ms))
+    }
+
     /// Key counts per non-empty database: `(index, keys, expires)`.
     pub fn stats(&self) -> Vec<(usize, usize, usize)> {
         self.iter()
@@ -606,8 +631,9 @@ mod tests {
         db.insert(key.clone(), string("b", Some(100)));
         assert_eq!(db.due_keys(100, 10), vec![key.clone()]);
         db.update(&key, 0, true, |_| (Update::Put(string("c", Some(100))), ()));
-        assert_eq!(db.active_expire(100, 10), vec![key]);
+        assert_eq!(gone_keys(db.active_expire(100, 10)), vec![key]);
         assert!(db.is_empty());
+        assert_eq!(db.expires_count(), 0);
     }
 
     #[test]
@@ -637,6 +663,78 @@ mod tests {
         db.insert(key.clone(), string("v", Some(100)));
         db.update(&key, 0, true, |_| (Update::Expire(Some(50)), ()));
         assert_eq!(db.get(&key, 0, true).unwrap().expires_at, Some(50));
-        assert_eq!(db.active_expire(60, 10), vec![key]);
+        assert_eq!(gone_keys(db.active_expire(60, 10)), vec![key]);
+    }
+
+    fn gone_keys(gone: Vec<(Bytes, Entry)>) -> Vec<Bytes> {
+        gone.into_iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn the_ttl_count_is_kept_through_every_change() {
+        let db = Db::default();
+        let (a, b) = (Bytes::from_static(b"a"), Bytes::from_static(b"b"));
+        db.insert(a.clone(), string("v", Some(100)));
+        db.insert(b.clone(), string("v", None));
+        assert_eq!(db.expires_count(), 1);
+        db.update(&b, 0, true, |_| (Update::Expire(Some(200)), ()));
+        assert_eq!(db.expires_count(), 2);
+        db.update(&a, 0, true, |_| (Update::Expire(None), ()));
+        assert_eq!(db.expires_count(), 1);
+        // An expired key recreated as a fresh hash loses its TTL; its stale pair is dropped
+        // by the next pass without deleting the new key.
+        drop(db.get_or_create(&b, 300, true, || Value::Hash(IndexMap::new())));
+        assert_eq!(db.expires_count(), 0);
+        assert!(db.has_due(300), "the stale pair is still due");
+        assert!(db.active_expire(300, 10).is_empty());
+        assert!(!db.has_due(300));
+        assert_eq!(db.len(), 2);
+        db.remove(&a);
+        db.insert(a.clone(), string("v", Some(10)));
+        db.clear();
+        assert_eq!(db.expires_count(), 0);
+        assert!(!db.has_due(u64::MAX));
+    }
+
+    #[test]
+    fn a_read_that_expires_a_key_leaves_its_pair_to_the_cycle() {
+        let db = Db::default();
+        let key = Bytes::from_static(b"k");
+        db.insert(key.clone(), string("v", Some(10)));
+        assert!(db.get(&key, 20, true).is_none());
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires_count(), 0, "counted out at once");
+        assert!(db.has_due(20), "the pair is left, due");
+        // Recreated meanwhile: the stale pair must not delete the new key.
+        db.insert(key.clone(), string("new", None));
+        assert!(db.active_expire(20, 10).is_empty());
+        assert!(!db.has_due(u64::MAX));
+        assert_eq!(db.get(&key, 20, true).unwrap().value.type_name(), "string");
+    }
+
+    #[test]
+    fn an_async_flush_leaves_nothing_behind() {
+        let db = Db::default();
+        for i in 0..1000u32 {
+            db.insert(Bytes::from(i.to_string()), string("v", Some(u64::from(i))));
+        }
+        db.clear_async();
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires_count(), 0);
+        assert!(!db.has_due(u64::MAX));
+        assert!(db.get(b"1", 0, true).is_none());
+    }
+
+    #[test]
+    fn a_step_deletes_at_most_its_limit_in_deadline_order() {
+        let db = Db::default();
+        for i in 0..100u64 {
+            db.insert(Bytes::from(format!("k{i:03}")), string("v", Some(i)));
+        }
+        let gone = gone_keys(db.active_expire(1_000, 10));
+        let want: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("k{i:03}"))).collect();
+        assert_eq!(gone, want);
+        assert_eq!(db.len(), 90);
+        assert_eq!(db.expires_count(), 90);
     }
 }

@@ -37,7 +37,8 @@ pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
         let master = crate::replication::reset_for_restart(shared);
         // The file itself stays: every byte was written to it as it was appended.
         *shared.aof.write() = None;
-        shared.keyspace.clear_all();
+        // The old keyspace is freed in the background: the restart does not wait for it.
+        shared.keyspace.clear_all_async();
         shared.scripting.flush();
         shared.scripting.flush_libraries();
         for counter in [

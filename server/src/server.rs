@@ -84,6 +84,8 @@ pub struct Shared {
     /// Whether the active expiry cycle runs (`DEBUG SET-ACTIVE-EXPIRE 0|1`, on by default);
     /// off, keys expire only when something reads them.
     pub active_expire: AtomicBool,
+    /// Wake-ups and progress of the active expiry cycle (see [`crate::expire::caught_up`]).
+    pub expiry: crate::expire::ExpiryState,
     replica: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
@@ -116,6 +118,7 @@ impl Shared {
             run_id,
             addr: parking_lot::Mutex::new(None),
             active_expire: AtomicBool::new(true),
+            expiry: crate::expire::ExpiryState::default(),
             replica: AtomicBool::new(false),
             shutdown_tx,
             loading_tx: watch::channel(false).0,
@@ -180,21 +183,27 @@ impl Shared {
         self.replication.feed_encoded(db, effects)
     }
 
-    /// Called after the expiry cycle deleted keys: replicas receive a `DEL` for each, since
-    /// they never expire keys themselves.
+    /// Called after keys expired (the expiry cycle's, or those a read found expired):
+    /// replicas and the AOF receive a `DEL` for each, since replicas never expire keys
+    /// themselves. The whole batch is encoded once, as one chunk that the AOF writes and the
+    /// replicas share. The caller holds [`order_guard`](Shared::order_guard).
     pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
         let aof = self.aof.read();
-        if keys.is_empty() || (!self.replication.feeds_stream() && aof.is_none()) {
+        let feeds = self.replication.feeds_stream();
+        if keys.is_empty() || (!feeds && aof.is_none()) {
             return;
         }
-        let dels: Vec<Vec<Bytes>> = keys
-            .iter()
-            .map(|k| vec![Bytes::from_static(b"DEL"), k.clone()])
-            .collect();
+        let dels = crate::replication::stream_chunk(|out| {
+            for k in keys {
+                crate::replication::encode(&[&b"DEL"[..], &k[..]], out);
+            }
+        });
         if let Some(aof) = aof.as_ref() {
-            aof.append(db, &dels);
+            aof.append_encoded(db, &dels);
         }
-        self.replication.feed(db, &dels);
+        if feeds {
+            self.replication.feed_encoded(db, dels);
+        }
     }
 
     /// Called after each command: the keys its reads found expired and deleted (lazy
@@ -476,6 +485,15 @@ impl ServerHandle {
             // Every task holds a sender; recv returns None once all have finished.
             let _ = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
         }
+    }
+
+    /// Resolves once the active expiry cycle has caught up with the clock: every key whose
+    /// deadline is at or before the current time has been deleted and its `DEL` fed to the
+    /// replicas and the AOF. Wakes the cycle rather than waiting for its next tick, and never
+    /// sleeps: after `clock().advance(...)` past many deadlines, a test awaits this before
+    /// checking `DBSIZE`. Resolves at once on a replica, or with active expiry switched off.
+    pub async fn expiry_caught_up(&self) {
+        crate::expire::caught_up(&self.shared).await;
     }
 
     /// Makes this server a replica of `master` (like `REPLICAOF host port`).

@@ -42,7 +42,9 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     for k in &args[1..] {
         // An expired key counts as absent; removing it still tidies the map.
         let live = ctx.db().contains(k, ctx.now_ms);
-        if ctx.db().remove(k).is_some() {
+        if let Some(entry) = ctx.db().remove(k) {
+            // A big value is freed in the background (as `UNLINK` promises; `DEL` too).
+            crate::lazyfree::free_entry(entry);
             if live {
                 n += 1;
                 ctx.changed();
@@ -209,16 +211,20 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
     let (src, dst) = (&args[1], &args[2]);
     let db = ctx.db();
-    let Some(entry) = read_entry(ctx, src) else {
+    if db.get(src, ctx.now_ms, ctx.lazy_delete()).is_none() {
         return Frame::error("ERR no such key");
-    };
+    }
     if src == dst {
         return if nx { Frame::Integer(0) } else { Frame::ok() };
     }
     if nx && db.contains(dst, ctx.now_ms) {
         return Frame::Integer(0);
     }
-    db.remove(src);
+    // Moved, not copied (RENAME holds the gate exclusively: nothing changed `src` since the
+    // check); a value `dst` held is freed off the hot path when big.
+    let Some(entry) = db.remove(src) else {
+        return Frame::error("ERR no such key");
+    };
     db.insert(dst.clone(), entry);
     ctx.changed();
     if nx {

@@ -334,28 +334,40 @@ fn dbsize(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     Frame::Integer(ctx.db().len() as i64)
 }
 
-fn flush_mode_ok(args: &[Bytes]) -> bool {
+/// The mode of `FLUSHDB`/`FLUSHALL`: `Some(true)` for `ASYNC`, `Some(false)` for `SYNC` or
+/// none, `None` for a syntax error.
+fn flush_mode(args: &[Bytes]) -> Option<bool> {
     match args.len() {
-        1 => true,
-        2 => is(&args[1], "async") || is(&args[1], "sync"),
-        _ => false,
+        1 => Some(false),
+        2 if is(&args[1], "async") => Some(true),
+        2 if is(&args[1], "sync") => Some(false),
+        _ => None,
     }
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if !flush_mode_ok(args) {
+    let Some(asynchronous) = flush_mode(args) else {
         return super::util::syntax_error();
+    };
+    // ASYNC frees the values on the background freer: the keys are gone when OK is sent.
+    if asynchronous {
+        ctx.db().clear_async();
+    } else {
+        ctx.db().clear();
     }
-    ctx.db().clear();
     ctx.changed();
     Frame::ok()
 }
 
 fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if !flush_mode_ok(args) {
+    let Some(asynchronous) = flush_mode(args) else {
         return super::util::syntax_error();
+    };
+    if asynchronous {
+        ctx.shared.keyspace.clear_all_async();
+    } else {
+        ctx.shared.keyspace.clear_all();
     }
-    ctx.shared.keyspace.clear_all();
     ctx.changed();
     Frame::ok()
 }

@@ -1,0 +1,159 @@
+//! The expiry index of one database: every key with a TTL, ordered by deadline.
+//!
+//! The active expiry cycle pops due keys from the front of this index, so finding the next
+//! key to delete costs a logarithmic step, never a scan: a burst of a million leases that
+//! expire together costs a million pops, spread over many small steps.
+//!
+//! Two facts are kept separately:
+//! - the *pairs* `(deadline, key)`, which may briefly include a stale pair (a key whose entry
+//!   has since got another deadline, or none): whoever pops a pair checks it against the entry
+//!   before deleting anything, and drops a stale one at no further cost;
+//! - the *count* of entries that have a TTL (`expires=` in `INFO keyspace`), kept exact on every
+//!   change instead of recomputed by walking the keyspace.
+//!
+//! Lock order: the index's mutex is never taken while a shard of the keyspace map is locked,
+//! and the map is never touched while the index is locked.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+/// Deadline-ordered pairs and the count of keys with a TTL, for one database.
+#[derive(Debug, Default)]
+pub(crate) struct ExpiryIndex {
+    /// `(deadline_ms, key)`; see the module docs for why a pair may be stale.
+    pairs: Mutex<BTreeSet<(u64, Bytes)>>,
+    /// How many entries of the database have a deadline.
+    with_ttl: AtomicUsize,
+}
+
+impl ExpiryIndex {
+    /// Records that `key`'s entry went from deadline `old` to deadline `new` (`None`: no TTL,
+    /// or no entry). Moves the key's pair and adjusts the count. The old pair goes first, so a
+    /// key set again with the same deadline keeps its pair.
+    pub(crate) fn moved(&self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+        if old == new {
+            return;
+        }
+        self.recount(old, new);
+        let mut pairs = self.pairs.lock();
+        if let Some(t) = old {
+            pairs.remove(&(t, key.clone()));
+        }
+        if let Some(t) = new {
+            pairs.insert((t, key.clone()));
+        }
+    }
+
+    /// Adjusts only the count, leaving any pair in place: for a caller that holds a shard
+    /// lock and so may not take the index's (the pair left behind is stale, and is dropped by
+    /// whoever pops it).
+    pub(crate) fn recount(&self, old: Option<u64>, new: Option<u64>) {
+        match (old.is_some(), new.is_some()) {
+            (false, true) => {
+                self.with_ttl.fetch_add(1, Ordering::AcqRel);
+            }
+            (true, false) => {
+                self.with_ttl.fetch_sub(1, Ordering::AcqRel);
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes up to `limit` pairs whose deadline is at or before `now_ms`, earliest first,
+    /// appending them to `out`. Costs `O(limit · log n)`.
+    pub(crate) fn pop_due(&self, now_ms: u64, limit: usize, out: &mut Vec<(u64, Bytes)>) {
+        let mut pairs = self.pairs.lock();
+        for _ in 0..limit {
+            match pairs.first() {
+                Some((t, _)) if *t <= now_ms => {}
+                _ => break,
+            }
+            if let Some(p) = pairs.pop_first() {
+                out.push(p);
+            }
+        }
+    }
+
+    /// Up to `limit` keys whose deadline has passed, earliest first, left in the index.
+    pub(crate) fn peek_due(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        self.pairs
+            .lock()
+            .iter()
+            .take_while(|(t, _)| *t <= now_ms)
+            .take(limit)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
+    /// The earliest deadline in the index (possibly of a stale pair), if any.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.pairs.lock().first().map(|(t, _)| *t)
+    }
+
+    /// How many entries have a TTL.
+    pub(crate) fn count(&self) -> usize {
+        self.with_ttl.load(Ordering::Acquire)
+    }
+
+    /// Empties the index and returns its pairs, for the caller to free (a big set takes a
+    /// while to drop: `FLUSHALL ASYNC` hands it to the background freer).
+    pub(crate) fn take_all(&self) -> BTreeSet<(u64, Bytes)> {
+        self.with_ttl.store(0, Ordering::Release);
+        std::mem::take(&mut *self.pairs.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    #[test]
+    fn pops_in_deadline_order_and_only_what_is_due() {
+        let idx = ExpiryIndex::default();
+        idx.moved(&k("c"), None, Some(30));
+        idx.moved(&k("a"), None, Some(10));
+        idx.moved(&k("b"), None, Some(20));
+        let mut out = Vec::new();
+        idx.pop_due(20, 10, &mut out);
+        assert_eq!(out, vec![(10, k("a")), (20, k("b"))]);
+        assert_eq!(idx.next_deadline(), Some(30));
+    }
+
+    #[test]
+    fn the_count_follows_entries_not_pairs() {
+        let idx = ExpiryIndex::default();
+        idx.moved(&k("a"), None, Some(10));
+        idx.moved(&k("a"), Some(10), Some(50));
+        assert_eq!(idx.count(), 1);
+        idx.recount(Some(50), None);
+        assert_eq!(
+            idx.count(),
+            0,
+            "the pair stays, stale, but the entry has no TTL"
+        );
+        assert_eq!(idx.peek_due(50, 10), vec![k("a")]);
+        idx.moved(&k("b"), None, Some(5));
+        idx.moved(&k("b"), Some(5), None);
+        assert_eq!(idx.count(), 0);
+        assert_eq!(idx.peek_due(50, 10), vec![k("a")]);
+    }
+
+    #[test]
+    fn a_step_pops_at_most_its_limit() {
+        let idx = ExpiryIndex::default();
+        for i in 0..100u64 {
+            idx.moved(&Bytes::from(i.to_string()), None, Some(i));
+        }
+        let mut out = Vec::new();
+        idx.pop_due(1_000, 16, &mut out);
+        assert_eq!(out.len(), 16);
+        assert_eq!(idx.next_deadline(), Some(16));
+    }
+}
