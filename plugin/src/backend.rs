@@ -30,6 +30,20 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Subscribes to `channel`; messages published after this returns are not missed.
     fn subscribe(&self, channel: Vec<u8>) -> BoxFuture<'_, Result<Box<dyn Subscription>, String>>;
+
+    /// Runs one command that may block the server's side of its connection (`WAIT`) on a
+    /// connection no other command uses meanwhile. The in-process server gives every command
+    /// a client of its own already, so by default this is [`Backend::command`].
+    fn command_alone(&self, args: Vec<Vec<u8>>) -> BoxFuture<'_, Result<Reply, String>> {
+        self.command(args)
+    }
+
+    /// Where the lease keeper sends its renewals: a connection of their own when the backend
+    /// multiplexes tenants' commands over one (real Redis), so that a renewal never queues
+    /// behind a tenant's slow command; `None` means this backend itself will do.
+    fn keeper(&self) -> Option<Arc<dyn Backend>> {
+        None
+    }
 }
 
 /// A live subscription; dropping it unsubscribes.
@@ -46,27 +60,104 @@ impl dyn Backend {
 
     /// A single Redis node at `redis://host:port`.
     pub async fn redis(url: &str) -> Result<Arc<dyn Backend>, String> {
-        let t = RedisTransport::connect(url)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Arc::new(Wrap(t)))
+        let url = url.to_string();
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let url = url.clone();
+                Box::pin(async move { RedisTransport::connect(&url).await })
+            },
+        ))
+        .await
     }
 
     /// The master that the Sentinels at `sentinels` report for `service`.
     pub async fn sentinel(sentinels: &[String], service: &str) -> Result<Arc<dyn Backend>, String> {
-        let t = RedisTransport::connect_sentinel(sentinels, service)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Arc::new(Wrap(t)))
+        let (sentinels, service) = (sentinels.to_vec(), service.to_string());
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let (sentinels, service) = (sentinels.clone(), service.clone());
+                Box::pin(
+                    async move { RedisTransport::connect_sentinel(&sentinels, &service).await },
+                )
+            },
+        ))
+        .await
     }
 
     /// A Redis Cluster reached through any of `nodes`; commands are routed by slot (a
     /// tenant's lock keys keep one hash tag, so a lock's scripts stay in one slot).
     pub async fn cluster(nodes: &[String]) -> Result<Arc<dyn Backend>, String> {
-        let t = RedisTransport::connect_cluster(nodes)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Arc::new(Wrap(t)))
+        let nodes = nodes.to_vec();
+        Redis::open(Arc::new(
+            move || -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> {
+                let nodes = nodes.clone();
+                Box::pin(async move { RedisTransport::connect_cluster(&nodes).await })
+            },
+        ))
+        .await
+    }
+}
+
+/// Opens a fresh set of connections to the same Redis deployment.
+type Opener = Arc<
+    dyn Fn() -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> + Send + Sync,
+>;
+
+/// How many idle connections for blocking commands a Redis backend keeps for reuse.
+const ALONE_IDLE: usize = 4;
+
+/// Real Redis: tenants' commands multiplexed over one connection, the keeper's renewals over
+/// another, and each blocking command on a connection of its own (taken from a few idle ones,
+/// or opened).
+struct Redis {
+    shared: Wrap<RedisTransport>,
+    keeper: Arc<dyn Backend>,
+    open: Opener,
+    idle: std::sync::Mutex<Vec<RedisTransport>>,
+}
+
+impl Redis {
+    async fn open(open: Opener) -> Result<Arc<dyn Backend>, String> {
+        let shared = Wrap(open().await.map_err(|e| e.to_string())?);
+        let keeper: Arc<dyn Backend> = Arc::new(Wrap(open().await.map_err(|e| e.to_string())?));
+        Ok(Arc::new(Redis {
+            shared,
+            keeper,
+            open,
+            idle: std::sync::Mutex::new(Vec::new()),
+        }))
+    }
+}
+
+impl Backend for Redis {
+    fn command(&self, args: Vec<Vec<u8>>) -> BoxFuture<'_, Result<Reply, String>> {
+        self.shared.command(args)
+    }
+
+    fn subscribe(&self, channel: Vec<u8>) -> BoxFuture<'_, Result<Box<dyn Subscription>, String>> {
+        self.shared.subscribe(channel)
+    }
+
+    fn command_alone(&self, args: Vec<Vec<u8>>) -> BoxFuture<'_, Result<Reply, String>> {
+        Box::pin(async move {
+            let idle = self.idle.lock().expect("idle connections").pop();
+            let conn = match idle {
+                Some(c) => c,
+                None => (self.open)().await.map_err(|e| e.to_string())?,
+            };
+            let reply = conn.command(args).await;
+            // A connection is reused only once its command has answered (the caller's timeout
+            // may drop this future earlier: then the connection is dropped with it).
+            let mut idle = self.idle.lock().expect("idle connections");
+            if reply.is_ok() && idle.len() < ALONE_IDLE {
+                idle.push(conn);
+            }
+            reply.map_err(|e| e.to_string())
+        })
+    }
+
+    fn keeper(&self) -> Option<Arc<dyn Backend>> {
+        Some(self.keeper.clone())
     }
 }
 

@@ -9,12 +9,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker, WasmList};
+use wasmtime::{
+    AsContext, AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    StoreContextMut,
+};
 
 use crate::backend::Backend;
+use crate::latchkey::locks::redis::{Frame as WitFrame, Host as _};
 use crate::limits::Limits;
-use crate::state::TenantState;
+use crate::namespace::Namespace;
+use crate::state::{check_counts, TenantState};
 use crate::tenant::Tenant;
 use crate::LockClient;
 
@@ -52,7 +57,11 @@ pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn Backend>,
     /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
     pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
-    pub(crate) limits: Limits,
+    pub(crate) limits: Arc<Limits>,
+    /// Each tenant's budget, by name: every [`Tenant`] of one name shares it, however the
+    /// embedder got it.
+    pub(crate) budgets:
+        std::sync::Mutex<std::collections::HashMap<String, crate::limits::TenantBudget>>,
     pooled: bool,
     cache_dir: Option<PathBuf>,
     stop_ticker: Arc<AtomicBool>,
@@ -139,7 +148,7 @@ impl Host {
             pool.total_component_instances(n)
                 .total_core_instances(n.saturating_mul(per))
                 .max_core_instances_per_component(per)
-                .max_memories_per_component(per)
+                .max_memories_per_component(per.min(cfg.limits.memories.max(1) as u32))
                 .max_tables_per_component(per)
                 .total_memories(n.saturating_mul(2))
                 .total_tables(n.saturating_mul(4))
@@ -158,6 +167,7 @@ impl Host {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         LockClient::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        bounded_imports(&mut linker)?;
 
         // The epoch ticker: a plain thread, so that it ticks even when every runtime worker
         // is busy running guests.
@@ -177,7 +187,8 @@ impl Host {
                 linker,
                 backend: primary,
                 nodes,
-                limits: cfg.limits,
+                limits: Arc::new(cfg.limits),
+                budgets: Default::default(),
                 pooled,
                 cache_dir: cfg.cache_dir,
                 stop_ticker,
@@ -242,10 +253,21 @@ impl Host {
         })
     }
 
-    /// The tenant `name`: a namespace and a rate limit, shared by every instance started for
-    /// it (a tenant may run several workers).
+    /// The tenant `name`: a namespace and a budget (rates, quotas), shared by every instance
+    /// started for it (a tenant may run several workers), and by every [`Tenant`] of that name
+    /// this host hands out.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not a valid tenant name (see [`Namespace::new`]: 1 to 64 ASCII letters,
+    /// digits, `-` or `_`); [`Host::try_tenant`] says so instead.
     pub fn tenant(&self, name: &str) -> Tenant {
-        Tenant::new(self.clone(), name)
+        self.try_tenant(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Host::tenant`], or why `name` is not a valid tenant name.
+    pub fn try_tenant(&self, name: &str) -> Result<Tenant, String> {
+        Ok(Tenant::new(self.clone(), Namespace::new(name)?))
     }
 }
 
@@ -259,4 +281,105 @@ fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
         hex::encode(Sha1::digest(bytes)),
         h.finish()
     )
+}
+
+/// The imports whose arguments are bounded before the host copies them: `command` and
+/// `command-all` take a list of lists, which wasmtime would otherwise copy whole out of the
+/// guest before any check (a million entries pointing at one 1 MiB buffer would be a terabyte
+/// of host memory). These definitions replace the generated ones: they look at the list's
+/// shape in guest memory, refuse it when it has too many entries or bytes, and only then copy.
+/// The WASI random functions are replaced too, so that a tenant's random bytes go through its
+/// per-second bucket (their size per call is bounded by the WASI context itself).
+fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut redis = linker.instance("latchkey:locks/redis@0.2.0")?;
+    redis.func_wrap_async(
+        "command",
+        |mut store: StoreContextMut<'_, TenantState>, (args,): (WasmList<WasmList<u8>>,)| {
+            Box::new(async move {
+                let args = match copy_args(&mut store, &args)? {
+                    Ok(a) => a,
+                    Err(refused) => {
+                        charge_refusal(store.data_mut()).await?;
+                        return Ok((Err(refused),));
+                    }
+                };
+                let r: Result<Vec<WitFrame>, String> = store.data_mut().command(args).await?;
+                Ok((r,))
+            })
+        },
+    )?;
+    redis.func_wrap_async(
+        "command-all",
+        |mut store: StoreContextMut<'_, TenantState>,
+         (args, timeout_ms): (WasmList<WasmList<u8>>, u64)| {
+            Box::new(async move {
+                let args = match copy_args(&mut store, &args)? {
+                    Ok(a) => a,
+                    Err(refused) => {
+                        charge_refusal(store.data_mut()).await?;
+                        let n = store.data_mut().nodes().await? as usize;
+                        return Ok((vec![Err(refused); n],));
+                    }
+                };
+                let r: Vec<Result<Vec<WitFrame>, String>> =
+                    store.data_mut().command_all(args, timeout_ms).await?;
+                Ok((r,))
+            })
+        },
+    )?;
+    for (iface, name) in [
+        ("wasi:random/random@0.2.12", "get-random-bytes"),
+        ("wasi:random/insecure@0.2.12", "get-insecure-random-bytes"),
+    ] {
+        let mut inst = linker.instance(iface)?;
+        inst.func_wrap_async(
+            name,
+            |mut store: StoreContextMut<'_, TenantState>, (len,): (u64,)| {
+                Box::new(async move {
+                    let s = store.data_mut();
+                    let max = s.limits.random_bytes_per_call;
+                    if len > max {
+                        wasmtime::bail!(
+                            "asked for {len} random bytes, over the tenant's limit of {max} per call"
+                        );
+                    }
+                    s.budget.random.acquire_n(len as f64).await;
+                    let mut bytes = vec![0u8; len as usize];
+                    rand::fill(&mut bytes[..]);
+                    Ok((bytes,))
+                })
+            },
+        )?;
+    }
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A refused command still costs the tenant a call (and traps an interrupted instance).
+async fn charge_refusal(s: &mut TenantState) -> wasmtime::Result<()> {
+    s.enter().await
+}
+
+/// Copies a command's arguments out of the guest, or says why not: at most
+/// [`Limits::args_per_call`] entries of at most [`Limits::bytes_per_call`] bytes in all,
+/// checked on the list's shape before anything is copied.
+fn copy_args(
+    store: &mut StoreContextMut<'_, TenantState>,
+    list: &WasmList<WasmList<u8>>,
+) -> wasmtime::Result<Result<Vec<Vec<u8>>, String>> {
+    let limits = store.data().limits.clone();
+    if let Err(e) = check_counts(list.len(), std::iter::empty::<usize>(), &limits) {
+        return Ok(Err(e));
+    }
+    let items = list
+        .iter(store.as_context_mut())?
+        .collect::<wasmtime::Result<Vec<WasmList<u8>>>>()?;
+    if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &limits) {
+        return Ok(Err(e));
+    }
+    Ok(Ok(items
+        .iter()
+        .map(|a| a.as_le_slice(store.as_context()).to_vec())
+        .collect()))
 }

@@ -3,7 +3,15 @@
 //! A lease lives on the tenant's backend (`keep-lease`) or on the quorum nodes
 //! (`keep-quorum-lease`, for a RedLock: renewed on every node at once, held while a majority
 //! holds it). When a renewal finds the lock gone or taken by another token, the lease is lost
-//! and the instance is interrupted (see [`Interrupt`]).
+//! and the instance is interrupted (see [`Interrupt`]). Only such a definite answer is a loss:
+//! an error reply (`BUSY`, `OOM`, `LOADING`, `READONLY`...), a timeout or a broken connection
+//! is retried, soon, until a whole TTL has passed since the last renewal that went through.
+//!
+//! Keeping a lease is a quota: a tenant keeps at most [`Limits::leases`] at once, with keys,
+//! tokens and TTLs within bounds, and every renewal takes a token of the tenant's call rate
+//! (one per node), so the host never sends more for a tenant than the tenant could itself.
+//! Renewals go over the backend's keeper connection ([`Backend::keeper`]), never queued behind
+//! a tenant's slow command.
 //!
 //! A tenant's component has no background tasks of its own, which is why this lives in the
 //! host; the native client does the same from a tokio task ([`latchkey_client::locks::Watchdog`]).
@@ -13,11 +21,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use latchkey_client::locks::LostReason;
 use latchkey_client::scripts::{Script, EXTEND, RELEASE};
 use latchkey_client::Reply;
 use tokio::task::JoinHandle;
 
 use crate::backend::Backend;
+use crate::limits::{Limits, RateLimiter, Slot, TenantBudget};
 use crate::namespace::Namespace;
 
 /// Why an instance must stop, once something decided it must. Checked at every host call and
@@ -64,8 +74,8 @@ enum Target {
 enum Renewal {
     /// The lease is held for another TTL.
     Renewed,
-    /// The lease is gone for good (why).
-    Lost(String),
+    /// The lease is gone for good (the cause, and the words for it).
+    Lost(LostReason, String),
     /// The round did not get through (why); a later one may.
     Failed(String),
 }
@@ -77,9 +87,16 @@ impl Target {
         match self {
             Target::Primary(backend) => match eval(&**backend, &EXTEND, key, &argv).await {
                 Ok(Reply::Int(1)) => Renewal::Renewed,
-                Ok(Reply::Int(-1)) => Renewal::Lost("the lock expired or was deleted".into()),
-                Ok(Reply::Int(_)) => Renewal::Lost("another holder took the lock".into()),
-                Ok(other) => Renewal::Lost(format!("unexpected renewal reply {other:?}")),
+                Ok(Reply::Int(-1)) => Renewal::Lost(
+                    LostReason::Expired,
+                    "the lock expired or was deleted".into(),
+                ),
+                Ok(Reply::Int(_)) => {
+                    Renewal::Lost(LostReason::Taken, "another holder took the lock".into())
+                }
+                // An error reply (the server is busy, out of memory, loading, read-only...)
+                // says nothing about the lock: try again.
+                Ok(other) => Renewal::Failed(format!("renewal answered {other:?}")),
                 Err(e) => Renewal::Failed(e),
             },
             Target::Quorum {
@@ -93,17 +110,28 @@ impl Target {
                     .iter()
                     .filter(|r| matches!(r, Ok(Reply::Int(1))))
                     .count();
-                // A node that answered anything but 1 no longer holds our token.
+                // A node that answered an integer other than 1 no longer holds our token; an
+                // error reply or no answer says nothing.
                 let gone = replies
                     .iter()
-                    .filter(|r| matches!(r, Ok(r) if *r != Reply::Int(1)))
+                    .filter(|r| matches!(r, Ok(Reply::Int(i)) if *i != 1))
                     .count();
                 if renewed >= quorum {
                     Renewal::Renewed
                 } else if n - gone < quorum {
-                    Renewal::Lost(format!(
-                        "{gone} of {n} nodes no longer hold it, a majority is {quorum}"
-                    ))
+                    // Taken when some node holds another token; else the key is gone.
+                    let taken = replies
+                        .iter()
+                        .any(|r| matches!(r, Ok(Reply::Int(i)) if *i != 1 && *i != -1));
+                    let cause = if taken {
+                        LostReason::Taken
+                    } else {
+                        LostReason::Expired
+                    };
+                    Renewal::Lost(
+                        cause,
+                        format!("{gone} of {n} nodes no longer hold it, a majority is {quorum}"),
+                    )
                 } else {
                     Renewal::Failed(format!(
                         "{renewed} of {n} nodes renewed it, a majority is {quorum}"
@@ -151,7 +179,11 @@ struct Kept {
     token: String,
     target: Target,
     alive: Arc<AtomicBool>,
+    /// Why it was lost, once it was.
+    cause: Arc<Mutex<Option<LostReason>>>,
     renewer: JoinHandle<()>,
+    /// The lease's unit of the tenant's lease quota.
+    _slot: Slot,
 }
 
 /// The leases one instance asked the host to keep.
@@ -162,6 +194,8 @@ pub struct LeaseKeeper {
     interrupt: Arc<Interrupt>,
     leases: HashMap<u64, Kept>,
     next_id: u64,
+    limits: Arc<Limits>,
+    budget: TenantBudget,
 }
 
 /// Runs `script` with `EVALSHA`, falling back to `EVAL` when the server does not know it.
@@ -195,19 +229,26 @@ async fn eval(
 impl LeaseKeeper {
     /// A keeper for one instance of the tenant `ns` whose backend is `backend` and whose
     /// quorum nodes are `nodes`, raising `interrupt` when a lease is lost.
-    pub fn new(
+    pub(crate) fn new(
         backend: Arc<dyn Backend>,
         nodes: Arc<[Arc<dyn Backend>]>,
         ns: Namespace,
         interrupt: Arc<Interrupt>,
+        limits: Arc<Limits>,
+        budget: TenantBudget,
     ) -> LeaseKeeper {
+        // Renewals go over each backend's own keeper connection when it has one.
+        let keeper = |b: &Arc<dyn Backend>| b.keeper().unwrap_or_else(|| b.clone());
+        let nodes: Arc<[Arc<dyn Backend>]> = nodes.iter().map(keeper).collect();
         LeaseKeeper {
-            backend,
+            backend: keeper(&backend),
             nodes,
             ns,
             interrupt,
             leases: HashMap::new(),
             next_id: 0,
+            limits,
+            budget,
         }
     }
 
@@ -235,20 +276,47 @@ impl LeaseKeeper {
         token: String,
         ttl: Duration,
     ) -> Result<u64, String> {
-        if ttl < Duration::from_millis(3) {
-            return Err("ttl-ms must be at least 3 for the host to renew it".into());
+        let l = &self.limits;
+        if ttl < l.lease_ttl_min || ttl > l.lease_ttl_max {
+            return Err(format!(
+                "ttl-ms must be between {} and {} for the host to keep the lease",
+                l.lease_ttl_min.as_millis(),
+                l.lease_ttl_max.as_millis()
+            ));
         }
+        if key.len() > l.lease_key_bytes {
+            return Err(format!(
+                "a kept lease's key may have at most {} bytes, not {}",
+                l.lease_key_bytes,
+                key.len()
+            ));
+        }
+        if token.len() > l.lease_token_bytes {
+            return Err(format!(
+                "a kept lease's token may have at most {} bytes, not {}",
+                l.lease_token_bytes,
+                token.len()
+            ));
+        }
+        let Some(slot) = self.budget.leases.take() else {
+            return Err(format!(
+                "the tenant already has {} leases kept, its limit",
+                self.budget.leases.max()
+            ));
+        };
         self.next_id += 1;
         let id = self.next_id;
         let key = self.ns.key(key);
         let alive = Arc::new(AtomicBool::new(true));
+        let cause = Arc::new(Mutex::new(None));
         let renewer = tokio::spawn(renew(
             target.clone(),
             key.clone(),
             token.clone(),
             ttl,
-            alive.clone(),
+            (alive.clone(), cause.clone()),
             self.interrupt.clone(),
+            self.budget.calls.clone(),
         ));
         self.leases.insert(
             id,
@@ -257,7 +325,9 @@ impl LeaseKeeper {
                 token,
                 target,
                 alive,
+                cause,
                 renewer,
+                _slot: slot,
             },
         );
         Ok(id)
@@ -275,6 +345,11 @@ impl LeaseKeeper {
         self.leases
             .get(&id)
             .is_some_and(|k| k.alive.load(Ordering::SeqCst))
+    }
+
+    /// Why lease `id` was lost: `None` while it is held, or when it is not kept.
+    pub fn lost_cause(&self, id: u64) -> Option<LostReason> {
+        *self.leases.get(&id)?.cause.lock().expect("lost cause")
     }
 
     /// How many leases are kept.
@@ -329,32 +404,56 @@ impl Drop for LeaseKeeper {
 
 /// The renewal loop of one lease: extend every ttl/3; when a renewal finds the lock gone or
 /// not ours, mark the lease dead and interrupt the instance. A round that does not get
-/// through (a failing connection, too few nodes answering) is retried until a whole TTL passed
-/// without a successful renewal (then the lock may have expired).
+/// through (an error reply, a failing connection, too few nodes answering) is retried every
+/// ttl/10 until a whole TTL passed without a successful renewal (then the lock may have
+/// expired). Each round takes one token of the tenant's call rate per node it asks, and waits
+/// for it like the tenant's own calls.
 async fn renew(
     target: Target,
     key: Vec<u8>,
     token: String,
     ttl: Duration,
-    alive: Arc<AtomicBool>,
+    (alive, cause): (Arc<AtomicBool>, Arc<Mutex<Option<LostReason>>>),
     interrupt: Arc<Interrupt>,
+    calls: RateLimiter,
 ) {
     let ttl_ms = ttl.as_millis().to_string();
+    let nodes = match &target {
+        Target::Primary(_) => 1.0,
+        Target::Quorum { nodes, .. } => nodes.len() as f64,
+    };
+    let retry = (ttl / 10).max(Duration::from_millis(1));
     let mut last_ok = Instant::now();
+    let mut pause = ttl / 3;
     loop {
-        tokio::time::sleep(ttl / 3).await;
-        let lost = match target.extend(&key, &token, &ttl_ms).await {
+        tokio::time::sleep(pause).await;
+        calls.acquire_n(nodes).await;
+        // A round never outlives the TTL: a hung connection is a failed round.
+        let left = ttl
+            .saturating_sub(last_ok.elapsed())
+            .max(Duration::from_millis(1));
+        let round = tokio::time::timeout(left, target.extend(&key, &token, &ttl_ms))
+            .await
+            .unwrap_or_else(|_| Renewal::Failed("no answer in time".into()));
+        let lost = match round {
             Renewal::Renewed => {
                 last_ok = Instant::now();
+                pause = ttl / 3;
                 None
             }
-            Renewal::Lost(why) => Some(why),
-            Renewal::Failed(e) if last_ok.elapsed() >= ttl => {
-                Some(format!("renewals failed for a whole TTL: {e}"))
+            Renewal::Lost(reason, why) => Some((reason, why)),
+            Renewal::Failed(e) if last_ok.elapsed() >= ttl => Some((
+                LostReason::Unreachable,
+                format!("renewals failed for a whole TTL: {e}"),
+            )),
+            Renewal::Failed(_) => {
+                pause = retry;
+                None
             }
-            Renewal::Failed(_) => None,
         };
-        if let Some(why) = lost {
+        if let Some((reason, why)) = lost {
+            // The cause first: whoever sees the lease dead can ask why.
+            *cause.lock().expect("lost cause") = Some(reason);
             alive.store(false, Ordering::SeqCst);
             interrupt.raise(format!(
                 "lease on '{}' lost ({why}); tenant interrupted",

@@ -9,19 +9,23 @@
 //! - [`Backend`] ([`backend`]): the latchkey server in-process, or real Redis (single node,
 //!   Sentinel, Cluster) through redis-rs; a host may also be given several independent
 //!   backends for tenants' RedLocks ([`Host::with_nodes`]);
-//! - [`Limits`] ([`limits`]): CPU by epoch deadlines, memory by `StoreLimits`, host calls by a
-//!   token bucket;
+//! - [`Limits`] ([`limits`]): every bound a tenant runs under: CPU per call into the guest and
+//!   per second ([`cpu`]), memory over all of an instance's memories, host calls and bytes
+//!   sent by token buckets, and quotas on what a tenant hands the host (kept leases,
+//!   subscriptions, argument lists, blocking time, random bytes; [`quota`] for commands);
 //! - the lease keeper ([`keeper`]): renews the leases tenants hand it, interrupts a tenant
 //!   whose lease was lost;
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
 //!   waits is suspended and holds no thread.
 
 pub mod backend;
+pub(crate) mod cpu;
 pub mod guest;
 pub mod host;
 pub mod keeper;
 pub mod limits;
 pub mod namespace;
+pub(crate) mod quota;
 pub mod state;
 pub mod tenant;
 

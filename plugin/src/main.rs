@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use latchkey_plugin::{component_path, Backend, Host, HostConfig, Instance, Released};
+use latchkey_plugin::{component_path, Backend, Host, HostConfig, Instance, Limits, Released};
 use latchkey_server::Server;
 
 /// Command-line options.
@@ -54,6 +54,123 @@ struct Args {
     /// Directory to cache compiled components in.
     #[arg(long)]
     cache: Option<PathBuf>,
+    /// The bounds every tenant runs under (each defaults to `Limits::default()`).
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Per-tenant bounds (see SECURITY.md, "Tenants"); unset ones keep their default.
+#[derive(clap::Args, Debug, Default)]
+struct LimitArgs {
+    /// Bytes one linear memory of an instance may grow to.
+    #[arg(long)]
+    memory_bytes: Option<usize>,
+    /// Bytes all the memories of one instance may hold together.
+    #[arg(long)]
+    memory_total_bytes: Option<usize>,
+    /// Linear memories one instance may create.
+    #[arg(long)]
+    memories: Option<usize>,
+    /// Tables one instance may create.
+    #[arg(long)]
+    tables: Option<usize>,
+    /// Guest running time (ms) one call into a guest may use in all.
+    #[arg(long)]
+    cpu_budget_ms: Option<u64>,
+    /// Guest running time (ms) a tenant may use per second of wall time.
+    #[arg(long)]
+    cpu_per_sec_ms: Option<u64>,
+    /// Host calls per second a tenant may make, on average.
+    #[arg(long)]
+    calls_per_sec: Option<f64>,
+    /// Bytes of command arguments per second a tenant may send, on average.
+    #[arg(long)]
+    bytes_per_sec: Option<f64>,
+    /// Arguments one command may carry.
+    #[arg(long)]
+    args_per_call: Option<usize>,
+    /// Bytes all the arguments of one command may carry together.
+    #[arg(long)]
+    bytes_per_call: Option<usize>,
+    /// The longest (ms) an import may keep a guest suspended (`sleep`, `wait-message`, `WAIT`).
+    #[arg(long)]
+    max_block_ms: Option<u64>,
+    /// The longest TTL (ms) a key written with `SET` or `PEXPIRE` may have.
+    #[arg(long)]
+    key_ttl_max_ms: Option<u64>,
+    /// Leases the host keeps for one tenant at once.
+    #[arg(long)]
+    leases: Option<usize>,
+    /// Bytes of a kept lease's key.
+    #[arg(long)]
+    lease_key_bytes: Option<usize>,
+    /// Bytes of a kept lease's token.
+    #[arg(long)]
+    lease_token_bytes: Option<usize>,
+    /// The shortest TTL (ms) the host renews.
+    #[arg(long)]
+    lease_ttl_min_ms: Option<u64>,
+    /// The longest TTL (ms) the host renews.
+    #[arg(long)]
+    lease_ttl_max_ms: Option<u64>,
+    /// Subscriptions one tenant holds at once.
+    #[arg(long)]
+    subscriptions: Option<usize>,
+    /// Bytes of a channel name.
+    #[arg(long)]
+    channel_bytes: Option<usize>,
+    /// Bytes of a published message.
+    #[arg(long)]
+    publish_bytes: Option<usize>,
+    /// WASI random bytes one call may ask for.
+    #[arg(long)]
+    random_bytes_per_call: Option<u64>,
+    /// WASI random bytes per second a tenant may draw, on average.
+    #[arg(long)]
+    random_bytes_per_sec: Option<f64>,
+}
+
+impl LimitArgs {
+    /// The defaults with the options given applied.
+    fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        let ms = Duration::from_millis;
+        macro_rules! set {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { l.$field = v; })* };
+        }
+        set!(
+            memory_bytes,
+            memory_total_bytes,
+            memories,
+            tables,
+            calls_per_sec,
+            bytes_per_sec,
+            args_per_call,
+            bytes_per_call,
+            leases,
+            lease_key_bytes,
+            lease_token_bytes,
+            subscriptions,
+            channel_bytes,
+            publish_bytes,
+            random_bytes_per_call,
+            random_bytes_per_sec
+        );
+        let durations = [
+            (self.cpu_budget_ms, &mut l.cpu_budget),
+            (self.cpu_per_sec_ms, &mut l.cpu_per_sec),
+            (self.max_block_ms, &mut l.max_block),
+            (self.key_ttl_max_ms, &mut l.key_ttl_max),
+            (self.lease_ttl_min_ms, &mut l.lease_ttl_min),
+            (self.lease_ttl_max_ms, &mut l.lease_ttl_max),
+        ];
+        for (given, field) in durations {
+            if let Some(v) = given {
+                *field = ms(v);
+            }
+        }
+        l
+    }
 }
 
 /// What one worker did.
@@ -91,6 +208,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         HostConfig {
             pool_instances: (args.tenants * args.workers).max(1),
             cache_dir: args.cache.clone(),
+            limits: args.limits.limits(),
             ..HostConfig::default()
         },
     )?;

@@ -105,12 +105,29 @@ fn table_keys(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
     (first..=last).step_by(step).filter(move |i| *i < argc)
 }
 
+/// The longest tenant name, in bytes.
+pub const MAX_TENANT_NAME: usize = 64;
+
 impl Namespace {
-    /// The namespace of `tenant` (letters, digits, `-` and `_`).
-    pub fn new(tenant: &str) -> Namespace {
-        Namespace {
-            tenant: tenant.into(),
+    /// The namespace of `tenant`, whose name must be 1 to [`MAX_TENANT_NAME`] ASCII letters,
+    /// digits, `-` or `_`. Since a name never holds `:`, `{` or `}`, the prefix is injective:
+    /// in `tenant:key` the tenant is everything before the first `:`, and in `{tenant:rest`
+    /// everything between the leading `{` and the first `:`, and the two shapes never meet (a
+    /// name never starts with `{`). So no two tenants can ever name the same key.
+    pub fn new(tenant: &str) -> Result<Namespace, String> {
+        let ok = !tenant.is_empty()
+            && tenant.len() <= MAX_TENANT_NAME
+            && tenant
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(format!(
+                "tenant name {tenant:?} is not 1 to {MAX_TENANT_NAME} ASCII letters, digits, '-' or '_'"
+            ));
         }
+        Ok(Namespace {
+            tenant: tenant.into(),
+        })
     }
 
     /// The tenant's name.
@@ -235,7 +252,7 @@ mod tests {
 
     #[test]
     fn command_names_match_in_any_case_and_refusals_name_the_command_in_lowercase() {
-        let ns = Namespace::new("t");
+        let ns = Namespace::new("t").unwrap();
         let ok = ns.rewrite(cmd(&["gEt", "k"])).unwrap();
         assert_eq!(
             ok,
@@ -252,7 +269,7 @@ mod tests {
 
     #[test]
     fn eval_namespaces_exactly_numkeys_keys_and_survives_absurd_counts() {
-        let ns = Namespace::new("t");
+        let ns = Namespace::new("t").unwrap();
         let body = scripts::RELEASE.body;
         let ok = ns
             .rewrite(cmd(&["EVAL", body, "2", "{a}", "b", "arg"]))
@@ -273,8 +290,22 @@ mod tests {
     }
 
     #[test]
+    fn names_that_could_make_two_tenants_meet_are_refused() {
+        for bad in ["", "a:b", "a{", "a}", "{a", "a b", "é", &"x".repeat(65)] {
+            assert!(Namespace::new(bad).is_err(), "{bad:?}");
+        }
+        for good in ["a", "A-b_9", &"x".repeat(64)] {
+            assert!(Namespace::new(good).is_ok(), "{good:?}");
+        }
+        // With the rule, "a" and "a:b" cannot both exist; "a" and "a-b" never meet.
+        let (a, ab) = (Namespace::new("a").unwrap(), Namespace::new("a-b").unwrap());
+        assert_ne!(a.key(b"-b:k"), ab.key(b"k"));
+        assert_ne!(a.key(b"{-b:k}"), ab.key(b"{k}"));
+    }
+
+    #[test]
     fn set_and_del_namespace_every_key_and_no_argument() {
-        let ns = Namespace::new("ten");
+        let ns = Namespace::new("ten").unwrap();
         let ok = ns
             .rewrite(cmd(&["SET", "{l}x", "v", "NX", "PX", "10"]))
             .unwrap();

@@ -9,44 +9,37 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latchkey_client::Reply;
 use wasmtime::component::ResourceTable;
-use wasmtime::StoreLimits;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::backend::{Backend, Subscription};
 use crate::keeper::{Interrupt, LeaseKeeper};
-use crate::latchkey::locks::redis::{Frame as WitFrame, Host};
-use crate::limits::RateLimiter;
+use crate::latchkey::locks::redis::{Frame as WitFrame, Host, LostCause};
+use crate::limits::{InstanceLimiter, Limits, Slot, TenantBudget};
 use crate::namespace::Namespace;
+use crate::quota::{self, Route};
+use latchkey_client::locks::LostReason;
 
 /// Everything one instance's store holds.
 pub struct TenantState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limiter: InstanceLimiter,
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) budget: TenantBudget,
     ns: Namespace,
     backend: Arc<dyn Backend>,
     /// The independent servers `command-all` fans out to (at least one).
     nodes: Arc<[Arc<dyn Backend>]>,
-    rate: RateLimiter,
-    subs: HashMap<u64, Box<dyn Subscription>>,
+    subs: HashMap<u64, (Box<dyn Subscription>, Slot)>,
     next_sub: u64,
     pub(crate) keeper: LeaseKeeper,
     pub(crate) interrupt: Arc<Interrupt>,
-    /// When the guest's current stretch of running began: it left the host (or was called).
-    pub(crate) active_since: Instant,
-    /// When the guest, having yielded to the executor at an epoch tick, was resumed: set by the
-    /// yield itself, which runs outside the store.
-    pub(crate) resumed_at: Arc<std::sync::Mutex<Option<Instant>>>,
-    /// Time the guest spent running (not yielded, not waiting for a core) since it last left
-    /// the host: what the CPU budget counts.
-    pub(crate) busy: Duration,
-    /// When the guest last left the host: past a ceiling of wall time, even a guest that only
-    /// ever ran in scattered ticks is stopped.
-    pub(crate) left_host: Instant,
+    /// The CPU accounting of the current call into the guest.
+    pub(crate) cpu: crate::cpu::CpuClock,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
 }
@@ -66,68 +59,92 @@ impl TenantState {
         ns: Namespace,
         backend: Arc<dyn Backend>,
         nodes: Arc<[Arc<dyn Backend>]>,
-        rate: RateLimiter,
-        limits: StoreLimits,
+        limits: Arc<Limits>,
+        budget: TenantBudget,
     ) -> TenantState {
         let interrupt = Arc::new(Interrupt::default());
         TenantState {
-            wasi: WasiCtx::builder().build(),
+            wasi: WasiCtx::builder()
+                .max_random_size(limits.random_bytes_per_call)
+                .build(),
             table: ResourceTable::new(),
-            limits,
+            limiter: InstanceLimiter::new(&limits),
             keeper: LeaseKeeper::new(
                 backend.clone(),
                 nodes.clone(),
                 ns.clone(),
                 interrupt.clone(),
+                limits.clone(),
+                budget.clone(),
             ),
+            cpu: crate::cpu::CpuClock::new(budget.cpu.clone()),
+            limits,
+            budget,
             ns,
             backend,
             nodes,
-            rate,
             subs: HashMap::new(),
             next_sub: 0,
             interrupt,
-            active_since: Instant::now(),
-            resumed_at: Arc::default(),
-            busy: Duration::ZERO,
-            left_host: Instant::now(),
             calls: 0,
         }
     }
 
-    /// The guest is in (or just left) the host: its CPU budget starts again.
-    pub(crate) fn mark(&mut self) {
-        self.mark_at(Instant::now());
-    }
-
-    /// [`TenantState::mark`] with a clock reading the caller already has.
-    pub(crate) fn mark_at(&mut self, now: Instant) {
-        self.active_since = now;
-        self.left_host = self.active_since;
-        self.busy = Duration::ZERO;
-        *self.resumed_at.lock().expect("resume time") = None;
-    }
-
     /// What every host call does first: trap if the instance was interrupted, then wait for
-    /// the rate limiter. Entering the host also restarts the CPU budget.
-    async fn enter(&mut self) -> wasmtime::Result<()> {
+    /// the rate limiter.
+    pub(crate) async fn enter(&mut self) -> wasmtime::Result<()> {
         if let Some(reason) = self.interrupt.reason() {
             return Err(wasmtime::format_err!("{reason}"));
         }
         self.calls += 1;
-        // One clock read serves the rate limiter and the CPU budget; the clock is read again
-        // only when the call had to wait its turn.
-        let now = Instant::now();
-        let entered = match self.rate.reserve_at(now) {
-            None => now,
-            Some(wait) => {
-                tokio::time::sleep(wait).await;
-                Instant::now()
-            }
-        };
-        self.mark_at(entered);
+        self.budget.calls.acquire().await;
         Ok(())
     }
+
+    /// The longest an import may keep the guest suspended: `ms`, cut to the tenant's limit.
+    fn bounded(&self, ms: u64) -> Duration {
+        Duration::from_millis(ms).min(self.limits.max_block)
+    }
+
+    /// Checks a command against the allow-list and the quotas, namespaces it, and charges its
+    /// bytes to the tenant's byte rate: the command to send and where, or the refusal.
+    async fn prepare(&mut self, args: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, Route), String> {
+        check_size(&args, &self.limits)?;
+        // The quotas read the names as the tenant gave them (before the namespace prefix).
+        let route = quota::check(&args, &self.limits)?;
+        let args = self.ns.rewrite(args)?;
+        let bytes: usize = args.iter().map(Vec::len).sum();
+        self.budget.bytes.acquire_n(bytes as f64).await;
+        Ok((args, route))
+    }
+}
+
+/// The count and size of a command's arguments against the tenant's limits (checked before
+/// they are copied out of the guest too: see `crate::host`).
+pub(crate) fn check_size(args: &[Vec<u8>], l: &Limits) -> Result<(), String> {
+    check_counts(args.len(), args.iter().map(Vec::len), l)
+}
+
+/// [`check_size`] on the count and the lengths alone.
+pub(crate) fn check_counts(
+    n: usize,
+    lens: impl Iterator<Item = usize>,
+    l: &Limits,
+) -> Result<(), String> {
+    if n > l.args_per_call {
+        return Err(format!(
+            "{n} arguments is over the tenant's limit of {} per command",
+            l.args_per_call
+        ));
+    }
+    let bytes = lens.fold(0usize, usize::saturating_add);
+    if bytes > l.bytes_per_call {
+        return Err(format!(
+            "{bytes} bytes of arguments is over the tenant's limit of {} per command",
+            l.bytes_per_call
+        ));
+    }
+    Ok(())
 }
 
 /// How many WIT frames [`flatten`] makes of `r` (one per node of the tree).
@@ -183,12 +200,19 @@ impl Host for TenantState {
         args: Vec<Vec<u8>>,
     ) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
         self.enter().await?;
-        let args = match self.ns.rewrite(args) {
+        let (args, route) = match self.prepare(args).await {
             Ok(a) => a,
             Err(e) => return Ok(Err(e)),
         };
-        let reply = self.backend.command(args).await;
-        self.mark();
+        let reply = match route {
+            Route::Shared => self.backend.command(args).await,
+            Route::Alone => {
+                let bound = self.limits.max_block + Duration::from_secs(1);
+                tokio::time::timeout(bound, self.backend.command_alone(args))
+                    .await
+                    .unwrap_or_else(|_| Err("no answer in time".into()))
+            }
+        };
         Ok(reply.map(frames))
     }
 
@@ -206,62 +230,75 @@ impl Host for TenantState {
         self.enter().await?;
         let mut wait = None;
         for _ in 1..self.nodes.len() {
-            wait = self.rate.reserve().or(wait);
+            wait = self.budget.calls.reserve().or(wait);
         }
         if let Some(wait) = wait {
             tokio::time::sleep(wait).await;
-            self.mark();
         }
         // One namespace, one allow-list: a refused command is refused on every node.
-        let args = match self.ns.rewrite(args) {
+        let (args, route) = match self.prepare(args).await {
             Ok(a) => a,
             Err(e) => return Ok(vec![Err(e); self.nodes.len()]),
         };
-        let timeout = Duration::from_millis(timeout_ms);
+        let timeout = self.bounded(timeout_ms);
         let calls = self.nodes.iter().map(|node| {
             let args = args.clone();
             async move {
-                match tokio::time::timeout(timeout, node.command(args)).await {
+                let call = match route {
+                    Route::Shared => node.command(args),
+                    Route::Alone => node.command_alone(args),
+                };
+                match tokio::time::timeout(timeout, call).await {
                     Ok(reply) => reply.map(frames),
-                    Err(_) => Err(format!("no answer within {timeout_ms} ms")),
+                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
                 }
             }
         });
-        let replies = futures_util::future::join_all(calls).await;
-        self.mark();
-        Ok(replies)
+        Ok(futures_util::future::join_all(calls).await)
     }
 
     async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
         self.enter().await?;
+        if channel.len() > self.limits.channel_bytes {
+            return Ok(Err(format!(
+                "channel name of {} bytes is over the tenant's limit of {}",
+                channel.len(),
+                self.limits.channel_bytes
+            )));
+        }
+        let Some(slot) = self.budget.subscriptions.take() else {
+            return Ok(Err(format!(
+                "the tenant already holds {} subscriptions, its limit",
+                self.budget.subscriptions.max()
+            )));
+        };
         let sub = match self.backend.subscribe(self.ns.key(&channel)).await {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
         self.next_sub += 1;
-        self.subs.insert(self.next_sub, sub);
+        self.subs.insert(self.next_sub, (sub, slot));
         Ok(Ok(self.next_sub))
     }
 
     async fn wait_message(&mut self, subscription: u64, timeout_ms: u64) -> wasmtime::Result<bool> {
         self.enter().await?;
-        let Some(sub) = self.subs.get_mut(&subscription) else {
+        let timeout = self.bounded(timeout_ms);
+        let Some((sub, _)) = self.subs.get_mut(&subscription) else {
             return Ok(false);
         };
-        let got = sub.wait(Duration::from_millis(timeout_ms)).await;
-        self.mark();
-        Ok(got)
+        Ok(sub.wait(timeout).await)
     }
 
     async fn unsubscribe(&mut self, subscription: u64) -> wasmtime::Result<()> {
+        self.enter().await?;
         self.subs.remove(&subscription);
         Ok(())
     }
 
     async fn sleep(&mut self, ms: u64) -> wasmtime::Result<()> {
         self.enter().await?;
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        self.mark();
+        tokio::time::sleep(self.bounded(ms)).await;
         // A lease lost while sleeping interrupts at once, not at the next call.
         match self.interrupt.reason() {
             Some(reason) => Err(wasmtime::format_err!("{reason}")),
@@ -298,6 +335,14 @@ impl Host for TenantState {
 
     async fn lease_alive(&mut self, id: u64) -> wasmtime::Result<bool> {
         Ok(self.keeper.alive(id))
+    }
+
+    async fn lease_lost(&mut self, id: u64) -> wasmtime::Result<Option<LostCause>> {
+        Ok(self.keeper.lost_cause(id).map(|r| match r {
+            LostReason::Expired => LostCause::Expired,
+            LostReason::Taken => LostCause::Taken,
+            LostReason::Unreachable => LostCause::Unreachable,
+        }))
     }
 }
 

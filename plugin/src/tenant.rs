@@ -12,26 +12,23 @@
 use std::time::Duration;
 
 use wasmtime::component::{ComponentNamedList, Instance as WasmInstance, Lift, Lower, ResourceAny};
-use wasmtime::{CallHook, Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Store, UpdateDeadline};
 
 use crate::backend::BoxFuture;
 use crate::exports::latchkey::locks::locks::{GuestRedLock, GuestSimpleLock};
 use crate::host::{Host, Plugin};
-use crate::limits::RateLimiter;
+use crate::limits::TenantBudget;
 use crate::namespace::Namespace;
 use crate::state::TenantState;
 use crate::{Extended, Lease, LockClient, RedLease, Released};
 
-/// How many CPU budgets of wall time a guest may go without a host call, however little of
-/// that time it was running.
-const WALL_CEILING: u32 = 20;
-
-/// A tenant of the host: its namespace and the rate limit all its instances share.
+/// A tenant of the host: its namespace and the budget all its instances share (call, byte
+/// and CPU rates, kept leases, subscriptions).
 #[derive(Clone)]
 pub struct Tenant {
     host: Host,
     ns: Namespace,
-    rate: RateLimiter,
+    budget: TenantBudget,
 }
 
 /// One running instance of a component for a tenant.
@@ -56,14 +53,16 @@ impl std::fmt::Display for Trapped {
 impl std::error::Error for Trapped {}
 
 impl Tenant {
-    pub(crate) fn new(host: Host, name: &str) -> Tenant {
-        let l = &host.shared.limits;
-        let rate = RateLimiter::new(l.calls_per_sec, l.burst);
-        Tenant {
-            ns: Namespace::new(name),
-            host,
-            rate,
-        }
+    pub(crate) fn new(host: Host, ns: Namespace) -> Tenant {
+        let budget = host
+            .shared
+            .budgets
+            .lock()
+            .expect("budgets lock")
+            .entry(ns.tenant().to_string())
+            .or_insert_with(|| TenantBudget::new(&host.shared.limits))
+            .clone();
+        Tenant { ns, host, budget }
     }
 
     /// The tenant's namespace.
@@ -75,56 +74,37 @@ impl Tenant {
     pub async fn instantiate(&self, plugin: &Plugin) -> wasmtime::Result<Instance> {
         let shared = &self.host.shared;
         let l = &shared.limits;
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(l.memory_bytes)
-            .instances(l.instances)
-            .tables(l.tables)
-            .table_elements(l.table_elements)
-            .trap_on_grow_failure(true)
-            .build();
         let state = TenantState::new(
             self.ns.clone(),
             shared.backend.clone(),
             shared.nodes.clone(),
-            self.rate.clone(),
-            limits,
+            shared.limits.clone(),
+            self.budget.clone(),
         );
         let mut store = Store::new(&shared.engine, state);
-        store.limiter(|s| &mut s.limits);
-        // Every epoch tick, a running guest yields to the executor (other tenants run), and
-        // once it has run for its budget without a host call it is trapped. The budget counts
-        // only the time the guest was running: the stretches from a resumption (or from
-        // leaving the host) to the next tick, not the time it sat yielded waiting for a core,
-        // so a well-behaved tenant is never trapped because the host is busy. A lock client
-        // calls the host every few microseconds, so only a runaway ever gets near it. An
-        // interrupt (a lost lease) stops a guest that has been running for a tick too. A guest
-        // that only ever ran in scattered stretches (a starved machine) still stops at a
-        // wall-time ceiling of `WALL_CEILING` budgets.
-        let budget = l.cpu_budget;
-        let budget_ms = budget.as_millis();
-        let tick = l.tick;
+        store.limiter(|s| &mut s.limiter);
+        // Every epoch tick, a running guest yields to the executor (other tenants run). Its
+        // running time is counted at every tick and every crossing between host and guest
+        // (`crate::cpu`): over its budget for this call into the guest, or over the tenant's
+        // share per second, it is trapped. An interrupt (a lost lease) stops a guest that
+        // has been running for a tick too.
+        let (budget, per_sec, tick) = (l.cpu_budget, l.cpu_per_sec, l.tick);
         let tenant = self.ns.tenant().to_string();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
             let s = cx.data_mut();
-            let now = std::time::Instant::now();
-            let resumed = s.resumed_at.lock().expect("resume time").take();
-            let start = resumed.map_or(s.active_since, |r| r.max(s.active_since));
-            s.busy += now.saturating_duration_since(start);
-            s.active_since = now;
+            s.cpu.tick();
             // A guest busy when its lease is lost is stopped here; one that just entered (say,
             // to ask `held()`) gets to finish its short call: its next host call traps.
-            if s.busy >= tick {
+            if s.cpu.busy >= tick {
                 if let Some(reason) = s.interrupt.reason() {
                     return Err(wasmtime::format_err!("{reason}"));
                 }
             }
-            if s.busy > budget || s.left_host.elapsed() > budget * WALL_CEILING {
-                return Err(wasmtime::format_err!(
-                    "tenant '{tenant}' ran for over {budget_ms} ms without calling the host; interrupted"
-                ));
+            if let Some(why) = s.cpu.over(budget, per_sec) {
+                return Err(wasmtime::format_err!("tenant '{tenant}' {why}"));
             }
-            let resumed_at = s.resumed_at.clone();
+            let resumed_at = s.cpu.resumed_at.clone();
             Ok(UpdateDeadline::YieldCustom(
                 1,
                 Box::pin(async move {
@@ -133,11 +113,16 @@ impl Tenant {
                 }),
             ))
         });
-        // Each call into the guest from the embedder starts a fresh budget, like a host call
-        // does: many short calls inside one `run` are not one long computation.
-        store.call_hook(|mut cx, hook| {
-            if matches!(hook, CallHook::CallingWasm) {
-                cx.data_mut().mark();
+        // Every crossing between host and guest is counted; a guest over its CPU is stopped
+        // at its next host call too.
+        let tenant = self.ns.tenant().to_string();
+        store.call_hook(move |mut cx, hook| {
+            let s = cx.data_mut();
+            s.cpu.hook(hook);
+            if matches!(hook, wasmtime::CallHook::CallingHost) {
+                if let Some(why) = s.cpu.over(budget, per_sec) {
+                    return Err(wasmtime::format_err!("tenant '{tenant}' {why}"));
+                }
             }
             Ok(())
         });
@@ -164,8 +149,8 @@ impl Instance {
     /// Runs `f` (calls into the guest) unless the instance trapped before. If `f` fails, the
     /// instance is poisoned, and the leases it kept are released.
     ///
-    /// The CPU budget ([`crate::Limits::cpu_budget`]) restarts at each call into the guest and
-    /// at each host call the guest makes: only one stretch of guest computation is bounded.
+    /// The CPU budget ([`crate::Limits::cpu_budget`]) is the guest's running time in one call
+    /// into it from here (each export `f` calls is a call), host calls and re-entries included.
     pub async fn run<R>(
         &mut self,
         f: impl for<'a> FnOnce(Parts<'a>) -> BoxFuture<'a, wasmtime::Result<R>>,
@@ -175,7 +160,6 @@ impl Instance {
                 "already trapped ({t}); start a new instance"
             )));
         }
-        self.store.data_mut().mark();
         self.store.set_epoch_deadline(1);
         let r = f((&mut self.store, &self.instance, self.locks.as_ref())).await;
         match r {

@@ -123,7 +123,7 @@ async fn a_waiting_guest_is_woken_by_the_unlock_message_without_holding_a_thread
 
 #[test]
 fn the_namespace_refuses_what_a_tenant_may_not_run() {
-    let ns = Namespace::new("t1");
+    let ns = Namespace::new("t1").unwrap();
     let cmd = |args: &[&str]| {
         args.iter()
             .map(|a| a.as_bytes().to_vec())

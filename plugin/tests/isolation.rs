@@ -124,7 +124,7 @@ async fn what_a_tenant_may_not_run_is_refused_and_changes_nothing() {
     );
     // A refusal is an answer, not a trap: the tenant goes on.
     assert_eq!(
-        raw(&["SET", "mine", "v"]).await.unwrap(),
+        raw(&["SET", "mine", "v", "PX", "10000"]).await.unwrap(),
         "[Frame::Status(\"OK\")]"
     );
 

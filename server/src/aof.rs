@@ -151,7 +151,27 @@ pub fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
         Err(e) => return Err(e),
     }
     let total = data.len();
-    let mut buf = BytesMut::from(&data[..]);
+    let (commands, good) = parse(&data);
+    if good < total {
+        tracing::warn!(
+            "AOF {} has a torn tail: truncating {} bytes (as redis-check-aof --fix would)",
+            path.display(),
+            total - good
+        );
+        OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(good as u64)?;
+    }
+    Ok(commands)
+}
+
+/// Parses the bytes of an AOF: the commands of its intact prefix, and that prefix's length
+/// (less than `data.len()` when the tail is torn or not RESP). Memory follows the bytes given:
+/// a claimed argument length is never allocated ahead of its bytes.
+pub fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
+    let total = data.len();
+    let mut buf = BytesMut::from(data);
     let mut decoder = Decoder::default();
     let mut commands = Vec::new();
     let mut good = 0usize;
@@ -165,16 +185,18 @@ pub fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
             Ok(None) | Err(_) => break,
         }
     }
-    if good < total {
-        tracing::warn!(
-            "AOF {} has a torn tail: truncating {} bytes (as redis-check-aof --fix would)",
-            path.display(),
-            total - good
-        );
-        OpenOptions::new()
-            .write(true)
-            .open(path)?
-            .set_len(good as u64)?;
+    (commands, good)
+}
+
+/// Runs the commands of an AOF against the server, as the link to a master would (writes
+/// allowed on a replica), except that nothing blocks: a `BLPOP 0` or `WAIT` in a hostile file
+/// answers at once instead of hanging the start, as Redis's AOF client does.
+pub async fn replay(shared: &std::sync::Arc<crate::server::Shared>, commands: Vec<Vec<Bytes>>) {
+    let (mut loader, _pushes) = shared.clients.register(None, None);
+    loader.is_replication_link = true;
+    loader.deny_blocking = true;
+    for args in commands {
+        crate::cmd::execute(shared, &mut loader, args).await;
     }
-    Ok(commands)
+    crate::net::cleanup_client(shared, &mut loader);
 }

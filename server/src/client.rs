@@ -198,6 +198,9 @@ pub struct Client {
     pub close_without_reply: bool,
     /// This connection is our link to a master (its writes bypass the read-only check).
     pub is_replication_link: bool,
+    /// Blocking commands answer at once instead of waiting (Redis's `CLIENT_DENY_BLOCKING`):
+    /// set for the client that replays the AOF at start, which nobody could ever unblock.
+    pub deny_blocking: bool,
     /// Replication offset right after this client's last write (what `WAIT` waits for).
     pub repl_offset: u64,
     /// The port a replica said it listens on (`REPLCONF listening-port`).
@@ -306,6 +309,7 @@ impl Clients {
             close_after_reply: false,
             close_without_reply: false,
             is_replication_link: false,
+            deny_blocking: false,
             repl_offset: 0,
             replica_port: 0,
             info_fingerprint: None,

@@ -134,8 +134,9 @@ fn find_crlf(buf: &[u8], limit: usize) -> Option<usize> {
     buf[..end].windows(2).position(|w| w == b"\r\n")
 }
 
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
+/// The first position of either byte.
+fn memchr_either(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|c| *c == a || *c == b)
 }
 
 /// Splits one `\r\n`-terminated line off the buffer (without the terminator).
@@ -186,8 +187,15 @@ pub fn parse_int(s: &[u8]) -> Option<i64> {
 }
 
 /// Parses an inline command: space-separated words with Redis's quoting rules.
+///
+/// Redis looks for the newline with C's `strchr`, which stops at a NUL byte: a NUL before the
+/// newline hides the newline, so the request never completes and the connection waits until
+/// the buffer passes [`INLINE_MAX`], then gets `too big inline request`. Same here, byte for
+/// byte.
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Parsed>, ProtocolError> {
-    let Some(nl) = memchr(b'\n', &buf[..buf.len().min(INLINE_MAX + 1)]) else {
+    let window = &buf[..buf.len().min(INLINE_MAX + 1)];
+    let newline = memchr_either(b'\n', 0, window).filter(|i| window[*i] == b'\n');
+    let Some(nl) = newline else {
         if buf.len() > INLINE_MAX {
             return err("too big inline request");
         }
@@ -205,15 +213,30 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Option<Parsed>, ProtocolError> {
     }
 }
 
+/// C's `isspace` in the "C" locale, which `sdssplitargs` uses: unlike
+/// [`u8::is_ascii_whitespace`] it includes the vertical tab.
+fn c_isspace(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
 /// Splits a line into arguments like Redis's `sdssplitargs`: whitespace separates words,
 /// `"..."` supports `\n \r \t \b \a \\ \" \xHH` escapes, `'...'` supports only `\'`.
 /// Returns `None` on unbalanced quotes (or a closing quote not followed by a space).
+///
+/// Redis splits a C string, so a NUL byte ends the line: what follows it is ignored. (The
+/// request decoder never passes a NUL here, as Redis never completes such a line; but here a
+/// NUL once ended a word without being skipped as a separator, and the loop then added empty
+/// words forever: three bytes, `"\0\r\n"`, made the server allocate until it was killed.)
 pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let line = match line.iter().position(|c| *c == 0) {
+        Some(nul) => &line[..nul],
+        None => line,
+    };
     let mut args = Vec::new();
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && c_isspace(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -248,7 +271,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !c_isspace(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -265,7 +288,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !c_isspace(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -278,7 +301,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     break;
                 }
                 match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
                     c => cur.push(c),
@@ -352,6 +375,40 @@ mod tests {
         assert_eq!(
             parse_all(b"set a \"b\n").unwrap_err().0,
             "Protocol error: unbalanced quotes in request"
+        );
+    }
+
+    #[test]
+    fn a_nul_hides_the_newline_of_an_inline_line_as_in_redis() {
+        // Once an endless loop: three bytes. Now, as in Redis, the line never completes ...
+        assert_eq!(parse_all(b"\0\r\n").unwrap(), vec![]);
+        assert_eq!(parse_all(b"set k v\0ignored\r\nPING\r\n").unwrap(), vec![]);
+        // ... until the buffer passes the inline limit.
+        let mut long = b"\0\r\nPING\r\n".to_vec();
+        long.resize(INLINE_MAX + 1, b'x');
+        assert_eq!(
+            parse_all(&long).unwrap_err().0,
+            "Protocol error: too big inline request"
+        );
+        // A NUL after the newline is the next line's business.
+        assert_eq!(parse_all(b"PING\r\n\0").unwrap(), vec![cmd(&["PING"])]);
+    }
+
+    #[test]
+    fn split_args_reads_a_c_string() {
+        // Whatever follows a NUL is ignored, an unbalanced quote included.
+        assert_eq!(split_args(b"\0").unwrap(), Vec::<Bytes>::new(),);
+        assert_eq!(
+            split_args(b"set k v\0ignored \"").unwrap(),
+            vec![Bytes::from("set"), Bytes::from("k"), Bytes::from("v")]
+        );
+        // A NUL inside quotes ends the line inside them: unbalanced.
+        assert_eq!(split_args(b"set k \"v\0\""), None);
+        // C's isspace: a vertical tab may follow a closing quote and separates words; inside
+        // an unquoted word only space, tab, CR and LF end it, as in sdssplitargs.
+        assert_eq!(
+            split_args(b"\"a\"\x0bb\x0cc").unwrap(),
+            vec![Bytes::from("a"), Bytes::from("b\x0cc")]
         );
     }
 

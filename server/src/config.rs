@@ -4,7 +4,10 @@
 //! command are mirrored in atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+pub use crate::evict::Limits;
 
 use indexmap::IndexMap;
 use parking_lot::RwLock;
@@ -23,7 +26,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("maxclients", "10000"),
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
+    ("maxmemory-samples", "5"),
+    ("lfu-log-factor", "10"),
+    ("lfu-decay-time", "1"),
     ("proto-max-bulk-len", "536870912"),
+    ("client-query-buffer-limit", "1073741824"),
     ("busy-reply-threshold", "5000"),
     ("lua-time-limit", "5000"),
     ("timeout", "0"),
@@ -51,6 +58,8 @@ pub struct Config {
     maxclients: AtomicU64,
     proto_max_bulk_len: AtomicU64,
     busy_reply_threshold_ms: AtomicU64,
+    /// The memory and eviction settings the hot path reads (see [`crate::evict`]).
+    pub(crate) limits: Arc<Limits>,
 }
 
 impl Default for Config {
@@ -64,6 +73,7 @@ impl Default for Config {
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 * 1024 * 1024),
             busy_reply_threshold_ms: AtomicU64::new(5000),
+            limits: Arc::new(Limits::default()),
         }
     }
 }
@@ -104,9 +114,26 @@ impl Config {
                 ConfigError::Invalid("argument couldn't be parsed into an integer".into())
             })
         };
+        if let Some(stored) = self.limits.set(&name, value)? {
+            self.params.write().insert(name, stored);
+            return Ok(());
+        }
         match name.as_str() {
-            "maxclients" => self.maxclients.store(number()?, Ordering::Release),
-            "proto-max-bulk-len" => self.proto_max_bulk_len.store(number()?, Ordering::Release),
+            "maxclients" => {
+                let n = number()?;
+                if !(1..=u32::MAX as u64).contains(&n) {
+                    return Err(ConfigError::Invalid(
+                        "argument must be between 1 and 4294967295 inclusive".into(),
+                    ));
+                }
+                self.maxclients.store(n, Ordering::Release)
+            }
+            "proto-max-bulk-len" => {
+                let n = crate::evict::memory_value(value, 1 << 20)?;
+                self.proto_max_bulk_len.store(n, Ordering::Release);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
             "busy-reply-threshold" | "lua-time-limit" => {
                 let ms = number()?;
                 self.busy_reply_threshold_ms.store(ms, Ordering::Release);
@@ -115,8 +142,7 @@ impl Config {
                 p.insert("lua-time-limit".into(), ms.to_string());
                 return Ok(());
             }
-            "port" | "maxmemory" | "timeout" | "hz" | "databases" | "repl-backlog-size"
-            | "repl-backlog-ttl" => {
+            "port" | "timeout" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {
                 number()?;
             }
             "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled"
@@ -140,6 +166,16 @@ impl Config {
     /// `proto-max-bulk-len`.
     pub fn proto_max_bulk_len(&self) -> u64 {
         self.proto_max_bulk_len.load(Ordering::Acquire)
+    }
+
+    /// `maxmemory` in bytes (0: no limit).
+    pub fn maxmemory(&self) -> u64 {
+        self.limits.maxmemory()
+    }
+
+    /// `client-query-buffer-limit` in bytes.
+    pub fn query_buffer_limit(&self) -> u64 {
+        self.limits.query_buffer_limit()
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use dashmap::mapref::one::{Ref, RefMut};
+use dashmap::mapref::one::Ref;
 use dashmap::DashMap;
 
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
@@ -23,7 +23,9 @@ use indexmap::IndexMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::evict::{Access, Limits};
 use crate::expiry_index::ExpiryIndex;
+use crate::memory::{DbMemory, EntryMut};
 use crate::zset::ZSet;
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
@@ -72,14 +74,22 @@ pub struct Entry {
     pub value: Value,
     /// When the key stops existing, in Unix milliseconds.
     pub expires_at: Option<u64>,
+    /// When the key was last used, or how often (for `maxmemory` eviction).
+    pub access: Access,
 }
 
 impl Entry {
     /// An entry without expiry.
     pub fn new(value: Value) -> Entry {
+        Entry::with_expiry(value, None)
+    }
+
+    /// An entry that expires at `expires_at` (Unix milliseconds), if given.
+    pub fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
         Entry {
             value,
-            expires_at: None,
+            expires_at,
+            access: Access::default(),
         }
     }
 
@@ -141,14 +151,29 @@ pub struct Db {
     /// sixteen, so that the check after every command reads one counter instead of sixteen
     /// flags.
     keyspace_lazily_expired: Arc<AtomicUsize>,
+    /// The running estimate of this database's bytes (see [`crate::memory`]).
+    mem: DbMemory,
+    /// The memory settings; reads stamp keys by the eviction policy's rules.
+    limits: Arc<Limits>,
 }
 
 impl Db {
+    /// This database's memory estimate.
+    pub fn memory(&self) -> &DbMemory {
+        &self.mem
+    }
+
+    /// The map itself, for eviction's sampling.
+    pub(crate) fn map(&self) -> &DashMap<Bytes, Entry, KeyHasher> {
+        &self.map
+    }
+
     /// Reads a key, expiring it first if its time has passed. `lazy_delete` is false on a
     /// replica, which hides an expired key but leaves its deletion to the master.
     pub fn get(&self, key: &[u8], now_ms: u64, lazy_delete: bool) -> Option<Ref<'_, Bytes, Entry>> {
         let r = self.map.get(key)?;
         if !r.is_expired(now_ms) {
+            r.access.touch(now_ms, &self.limits);
             return Some(r);
         }
         drop(r);
@@ -159,15 +184,11 @@ impl Db {
     }
 
     /// Like [`get`](Db::get) but for modification.
-    pub fn get_mut(
-        &self,
-        key: &[u8],
-        now_ms: u64,
-        lazy_delete: bool,
-    ) -> Option<RefMut<'_, Bytes, Entry>> {
+    pub fn get_mut(&self, key: &[u8], now_ms: u64, lazy_delete: bool) -> Option<EntryMut<'_>> {
         let r = self.map.get_mut(key)?;
         if !r.is_expired(now_ms) {
-            return Some(r);
+            r.access.touch(now_ms, &self.limits);
+            return Some(EntryMut::new(r, &self.mem));
         }
         drop(r);
         if lazy_delete {
@@ -186,7 +207,11 @@ impl Db {
     /// replaced (expired or not).
     pub fn insert(&self, key: Bytes, entry: Entry) -> bool {
         let new_deadline = entry.expires_at;
+        self.mem.added(&key, &entry);
         let old = self.map.insert(key.clone(), entry);
+        if let Some(o) = &old {
+            self.mem.removed(&key, o);
+        }
         self.reindex(&key, old.as_ref().and_then(|e| e.expires_at), new_deadline);
         self.signal_modified(&key);
         match old {
@@ -226,29 +251,43 @@ impl Db {
         let (r, old_deadline, new_deadline, changed, dropped) = match self.map.entry(key.clone()) {
             Slot::Occupied(mut slot) => {
                 let expired = slot.get().is_expired(now_ms);
+                if !expired {
+                    slot.get().access.touch(now_ms, &self.limits);
+                }
+                let before = DbMemory::measure(key, slot.get());
                 let (update, r) = decide((!expired).then(|| slot.get()));
+                // Charged as the entry is now, whatever happened to it (removal, nothing).
+                let after = |e: Option<&Entry>| match e {
+                    Some(e) => self.mem.changed(before, key, e),
+                    None => self.mem.changed_to_nothing(before),
+                };
                 if expired && lazy_delete {
                     self.note_lazily_expired(key.clone());
                 }
                 match update {
                     Update::Put(entry) => {
                         let new = entry.expires_at;
+                        entry.access.init(now_ms, &self.limits);
+                        after(Some(&entry));
                         let old = slot.insert(entry);
                         (r, old.expires_at, new, true, Some(old))
                     }
                     Update::Remove => {
+                        after(None);
                         let old = slot.remove();
                         (r, old.expires_at, None, true, Some(old))
                     }
                     // `decide` was shown no entry: nothing of it is kept. A master deletes the
                     // expired key; a replica hides it and waits for its master's DEL.
                     Update::Keep | Update::Expire(_) if expired && lazy_delete => {
+                        after(None);
                         let old = slot.remove();
                         (r, old.expires_at, None, true, Some(old))
                     }
                     Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
                     Update::Expire(deadline) => {
                         let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
+                        after(Some(slot.get()));
                         (r, old, deadline, true, None)
                     }
                     Update::Keep => (r, None, None, false, None),
@@ -259,6 +298,8 @@ impl Db {
                 match update {
                     Update::Put(entry) => {
                         let new = entry.expires_at;
+                        entry.access.init(now_ms, &self.limits);
+                        self.mem.added(key, &entry);
                         slot.insert(entry);
                         (r, None, new, true, None)
                     }
@@ -287,9 +328,15 @@ impl Db {
         now_ms: u64,
         lazy_delete: bool,
         make: impl FnOnce() -> Value,
-    ) -> RefMut<'_, Bytes, Entry> {
+    ) -> EntryMut<'_> {
         use dashmap::mapref::entry::Entry as Slot;
-        match self.map.entry(key.clone()) {
+        let fresh = || {
+            let e = Entry::new(make());
+            e.access.init(now_ms, &self.limits);
+            self.mem.added(key, &e);
+            e
+        };
+        let r = match self.map.entry(key.clone()) {
             Slot::Occupied(mut slot) => {
                 if slot.get().is_expired(now_ms) {
                     if lazy_delete {
@@ -298,14 +345,18 @@ impl Db {
                     // The shard is locked, so the index is not touched: the old deadline's
                     // pair stays until the expiry cycle pops it and finds it stale. The
                     // count of keys with a TTL is fixed at once.
-                    let old = slot.insert(Entry::new(make()));
+                    self.mem.removed(key, slot.get());
+                    let old = slot.insert(fresh());
                     self.expiries.recount(old.expires_at, None);
                     crate::lazyfree::free_entry(old);
+                } else {
+                    slot.get().access.touch(now_ms, &self.limits);
                 }
                 slot.into_ref()
             }
-            Slot::Vacant(slot) => slot.insert(Entry::new(make())),
-        }
+            Slot::Vacant(slot) => slot.insert(fresh()),
+        };
+        EntryMut::new(r, &self.mem)
     }
 
     /// Deletes `key` if it holds an empty hash, list or sorted set: what a command that took
@@ -317,6 +368,7 @@ impl Db {
             .remove_if(key, |_, e| e.value.is_empty_collection())
         {
             Some((k, e)) => {
+                self.mem.removed(&k, &e);
                 self.reindex(&k, e.expires_at, None);
                 self.signal_modified(&k);
                 true
@@ -328,6 +380,7 @@ impl Db {
     /// Removes a key; returns the entry if there was one (expired or not).
     pub fn remove(&self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove(key)?;
+        self.mem.removed(&k, &e);
         self.reindex(&k, e.expires_at, None);
         self.signal_modified(&k);
         Some(e)
@@ -349,6 +402,7 @@ impl Db {
         let Some((k, e)) = removed else {
             return false;
         };
+        self.mem.removed(&k, &e);
         // The key's pair stays in the index: it is due, so the expiry cycle pops it soon (a
         // cheap pop from the front) and drops it as stale. Searching the index for it here
         // would cost every read that meets an expired key a logarithmic walk with key
@@ -409,6 +463,7 @@ impl Db {
             // decides. An entry expired under another deadline is deleted all the same; its
             // own pair, also due, is dropped as stale when popped.
             if let Some((k, e)) = self.map.remove_if(&key, |_, e| e.is_expired(now_ms)) {
+                self.mem.removed(&k, &e);
                 self.expiries.recount(e.expires_at, None);
                 self.signal_modified(&k);
                 gone.push((k, e));
@@ -430,6 +485,34 @@ impl Db {
     /// Number of keys with a TTL (for `INFO keyspace`).
     pub fn expires_count(&self) -> usize {
         self.expiries.count()
+    }
+
+    /// Checks that every key with a TTL has its `(deadline, key)` pair in the expiry index,
+    /// without which the active expiry cycle would never find it, and that the index's TTL
+    /// count is right. (The index may also hold
+    /// stale pairs; those are checked against the entry before anything is deleted.) For the
+    /// fuzz targets and tests, which call it while nothing else runs.
+    #[doc(hidden)]
+    pub fn check_expiry_index(&self) -> Result<(), String> {
+        let mut with_ttl = 0;
+        for e in self.map.iter() {
+            if let Some(t) = e.expires_at {
+                with_ttl += 1;
+                if !self.expiries.contains(t, e.key()) {
+                    return Err(format!(
+                        "key {:?} expires at {t} but is not in the expiry index",
+                        e.key()
+                    ));
+                }
+            }
+        }
+        if with_ttl != self.expiries.count() {
+            return Err(format!(
+                "{with_ttl} keys have a TTL but the index counts {}",
+                self.expiries.count()
+            ));
+        }
+        Ok(())
     }
 
     /// Every live key (for `KEYS` and `SCAN`), in no particular order.
@@ -454,6 +537,7 @@ impl Db {
     /// (`FLUSHDB SYNC`).
     pub fn clear(&self) {
         self.map.clear();
+        self.mem.clear();
         drop(self.expiries.take_all());
         self.signal_all_watchers();
     }
@@ -466,6 +550,7 @@ impl Db {
             let contents = std::mem::take(&mut *shard.write());
             crate::lazyfree::free_in_background(Box::new(contents));
         }
+        self.mem.clear();
         crate::lazyfree::free_in_background(Box::new(self.expiries.take_all()));
         self.signal_all_watchers();
     }
@@ -549,20 +634,26 @@ pub struct Keyspace {
 
 impl Default for Keyspace {
     fn default() -> Self {
+        Keyspace::with_limits(Arc::default())
+    }
+}
+
+impl Keyspace {
+    /// Sixteen empty databases following these memory settings (the configuration's).
+    pub fn with_limits(limits: Arc<Limits>) -> Keyspace {
         let any_lazily_expired = Arc::new(AtomicUsize::new(0));
         Keyspace {
             dbs: (0..NUM_DBS)
                 .map(|_| Db {
                     keyspace_lazily_expired: any_lazily_expired.clone(),
+                    limits: limits.clone(),
                     ..Db::default()
                 })
                 .collect(),
             any_lazily_expired,
         }
     }
-}
 
-impl Keyspace {
     /// Database number `i` (0..16).
     pub fn db(&self, i: usize) -> &Db {
         &self.dbs[i]
@@ -617,10 +708,7 @@ mod tests {
     use super::*;
 
     fn string(v: &str, expires_at: Option<u64>) -> Entry {
-        Entry {
-            value: Value::Str(Bytes::copy_from_slice(v.as_bytes())),
-            expires_at,
-        }
+        Entry::with_expiry(Value::Str(Bytes::copy_from_slice(v.as_bytes())), expires_at)
     }
 
     #[test]

@@ -93,6 +93,11 @@ impl ExpiryIndex {
         self.pairs.lock().first().map(|(t, _)| *t)
     }
 
+    /// Whether the pair `(deadline, key)` is in the index (for consistency checks).
+    pub(crate) fn contains(&self, deadline: u64, key: &Bytes) -> bool {
+        self.pairs.lock().contains(&(deadline, key.clone()))
+    }
+
     /// How many entries have a TTL.
     pub(crate) fn count(&self) -> usize {
         self.with_ttl.load(Ordering::Acquire)

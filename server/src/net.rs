@@ -3,6 +3,13 @@
 //! Replies to every command found in one read are gathered in one buffer and written with one
 //! system call, which is what makes pipelining fast. Pub/sub messages for the client arrive on
 //! a channel and are written between requests.
+//!
+//! Two of the client limits live here. `client-query-buffer-limit` (1 GiB by default, as in
+//! Redis) bounds what a client may have sent that is not yet a complete command: the unparsed
+//! bytes, the arguments of the request being read, and, as newer Redis versions count them,
+//! the commands queued in `MULTI`. Past it the connection is closed without a reply, as Redis
+//! does. `client-output-buffer-limit` (see [`crate::outbuf`]) bounds the replies and messages
+//! waiting for a client that does not read.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -17,6 +24,7 @@ use tokio::sync::mpsc;
 use crate::client::Client;
 use crate::cmd::{self, BLOCKING};
 use crate::codec::{Decoder, Parsed};
+use crate::evict::ClientClass;
 use crate::frame::Frame;
 use crate::server::Shared;
 
@@ -60,6 +68,11 @@ pub async fn serve(
     let mut decoder = Decoder::default();
     // Bytes of push messages sitting in `wbuf`, released from the client's account once written.
     let mut push_bytes = 0usize;
+    // Bytes of the request being read that the decoder already took off `rbuf` (its complete
+    // arguments), and bytes of the commands queued in `MULTI`: with `rbuf`, what counts
+    // against `client-query-buffer-limit`.
+    let mut partial = 0usize;
+    let mut queued = 0usize;
 
     let maxclients = shared.config.maxclients() as usize;
     if shared.clients.len() > maxclients {
@@ -78,6 +91,7 @@ pub async fn serve(
         // Run every complete request already buffered.
         let mut ran = 0usize;
         loop {
+            let unparsed = rbuf.len();
             let parsed = decoder.parse(&mut rbuf, shared.config.proto_max_bulk_len());
             match parsed {
                 // A killed client (CLIENT KILL, shutdown, crash) runs nothing more, even what
@@ -85,7 +99,9 @@ pub async fn serve(
                 Ok(Some(Parsed::Command(_))) if handle.is_killed() => break 'conn,
                 Ok(Some(Parsed::Command(args))) => {
                     ran += 1;
+                    partial = 0;
                     let spec = cmd::lookup(&args[0]);
+                    let size: usize = args.iter().map(|a| a.len()).sum();
                     let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
                         tokio::select! {
                             r = cmd::execute_spec(&shared, &mut client, spec, args) => r,
@@ -105,20 +121,37 @@ pub async fn serve(
                         push_bytes += crate::pubsub::approx_size(&f);
                         f.encode(client.protocol, &mut wbuf);
                     }
+                    match &client.multi {
+                        Some(_) if matches!(&reply, Frame::Simple(s) if s == "QUEUED") => {
+                            queued += size
+                        }
+                        Some(_) => {}
+                        None => queued = 0,
+                    }
                     reply.encode(client.protocol, &mut wbuf);
+                    if over_output_hard_limit(&shared, &client, wbuf.len()) {
+                        break 'conn;
+                    }
                     if client.close_after_reply {
                         let _ = wr.write_all(&wbuf).await;
                         break 'conn;
                     }
                     if wbuf.len() >= FLUSH_AT {
-                        if wr.write_all(&wbuf).await.is_err() {
-                            break 'conn;
+                        // A client that stops reading holds this task here: it reads no more
+                        // requests meanwhile, so its replies cannot pile up in the server.
+                        tokio::select! {
+                            r = wr.write_all(&wbuf) => if r.is_err() { break 'conn },
+                            _ = &mut killed => break 'conn,
+                            _ = stuck_over_limit(&shared, &client, wbuf.len()) => break 'conn,
                         }
                         wbuf.clear();
                     }
                 }
-                Ok(Some(Parsed::Empty)) => {}
-                Ok(None) => break,
+                Ok(Some(Parsed::Empty)) => partial = 0,
+                Ok(None) => {
+                    partial += unparsed - rbuf.len();
+                    break;
+                }
                 Err(e) => {
                     tracing::debug!(client = handle.id, "protocol error: {e}");
                     Frame::error(format!("ERR {e}")).encode(client.protocol, &mut wbuf);
@@ -152,6 +185,7 @@ pub async fn serve(
                 tokio::select! {
                     r = wr.write_all(&wbuf[sent..]) => if r.is_err() { break 'conn },
                     _ = &mut killed => break 'conn,
+                    _ = stuck_over_limit(&shared, &client, wbuf.len() - sent) => break 'conn,
                 }
             }
             wbuf.clear();
@@ -160,6 +194,16 @@ pub async fn serve(
         }
         if handle.is_killed() {
             break;
+        }
+        let pending_input = partial + rbuf.len() + queued;
+        if pending_input as u64 > shared.config.query_buffer_limit() && !client.is_replication_link
+        {
+            tracing::warn!(
+                client = handle.id,
+                pending_input,
+                "closing client that reached max query buffer length"
+            );
+            break 'conn;
         }
         tokio::select! {
             r = rd.read_buf(&mut rbuf) => match r {
@@ -174,6 +218,78 @@ pub async fn serve(
         }
     }
     cleanup_client(&shared, &mut client);
+}
+
+/// The `client-output-buffer-limit` class of a client: replica, pub/sub or normal.
+fn output_class(shared: &Shared, client: &Client) -> ClientClass {
+    if shared.replication.is_replica_client(client.handle.id) {
+        ClientClass::Replica
+    } else if client.subscription_count() > 0 {
+        ClientClass::PubSub
+    } else {
+        ClientClass::Normal
+    }
+}
+
+/// Whether the replies waiting in the write buffer (`pending` bytes) put the client over its
+/// class's hard output-buffer limit: then it is disconnected without being sent them, as
+/// Redis frees a client whose reply outgrows the limit.
+fn over_output_hard_limit(shared: &Shared, client: &Client, pending: usize) -> bool {
+    // Cheap test first: most replies are far below any sensible limit.
+    if pending < 16 * 1024 {
+        return false;
+    }
+    let limit = shared
+        .config
+        .limits
+        .output_limit(output_class(shared, client));
+    let over = limit.hard > 0 && pending as u64 > limit.hard;
+    if over {
+        tracing::warn!(
+            client = client.handle.id,
+            pending,
+            "client over its hard output-buffer limit: disconnecting"
+        );
+    }
+    over
+}
+
+/// Resolves when a client whose socket stopped taking bytes stays over its output-buffer
+/// limits: over the hard limit, or over the soft one for its `soft_seconds`. `unsent` is what
+/// is left of the write buffer; queued push messages count too. Checked every 100 ms while
+/// the write waits.
+async fn stuck_over_limit(shared: &Shared, client: &Client, unsent: usize) {
+    let limit = shared
+        .config
+        .limits
+        .output_limit(output_class(shared, client));
+    let mut over_soft_since: Option<std::time::Instant> = None;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let queued = client.handle.queued_push_bytes.load(Ordering::Acquire);
+        let pending = (unsent + queued) as u64;
+        if limit.hard > 0 && pending > limit.hard {
+            tracing::warn!(
+                client = client.handle.id,
+                pending,
+                "output buffer over its hard limit"
+            );
+            return;
+        }
+        if limit.soft > 0 && pending > limit.soft {
+            let since = *over_soft_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed().as_secs() >= limit.soft_seconds {
+                tracing::warn!(
+                    client = client.handle.id,
+                    pending,
+                    "output buffer over its soft limit"
+                );
+                return;
+            }
+        } else {
+            over_soft_since = None;
+        }
+    }
 }
 
 /// Reads (and keeps) whatever a blocked client sends, resolving only when the peer closes.

@@ -3,7 +3,7 @@
 //! Publishing looks up the channel's subscribers, then every pattern, and hands each receiver a
 //! push message through its connection's queue. A subscriber that stops reading lets its queue
 //! grow; past Redis's `client-output-buffer-limit pubsub` (32 MiB hard, or 8 MiB for 60 s) it is
-//! disconnected, so one slow reader cannot exhaust the server's memory.
+//! disconnected, so one slow reader cannot exhaust the server's memory (see [`crate::outbuf`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -37,41 +37,8 @@ pub enum Kind {
     Shard,
 }
 
-/// Output-buffer limits for pub/sub clients, read from `client-output-buffer-limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufferLimits {
-    /// Disconnect at once past this many queued bytes (0 = no limit).
-    pub hard: usize,
-    /// Disconnect when over this many bytes ...
-    pub soft: usize,
-    /// ... for this many seconds.
-    pub soft_seconds: u64,
-}
-
-impl BufferLimits {
-    /// Redis's defaults: `pubsub 32mb 8mb 60`.
-    pub const DEFAULT: BufferLimits = BufferLimits {
-        hard: 32 << 20,
-        soft: 8 << 20,
-        soft_seconds: 60,
-    };
-
-    /// Parses the `pubsub` class out of a `client-output-buffer-limit` value.
-    pub fn parse(config: &str) -> BufferLimits {
-        let words: Vec<&str> = config.split_whitespace().collect();
-        for w in words.chunks(4) {
-            if w.len() == 4 && w[0].eq_ignore_ascii_case("pubsub") {
-                let n = |s: &str| crate::config::parse_memory(s).unwrap_or(0);
-                return BufferLimits {
-                    hard: n(w[1]) as usize,
-                    soft: n(w[2]) as usize,
-                    soft_seconds: n(w[3]),
-                };
-            }
-        }
-        BufferLimits::DEFAULT
-    }
-}
+/// Output-buffer limits for pub/sub clients (`client-output-buffer-limit pubsub`).
+pub type BufferLimits = crate::evict::BufferLimit;
 
 impl PubSub {
     fn map(&self, kind: Kind) -> &DashMap<Bytes, Subscribers, KeyHasher> {
@@ -235,31 +202,7 @@ fn deliver(
         to.handle.soft_limit_since.store(0, Ordering::Relaxed);
         return true;
     }
-    let l = limits();
-    if l.hard > 0 && queued > l.hard {
-        tracing::warn!(
-            client = to.handle.id,
-            queued,
-            "pub/sub client over its hard output-buffer limit: disconnecting"
-        );
-        to.handle.kill();
-        return true;
-    }
-    if l.soft > 0 && queued > l.soft {
-        let since = to.handle.soft_limit_since.load(Ordering::Relaxed);
-        if since == 0 {
-            to.handle.soft_limit_since.store(now_ms, Ordering::Relaxed);
-        } else if now_ms.saturating_sub(since) >= l.soft_seconds * 1000 {
-            tracing::warn!(
-                client = to.handle.id,
-                queued,
-                "pub/sub client over its soft output-buffer limit for too long: disconnecting"
-            );
-            to.handle.kill();
-        }
-    } else {
-        to.handle.soft_limit_since.store(0, Ordering::Relaxed);
-    }
+    crate::outbuf::enforce(&to.handle, queued, limits(), now_ms);
     true
 }
 

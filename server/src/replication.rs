@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -140,6 +140,8 @@ pub struct Replication {
     last_io_ms: AtomicU64,
     down_since_ms: AtomicU64,
     epoch: Instant,
+    /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
+    limits: std::sync::OnceLock<Arc<crate::evict::Limits>>,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -151,6 +153,12 @@ enum Resync {
 }
 
 impl Replication {
+    /// Gives the stream the server's limits, so that a replica that stops reading is
+    /// disconnected past `client-output-buffer-limit replica`.
+    pub(crate) fn set_limits(&self, limits: Arc<crate::evict::Limits>) {
+        let _ = self.limits.set(limits);
+    }
+
     /// Fresh state for a master with no replicas.
     pub fn new(replid: String) -> Replication {
         Replication {
@@ -180,6 +188,7 @@ impl Replication {
             last_io_ms: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            limits: std::sync::OnceLock::new(),
         }
     }
 
@@ -271,7 +280,11 @@ impl Replication {
             if r.paused {
                 r.held.push(chunk.clone());
             } else {
-                r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
+                let queued = r.sender.send(Frame::Raw(chunk.clone()), chunk.len());
+                if let Some(l) = self.limits.get() {
+                    let limit = l.output_limit(crate::evict::ClientClass::Replica);
+                    crate::outbuf::enforce(&r.sender.handle, queued, limit, self.now_ms());
+                }
             }
         }
         offset
@@ -380,6 +393,16 @@ impl Replication {
             _ = self.acked.notified() => {}
             _ = tokio::time::sleep(tick) => {}
         }
+    }
+
+    /// Whether the client with this id is an attached replica.
+    pub fn is_replica_client(&self, client_id: u64) -> bool {
+        self.attached.load(Ordering::Acquire)
+            && self
+                .replicas
+                .lock()
+                .iter()
+                .any(|l| l.client_id == client_id)
     }
 
     /// Forgets a replica whose connection closed (the backlog stays, for its return).
@@ -624,6 +647,7 @@ pub fn encode_effects(
                 Some(Entry {
                     value: Value::Str(v),
                     expires_at: Some(t),
+                    ..
                 }) => encode(
                     &[&b"SET"[..], key, &v[..], b"PXAT", n.format(*t).as_bytes()],
                     out,
@@ -631,6 +655,7 @@ pub fn encode_effects(
                 Some(Entry {
                     value: Value::Str(v),
                     expires_at: None,
+                    ..
                 }) => encode(&[&b"SET"[..], key, &v[..]], out),
                 _ => encode(&[&b"DEL"[..], key], out),
             }
@@ -931,20 +956,40 @@ pub fn stop_replica(shared: &Shared) {
     shared.set_replica(false);
 }
 
-type LinkReader = BufReader<tokio::net::tcp::OwnedReadHalf>;
+/// The longest handshake line (`+FULLRESYNC ...`, `$<len>`) accepted from a master: a master
+/// that sends more without a newline is cut off instead of filling our memory (Redis's replica
+/// reads these lines into a fixed buffer of the same order).
+const MAX_LINE: usize = 64 * 1024;
+
+/// A snapshot announced with a length (`$<len>`) is read in pieces of at most this many bytes,
+/// so that memory grows with the bytes that actually arrive, never with the claimed length.
+const SNAPSHOT_STEP: usize = 1 << 20;
 
 fn closed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "master closed")
 }
 
 /// Reads one reply line of the handshake, skipping the bare newlines a Redis master sends to
-/// keep the link alive while it prepares the snapshot.
-async fn read_line(r: &mut LinkReader) -> std::io::Result<String> {
+/// keep the link alive while it prepares the snapshot. A line longer than [`MAX_LINE`] drops
+/// the link.
+async fn read_line<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<String> {
     loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).await? == 0 {
+        let mut line = Vec::new();
+        // `take` bounds what one line may cost: the rest of an over-long line is never read.
+        let n = (&mut *r)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if n == 0 {
             return Err(closed());
         }
+        if line.last() != Some(&b'\n') {
+            if line.len() > MAX_LINE {
+                return Err(std::io::Error::other("master sent an over-long line"));
+            }
+            return Err(closed());
+        }
+        let line = String::from_utf8_lossy(&line);
         let line = line.trim_end();
         if !line.is_empty() {
             return Ok(line.to_string());
@@ -955,7 +1000,7 @@ async fn read_line(r: &mut LinkReader) -> std::io::Result<String> {
 /// Reads the snapshot that follows `+FULLRESYNC`: `$<len>` and that many bytes (a snapshot
 /// made on disk first), or `$EOF:<40-byte mark>` and bytes up to the same mark (a diskless
 /// snapshot, streamed as it is made, whose length nobody knows in advance).
-async fn read_snapshot(r: &mut LinkReader) -> std::io::Result<Vec<u8>> {
+async fn read_snapshot<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<Vec<u8>> {
     let header = read_line(r).await?;
     let bad = || std::io::Error::other(format!("unexpected snapshot header {header:?}"));
     let spec = header.strip_prefix('$').ok_or_else(bad)?;
@@ -985,8 +1030,13 @@ async fn read_snapshot(r: &mut LinkReader) -> std::io::Result<Vec<u8>> {
         }
     }
     let len: usize = spec.parse().map_err(|_| bad())?;
-    let mut payload = vec![0u8; len];
-    r.read_exact(&mut payload).await?;
+    // Never trust the announced length for the allocation: a master that claims terabytes and
+    // sends nothing must not make us reserve them. Memory follows the bytes that arrive.
+    let mut payload = Vec::with_capacity(len.min(SNAPSHOT_STEP));
+    let got = (&mut *r).take(len as u64).read_to_end(&mut payload).await?;
+    if got < len {
+        return Err(closed());
+    }
     Ok(payload)
 }
 
@@ -1023,7 +1073,27 @@ async fn follow(
 ) -> std::io::Result<()> {
     let stream = TcpStream::connect((host, port)).await?;
     stream.set_nodelay(true)?;
-    let (rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    follow_link(shared, rd, wr, up).await
+}
+
+/// The replica's side of a replication link over any byte stream: the handshake, the
+/// snapshot or continuation, then the master's command stream until it ends. Whatever the
+/// master sends — lines without end, a snapshot length it never delivers, a broken RDB,
+/// garbage in the stream — ends in an error, never in a crash or in memory that grows beyond
+/// the bytes received. [`start_replica`] runs it over TCP; the fuzz target `replica_stream`
+/// runs it over bytes in memory.
+#[doc(hidden)]
+pub async fn follow_link<R, W>(
+    shared: &Arc<Shared>,
+    rd: R,
+    mut wr: W,
+    up: &AtomicBool,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut rd = BufReader::new(rd);
     let my_port = shared.addr.lock().map_or(0, |a| a.port());
     wr.write_all(&command(&["PING"])).await?;
@@ -1083,10 +1153,10 @@ fn continue_from(shared: &Shared, new_id: &str) {
 
 /// `+FULLRESYNC replid offset`: load the snapshot over an empty keyspace and start a fresh
 /// history at the master's id and offset.
-async fn full_resync(
+async fn full_resync<R: AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     link: &mut crate::client::Client,
-    rd: &mut LinkReader,
+    rd: &mut BufReader<R>,
     reply: &str,
 ) -> std::io::Result<()> {
     let mut words = reply.split_whitespace().skip(1);
@@ -1130,19 +1200,23 @@ async fn full_resync(
 
 /// Applies the master's stream, records it in our backlog, and acknowledges: once a second
 /// and whenever the master sends `REPLCONF GETACK`.
-async fn apply_stream(
+async fn apply_stream<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     shared: &Arc<Shared>,
     link: &mut crate::client::Client,
-    rd: &mut LinkReader,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    rd: &mut BufReader<R>,
+    wr: &mut W,
 ) -> std::io::Result<()> {
     let repl = &shared.replication;
     let mut decoder = Decoder::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    // The bytes of the command being parsed, as they came: the decoder consumes a command's
-    // first arguments in one read and its last ones in a later read, and every one of those
-    // bytes counts in the offset once the command is complete.
+    // The bytes received since the last complete command, as they came: the decoder consumes
+    // a command's first arguments in one read and its last ones in a later read, and every one
+    // of those bytes counts in the offset (and goes to the backlog) once the command is
+    // complete. `consumed` of them are the decoder's so far. Each read copies only its own new
+    // bytes here: copying the whole read buffer on every read would take time quadratic in a
+    // large argument that arrives in many small reads.
     let mut current = BytesMut::new();
+    let mut consumed = 0usize;
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
     // `CLIENT KILL TYPE master` kills the link's client: drop the link, as Redis does; the
     // replica then reconnects and continues from its offset.
@@ -1156,32 +1230,29 @@ async fn apply_stream(
                 ));
             }
             n = rd.read_buf(&mut buf) => {
-                if n? == 0 {
+                let n = n?;
+                if n == 0 {
                     return Err(closed());
                 }
+                current.extend_from_slice(&buf[buf.len() - n..]);
                 repl.last_io_ms.store(repl.now_ms(), Ordering::Release);
                 let lag = repl.lag();
                 if !lag.is_zero() {
                     // What just arrived is applied `lag` after it arrived.
                     tokio::time::sleep(lag).await;
                 }
-                // The raw bytes, so each command can go into the backlog exactly as it came.
-                let raw = Bytes::copy_from_slice(&buf);
-                let mut pos = 0usize;
                 loop {
                     let before = buf.len();
                     let parsed = decoder.parse(&mut buf, u64::MAX);
                     // Counted even when the command is not complete yet (`Ok(None)`): the
                     // decoder keeps the arguments it has taken off the buffer.
-                    let consumed = before - buf.len();
-                    current.extend_from_slice(&raw[pos..pos + consumed]);
-                    pos += consumed;
+                    consumed += before - buf.len();
                     let parsed = match parsed {
                         Ok(Some(p)) => p,
                         Ok(None) => break,
                         Err(e) => return Err(std::io::Error::other(e.to_string())),
                     };
-                    let chunk = current.split().freeze();
+                    let chunk = current.split_to(std::mem::take(&mut consumed)).freeze();
                     if let Parsed::Command(args) = parsed {
                         let getack = args.len() >= 2
                             && args[0].eq_ignore_ascii_case(b"REPLCONF")

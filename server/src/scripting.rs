@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -106,8 +106,83 @@ struct Run {
     read_only: bool,
     /// Whether the script has written (then `SCRIPT KILL` must refuse).
     wrote: bool,
-    /// The write commands that changed data, in order: what replication will carry.
-    effects: Vec<Vec<Bytes>>,
+    /// The write commands that changed data, in order, kept only while
+    /// [`Scripting::record_effects`] is on (tests): replication and the AOF do not need them,
+    /// they receive each write as it happens.
+    effects: Option<Effects>,
+    /// Large string arguments already passed to `redis.call` in this run (see
+    /// [`shared_argument`]): passing one value to many commands stores it once.
+    large_args: Vec<Bytes>,
+}
+
+/// A run's recorded writes and their size in bytes (bounded by [`MAX_RECORDED_EFFECTS`]).
+#[derive(Default)]
+struct Effects {
+    commands: Vec<Vec<Bytes>>,
+    bytes: usize,
+}
+
+/// At most this many argument bytes of one run's writes are recorded while
+/// [`Scripting::record_effects`] is on; past it the run keeps going but stops recording, and
+/// [`Scripting::last_effects`] reports the overflow as a single `["EFFECTS-TRUNCATED"]`.
+const MAX_RECORDED_EFFECTS: usize = 64 << 20;
+
+/// A run that grew the Lua heap by more than this gets a full garbage collection when it ends.
+const COLLECT_AFTER_GROWTH: usize = 1 << 20;
+
+/// Arguments at least this long are looked up among the run's earlier large arguments before
+/// being copied out of Lua: short ones cost less to copy than to look up.
+const SHARE_ARGUMENT_MIN: usize = 1024;
+
+/// How many distinct large arguments one run remembers for sharing (the oldest is forgotten
+/// first): bounds the lookup of each argument and what the run holds alive.
+const SHARED_ARGUMENTS: usize = 16;
+
+/// Turns a string argument of `redis.call` into bytes. A large one that this run has already
+/// passed (the same Lua string: one value written under many keys, say) becomes a clone of the
+/// earlier bytes instead of a fresh copy, so `SET`ting one 4 MiB value under 64 keys stores
+/// 4 MiB, not 256. Equal content is checked, not just the address: Lua may have collected the
+/// earlier string and reused its memory for another.
+pub(crate) fn shared_argument(arg: &[u8]) -> Bytes {
+    if arg.len() < SHARE_ARGUMENT_MIN {
+        return Bytes::copy_from_slice(arg);
+    }
+    RUN.with(|r| {
+        let mut guard = r.borrow_mut();
+        let Some(run) = guard.as_mut() else {
+            return Bytes::copy_from_slice(arg);
+        };
+        if let Some(known) = run
+            .large_args
+            .iter()
+            .find(|b| b.len() == arg.len() && b.as_ref() == arg)
+        {
+            return known.clone();
+        }
+        let fresh = Bytes::copy_from_slice(arg);
+        if run.large_args.len() == SHARED_ARGUMENTS {
+            run.large_args.remove(0);
+        }
+        run.large_args.push(fresh.clone());
+        fresh
+    })
+}
+
+/// Records a write of the running script, when recording is on (see [`Effects`]).
+pub(crate) fn record_effect(argv: Vec<Bytes>) {
+    RUN.with(|r| {
+        let mut guard = r.borrow_mut();
+        let Some(effects) = guard.as_mut().and_then(|run| run.effects.as_mut()) else {
+            return;
+        };
+        let size: usize = argv.iter().map(Bytes::len).sum();
+        if effects.bytes.saturating_add(size) > MAX_RECORDED_EFFECTS {
+            effects.bytes = usize::MAX;
+            return;
+        }
+        effects.bytes += size;
+        effects.commands.push(argv);
+    });
 }
 
 thread_local! {
@@ -120,8 +195,52 @@ struct Script {
     function: Function,
 }
 
-/// The value of `hook_fires` once the running script has handed its worker's tasks away.
-const HANDED_OFF: u32 = u32::MAX;
+/// How long a script runs on its tokio worker before that worker's other tasks are handed to
+/// another thread. Short scripts (every lock script) never pay for the hand-off; one that has
+/// run this long, whether in Lua instructions or inside slow `redis.call`s, stops holding up
+/// the timers and tasks of the runtime it is embedded in.
+const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Where the running script stands with respect to its worker (see [`hand_off_if_long`]).
+#[derive(Clone, Copy)]
+enum HandOff {
+    /// No script is running on this thread.
+    Idle,
+    /// A script started at this instant and still holds its worker.
+    Holding(std::time::Instant),
+    /// The worker's other tasks have moved to another thread (or cannot: a current-thread
+    /// runtime), nothing more to do for this run.
+    Done,
+}
+
+thread_local! {
+    static HAND_OFF: std::cell::Cell<HandOff> = const { std::cell::Cell::new(HandOff::Idle) };
+}
+
+/// Notes that a script starts on this thread now.
+fn hand_off_start() {
+    HAND_OFF.with(|h| h.set(HandOff::Holding(std::time::Instant::now())));
+}
+
+/// Notes that the script on this thread has ended.
+fn hand_off_end() {
+    HAND_OFF.with(|h| h.set(HandOff::Idle));
+}
+
+/// Called from the instruction hook and around every `redis.call`: once the running script
+/// has run for [`HAND_OFF_AFTER`] (by the clock, however that time was spent), hands its
+/// worker's other tasks away. The decision is by elapsed time, so a script that spends its
+/// time in a few slow commands (which run no Lua instructions) is caught as surely as a
+/// busy loop.
+pub(crate) fn hand_off_if_long() {
+    HAND_OFF.with(|h| {
+        if let HandOff::Holding(started) = h.get() {
+            if started.elapsed() >= HAND_OFF_AFTER && hand_off_worker() {
+                h.set(HandOff::Done);
+            }
+        }
+    });
+}
 
 /// Moves the tokio worker this script runs on (its queue of other clients' tasks) to a fresh
 /// thread, and returns whether that took, so that the script can go on here without holding
@@ -133,6 +252,10 @@ const HANDED_OFF: u32 = u32::MAX;
 /// the closure waits for a marker task spawned just before, which sits in this worker's
 /// own queue (its LIFO slot, which other workers cannot steal) and so runs only once the core
 /// has moved.
+///
+/// On a current-thread runtime there is no other thread to hand anything to
+/// (`block_in_place` would panic there): the script runs to its end on the only thread, as
+/// every script does in Redis itself.
 fn hand_off_worker() -> bool {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
@@ -167,12 +290,13 @@ pub struct Scripting {
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
     kill: Arc<AtomicBool>,
-    /// The effects of the last script or function run (see [`Scripting::last_effects`]).
+    /// The effects of the last script or function run, while [`Scripting::record_effects`]
+    /// is on (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
-    /// How often the instruction hook fired during the running script: from the second
-    /// firing on the script has surely run long, and hands its worker's other tasks away
-    /// ([`HANDED_OFF`] once that took).
-    hook_fires: Arc<AtomicU32>,
+    /// Whether runs record their writes for [`Scripting::last_effects`].
+    recording: AtomicBool,
+    /// The Lua heap's size when the running script started (see `release_run_memory`).
+    heap_at_start: std::sync::atomic::AtomicUsize,
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
     wrote: Arc<AtomicBool>,
@@ -259,28 +383,17 @@ impl Scripting {
         let load_env = functions::load_environment(&lua, &visible)?;
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
-        let hook_fires = Arc::new(AtomicU32::new(0));
-        let fires = hook_fires.clone();
-        // Every 100k instructions (about a millisecond). Lua counts instructions across
-        // runs, not from the start of each one: the count left over from earlier scripts
-        // makes the hook fire once in the middle of some short script every 100k
-        // instructions (every few thousand lock-release scripts). Only a second firing
-        // within one run proves the script itself has run 100k instructions.
+        // Every 100k instructions (about a millisecond): the hook only looks at the
+        // clock (see `hand_off_if_long`) and at the kill switch. Lua counts instructions
+        // across runs, so the hook may fire early in a short script: harmless, since what
+        // it decides by is the time this run has taken.
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(100_000),
             move |_lua, _debug| {
-                let seen = fires.load(Ordering::Acquire);
-                if seen != HANDED_OFF {
-                    // A long script, from its second firing on: hand this worker's other tasks
-                    // to another thread, so that other clients are served (and answered -BUSY)
-                    // while the script runs. Retried at each firing until it took.
-                    let next = if seen + 1 >= 2 && hand_off_worker() {
-                        HANDED_OFF
-                    } else {
-                        seen + 1
-                    };
-                    fires.store(next, Ordering::Release);
-                }
+                // A long script hands this worker's other tasks to another thread, so that
+                // other clients are served (and answered -BUSY) and the runtime's timers
+                // fire while it runs. Retried at each firing until it took.
+                hand_off_if_long();
                 if kill_flag.swap(false, Ordering::AcqRel) {
                     return Err(mlua::Error::RuntimeError(
                         "Script killed by user with SCRIPT KILL...".into(),
@@ -299,8 +412,9 @@ impl Scripting {
             load_env,
             cache: Mutex::new(HashMap::default()),
             kill,
-            hook_fires,
             last_effects: Mutex::new(Vec::new()),
+            recording: AtomicBool::new(false),
+            heap_at_start: std::sync::atomic::AtomicUsize::new(0),
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
             memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
@@ -384,9 +498,37 @@ impl Scripting {
 
     /// The write commands the last script (or function) run performed, as Redis 7 replicates
     /// them: nothing for a read-only run, the bare command for one write, and the writes
-    /// wrapped in `MULTI` ... `EXEC` for more. This is what replication will carry.
+    /// wrapped in `MULTI` ... `EXEC` for more. Recorded only after
+    /// [`record_effects(true)`](Scripting::record_effects): replication and the AOF receive
+    /// each write as it happens and need no copy, so by default nothing of a run's writes is
+    /// held once it ends.
+    #[doc(hidden)]
     pub fn last_effects(&self) -> Vec<Vec<Bytes>> {
         self.last_effects.lock().clone()
+    }
+
+    /// Switches the recording of [`last_effects`](Scripting::last_effects) on or off (for
+    /// tests). Switching it off frees what was recorded.
+    #[doc(hidden)]
+    pub fn record_effects(&self, on: bool) {
+        self.recording.store(on, Ordering::Release);
+        if !on {
+            self.last_effects.lock().clear();
+        }
+    }
+
+    /// Bytes the scripting engine holds between runs: the Lua heap and the recorded effects
+    /// (for tests: after a run it must come back to where it was).
+    #[doc(hidden)]
+    pub fn retained_bytes(&self) -> usize {
+        let effects: usize = self
+            .last_effects
+            .lock()
+            .iter()
+            .flatten()
+            .map(Bytes::len)
+            .sum();
+        self.lua.used_memory() + effects
     }
 
     /// Whether a script with this SHA1 is cached.
@@ -453,6 +595,19 @@ impl Scripting {
         }
     }
 
+    /// After a run: drops the run's `KEYS` and `ARGV` (globals that would otherwise keep the
+    /// last run's arguments, a large value among them, alive until the next run), and when
+    /// the run left the Lua heap much larger than it found it, collects the garbage now
+    /// rather than whenever Lua's incremental collector gets to it.
+    fn release_run_memory(&self) {
+        let _ = self.visible.raw_set("KEYS", Value::Nil);
+        let _ = self.visible.raw_set("ARGV", Value::Nil);
+        let before = self.heap_at_start.load(Ordering::Acquire);
+        if self.lua.used_memory() > before.saturating_add(COLLECT_AFTER_GROWTH) {
+            let _ = self.lua.gc_collect();
+        }
+    }
+
     /// Runs a script (as `KEYS`/`ARGV` globals) or a function (as its two parameters).
     #[allow(clippy::too_many_arguments)]
     fn execute(
@@ -466,7 +621,9 @@ impl Scripting {
         as_function: bool,
     ) -> Frame {
         self.kill.store(false, Ordering::Release);
-        self.hook_fires.store(0, Ordering::Release);
+        hand_off_start();
+        self.heap_at_start
+            .store(self.lua.used_memory(), Ordering::Release);
         self.wrote.store(false, Ordering::Release);
         self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
@@ -479,16 +636,28 @@ impl Scripting {
                 resp3: false,
                 read_only,
                 wrote: false,
-                effects: Vec::new(),
+                effects: self
+                    .recording
+                    .load(Ordering::Acquire)
+                    .then(Effects::default),
+                large_args: Vec::new(),
             })
         });
         struct ClearRun<'a>(&'a Scripting);
         impl Drop for ClearRun<'_> {
             fn drop(&mut self) {
                 if let Some(run) = RUN.with(|r| r.borrow_mut().take()) {
-                    *self.0.last_effects.lock() = wrap_effects(run.effects);
+                    if let Some(effects) = run.effects {
+                        *self.0.last_effects.lock() = if effects.bytes == usize::MAX {
+                            vec![vec![Bytes::from_static(b"EFFECTS-TRUNCATED")]]
+                        } else {
+                            wrap_effects(effects.commands)
+                        };
+                    }
                 }
+                self.0.release_run_memory();
                 self.0.running.store(false, Ordering::Release);
+                hand_off_end();
             }
         }
         let _clear = ClearRun(self);

@@ -75,6 +75,8 @@ pub struct Shared {
     pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
     /// `INFO stats` counters.
     pub stats: Stats,
+    /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
+    pub evictor: crate::evict::Evictor,
     /// When the server started.
     pub started: Instant,
     /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
@@ -103,17 +105,21 @@ impl Shared {
                 .collect()
         };
         let run_id = hex40();
+        let config = Config::default();
+        let replication = crate::replication::Replication::new(hex40());
+        replication.set_limits(config.limits.clone());
         Shared {
-            keyspace: Keyspace::default(),
+            keyspace: Keyspace::with_limits(config.limits.clone()),
             clock,
-            config: Config::default(),
+            config,
             gate: Gate::default(),
             clients: Clients::default(),
             pubsub: PubSub::default(),
             scripting: Scripting::default(),
-            replication: crate::replication::Replication::new(hex40()),
+            replication,
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
+            evictor: crate::evict::Evictor::default(),
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),
@@ -388,12 +394,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let path = std::path::Path::new(&dir).join(name);
     let commands = crate::aof::load(&path)?;
     let loaded = commands.len();
-    let (mut loader, _pushes) = shared.clients.register(None, None);
-    loader.is_replication_link = true;
-    for args in commands {
-        cmd::execute(shared, &mut loader, args).await;
-    }
-    crate::net::cleanup_client(shared, &mut loader);
+    crate::aof::replay(shared, commands).await;
     let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
     *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());

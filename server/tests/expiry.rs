@@ -352,10 +352,10 @@ async fn a_million_deadlines_pass_in_bounded_steps_between_commands() {
     for i in 0..MILLION {
         db.insert(
             Bytes::from(format!("lock:{i}")),
-            Entry {
-                value: Value::Str(token.clone()),
-                expires_at: Some(now + 5000 + (i % 5000) as u64),
-            },
+            Entry::with_expiry(
+                Value::Str(token.clone()),
+                Some(now + 5000 + (i % 5000) as u64),
+            ),
         );
     }
     let mut c = s.client();

@@ -105,3 +105,4 @@ export const keepLease = unsupported('keep-lease');
 export const keepQuorumLease = unsupported('keep-quorum-lease');
 export const dropLease = unsupported('drop-lease');
 export const leaseAlive = unsupported('lease-alive');
+export const leaseLost = unsupported('lease-lost');

@@ -46,59 +46,54 @@ impl Diff {
         (self.redis.cmd(args), self.latchkey.cmd(args))
     }
 
-    /// Sends `args` to both and asserts the replies are identical; returns the reply.
+    /// Sends `args` to both and asserts the replies are identical, byte for byte; returns the
+    /// reply.
     #[track_caller]
     pub fn check<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
         let (r, l) = self.both(args);
-        assert_eq!(
-            show(&l),
-            show(&r),
-            "reply differs for {:?}\n  redis:    {}\n  latchkey: {}",
-            args.iter()
-                .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
-                .collect::<Vec<_>>(),
+        assert!(
+            l == r,
+            "reply differs for {}\n  redis:    {}\n  latchkey: {}",
+            show_args(args),
             show(&r),
             show(&l)
         );
         r
     }
 
-    /// Like [`Diff::check`], but integer replies (top-level or inside arrays) may differ by up to
-    /// `tolerance` — for TTLs read in separate commands, which real time moves between the two
-    /// servers.
+    /// Like [`Diff::check`] for a reply that carries a remaining TTL, read in separate
+    /// commands on the two servers while real time moves: the RESP line number `ttl_line` of
+    /// the reply (0 is the first line: the whole reply when it is an integer; 1 is the first
+    /// element of an array) may differ by up to `tolerance` when it is an integer in both.
+    /// Every other byte must be the same, and when the replies are not integers there, they
+    /// must be identical.
     #[track_caller]
-    pub fn check_approx<A: AsRef<[u8]>>(&mut self, args: &[A], tolerance: i64) -> Vec<u8> {
+    pub fn check_ttl<A: AsRef<[u8]>>(
+        &mut self,
+        args: &[A],
+        ttl_line: usize,
+        tolerance: i64,
+    ) -> Vec<u8> {
         let (r, l) = self.both(args);
-        let (rs, ls) = (show(&r), show(&l));
-        let rl: Vec<&str> = rs.split("\\r\\n").collect();
-        let ll: Vec<&str> = ls.split("\\r\\n").collect();
-        let close = rl.len() == ll.len()
-            && rl.iter().zip(&ll).all(|(a, b)| {
-                a == b
-                    || match (a.strip_prefix(':'), b.strip_prefix(':')) {
-                        (Some(x), Some(y)) => match (x.parse::<i64>(), y.parse::<i64>()) {
-                            (Ok(x), Ok(y)) => (x - y).abs() <= tolerance,
-                            _ => false,
-                        },
-                        _ => false,
-                    }
-            });
         assert!(
-            close,
-            "reply differs for {:?}\n  redis:    {rs}\n  latchkey: {ls}",
-            args.iter()
-                .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
-                .collect::<Vec<_>>()
+            r == l || ttl_within(&r, &l, ttl_line, tolerance),
+            "reply differs for {} (tolerance {tolerance} on line {ttl_line} only)\n  \
+             redis:    {}\n  latchkey: {}",
+            show_args(args),
+            show(&r),
+            show(&l)
         );
         r
     }
 
-    /// Checks each line of a table: whitespace-separated words (use [`Diff::check`] for
-    /// arguments with spaces or binary bytes).
+    /// Checks each line of a table, one command a line, its arguments split as `redis-cli`
+    /// splits a line: on whitespace, except inside single or double quotes (`SET s 'a b'` is
+    /// three arguments, `SETRANGE s 0 ''` sends an empty one). Use [`Diff::check`] for binary
+    /// bytes.
     #[track_caller]
     pub fn table(&mut self, lines: &[&str]) {
         for line in lines {
-            let args: Vec<&str> = line.split_whitespace().collect();
+            let args = split_args(line);
             if !args.is_empty() {
                 self.check(&args);
             }
@@ -113,12 +108,88 @@ impl Diff {
         self.latchkey.send_raw(bytes);
         let r = self.redis.read_reply();
         let l = self.latchkey.read_reply();
-        assert_eq!(
-            show(&l),
+        assert!(
+            l == r,
+            "reply differs for raw {}\n  redis:    {}\n  latchkey: {}",
+            show(bytes),
             show(&r),
-            "reply differs for raw {:?}",
-            show(bytes)
+            show(&l)
         );
         r
+    }
+}
+
+/// Splits a table line into arguments: whitespace separates them, except inside single or
+/// double quotes; panics on an unbalanced quote (a broken table line, not a test of one).
+pub fn split_args(line: &str) -> Vec<String> {
+    shlex::split(line).unwrap_or_else(|| panic!("unbalanced quotes in table line {line:?}"))
+}
+
+/// Whether `r` and `l` differ only on RESP line `ttl_line`, where both are integers at most
+/// `tolerance` apart.
+fn ttl_within(r: &[u8], l: &[u8], ttl_line: usize, tolerance: i64) -> bool {
+    let rl: Vec<&[u8]> = r.split(|&b| b == b'\n').collect();
+    let ll: Vec<&[u8]> = l.split(|&b| b == b'\n').collect();
+    let int = |line: &[u8]| -> Option<i64> {
+        std::str::from_utf8(line.strip_prefix(b":")?.strip_suffix(b"\r")?)
+            .ok()?
+            .parse()
+            .ok()
+    };
+    rl.len() == ll.len()
+        && rl.iter().zip(&ll).enumerate().all(|(i, (a, b))| {
+            a == b
+                || (i == ttl_line
+                    && matches!((int(a), int(b)), (Some(x), Some(y)) if (x - y).abs() <= tolerance))
+        })
+}
+
+/// The arguments of a command, readably, for assertion messages.
+fn show_args<A: AsRef<[u8]>>(args: &[A]) -> String {
+    let shown: Vec<String> = args.iter().map(|a| show(a.as_ref())).collect();
+    format!("{shown:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_arguments_stay_whole() {
+        assert_eq!(
+            split_args("SET s 'Hello World'"),
+            ["SET", "s", "Hello World"]
+        );
+        assert_eq!(split_args("SET n ' 1'"), ["SET", "n", " 1"]);
+        assert_eq!(split_args("SETRANGE s 0 ''"), ["SETRANGE", "s", "0", ""]);
+        assert_eq!(split_args(r#"ECHO "a b""#), ["ECHO", "a b"]);
+        assert_eq!(split_args("  GET   k "), ["GET", "k"]);
+    }
+
+    #[test]
+    fn only_the_ttl_line_has_a_tolerance() {
+        assert!(ttl_within(b":29990\r\n", b":30000\r\n", 0, 50));
+        assert!(!ttl_within(b":29900\r\n", b":30000\r\n", 0, 50));
+        // 3 against 30: not a TTL line, no tolerance.
+        assert!(!ttl_within(
+            b"*2\r\n:3\r\n:5\r\n",
+            b"*2\r\n:30\r\n:5\r\n",
+            2,
+            50
+        ));
+        assert!(ttl_within(
+            b"*2\r\n:990\r\n:-1\r\n",
+            b"*2\r\n:1000\r\n:-1\r\n",
+            1,
+            50
+        ));
+        assert!(!ttl_within(
+            b"*2\r\n:1000\r\n:-1\r\n",
+            b"*2\r\n:1000\r\n:-2\r\n",
+            1,
+            50
+        ));
+        // Not integers on the TTL line: no tolerance either.
+        assert!(!ttl_within(b"$2\r\n", b"$3\r\n", 0, 50));
     }
 }

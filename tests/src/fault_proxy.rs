@@ -15,6 +15,8 @@
 //! - **drop held** ([`FaultProxy::drop_held`]): whatever was read from the master and not yet
 //!   delivered (held by a pause or still inside its delay) is thrown away. Together with a
 //!   master crash, these are the writes that never reached the replica.
+//! - **pause mid-reply** ([`FaultProxy::pause_after`]): `n` more bytes are delivered, then the
+//!   proxy pauses, even inside a chunk: a peer stuck halfway through a reply.
 //! - **cut** ([`FaultProxy::cut`]): every proxied connection is closed, and no new one is
 //!   accepted. The replica sees its link go down and stay down.
 //!
@@ -51,6 +53,8 @@ struct Queue {
 struct State {
     delay: Duration,
     paused: bool,
+    /// Bytes still to deliver before pausing, when a pause mid-reply is armed.
+    pause_after: Option<usize>,
     cut: bool,
     queues: Vec<Arc<Mutex<Queue>>>,
     tasks: Vec<JoinHandle<()>>,
@@ -100,9 +104,25 @@ impl FaultProxy {
         self.update(|s| s.paused = true);
     }
 
+    /// Delivers `bytes` more bytes (over every connection together), then pauses as
+    /// [`FaultProxy::pause`] does: with `bytes` smaller than a reply, the peer gets part of it
+    /// and waits for the rest.
+    pub fn pause_after(&self, bytes: usize) {
+        self.update(|s| {
+            if bytes == 0 {
+                s.paused = true;
+            } else {
+                s.pause_after = Some(bytes);
+            }
+        });
+    }
+
     /// Delivers again: what was held goes out at once, in order, ahead of anything newer.
     pub fn resume(&self) {
-        self.update(|s| s.paused = false);
+        self.update(|s| {
+            s.paused = false;
+            s.pause_after = None;
+        });
     }
 
     /// Loses whatever was read from the target and not yet delivered.
@@ -220,14 +240,34 @@ async fn deliver(mut to: OwnedWriteHalf, queue: Arc<Mutex<Queue>>, shared: Arc<S
         tokio::pin!(changed);
         changed.as_mut().enable();
         let next = {
-            let s = shared.state.lock().expect("proxy state");
+            let mut s = shared.state.lock().expect("proxy state");
             let mut q = queue.lock().expect("proxy queue");
             match q.chunks.front() {
                 None if q.closed => Next::Close,
                 None => Next::Wait,
                 Some(_) if s.paused => Next::Wait,
                 Some(c) if c.due > Instant::now() => Next::SleepUntil(c.due),
-                Some(_) => Next::Write(q.chunks.pop_front().expect("front").bytes),
+                Some(_) => {
+                    let mut chunk = q.chunks.pop_front().expect("front");
+                    if let Some(left) = s.pause_after {
+                        // Armed pause mid-reply: deliver what the budget allows, keep the
+                        // rest at the front, and pause once the budget is spent.
+                        if chunk.bytes.len() >= left {
+                            let rest = chunk.bytes.split_off(left);
+                            if !rest.is_empty() {
+                                q.chunks.push_front(Chunk {
+                                    due: chunk.due,
+                                    bytes: rest,
+                                });
+                            }
+                            s.pause_after = None;
+                            s.paused = true;
+                        } else {
+                            s.pause_after = Some(left - chunk.bytes.len());
+                        }
+                    }
+                    Next::Write(chunk.bytes)
+                }
             }
         };
         match next {

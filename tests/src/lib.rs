@@ -8,6 +8,7 @@ pub mod fault_proxy;
 pub mod lock_api;
 pub mod raw;
 pub mod redis_proc;
+pub mod testkit;
 pub mod wasm_api;
 
 // The failover harness: replicated pairs to drive, fencing resources, node restarts.
@@ -21,13 +22,4 @@ pub use pair::{LatchkeyPair, RedisPair, ReplicatedPair};
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;
 
-/// Whether `tool --version` runs on this machine: suites that drive another language's
-/// clients (Node, Python) check for it and say they skip when it is absent.
-pub fn tool_available(tool: &str) -> bool {
-    std::process::Command::new(tool)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+pub use testkit::{require_tool, tool_available};

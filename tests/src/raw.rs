@@ -103,7 +103,9 @@ impl RawConn {
     }
 }
 
-/// Shows reply bytes readably in assertion messages.
+/// Shows reply bytes readably in assertion messages: printable ASCII as is, every other byte
+/// escaped (`\r\n` as `\\r\\n`, `0xff` as `\\xff`), so two different byte strings never show
+/// the same.
 pub fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).replace("\r\n", "\\r\\n")
+    b.escape_ascii().to_string()
 }

@@ -49,11 +49,41 @@ fn answers_as(addr: SocketAddr, pid: u32) -> bool {
     }
 }
 
+/// The Redis release line the differential tests are written against: latchkey answers byte for
+/// byte like Redis 7.0, and other releases word some replies differently.
+pub const EXPECTED_REDIS: &str = "7.0.";
+
+/// The version `bin --version` reports (`Redis server v=7.0.15 ...` gives `7.0.15`).
+pub fn redis_version(bin: &str) -> String {
+    let out = Command::new(bin).arg("--version").output().unwrap_or_else(|e| {
+        panic!("cannot run `{bin} --version` ({e}): run `apt-get install redis-server redis-tools`")
+    });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("no version in `{bin} --version`: {text}"))
+        .to_string()
+}
+
+/// Fails (once per test process) unless `redis-server` is the release line the suite expects
+/// ([`EXPECTED_REDIS`]): a difference found against another release says nothing about latchkey.
+fn check_redis_version(bin: &str) {
+    static CHECKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let version = CHECKED.get_or_init(|| redis_version(bin));
+    assert!(
+        version.starts_with(EXPECTED_REDIS),
+        "{bin} is Redis {version}; the suite compares against Redis {EXPECTED_REDIS}x \
+         (install that release, or point REDIS_SERVER at its redis-server)"
+    );
+}
+
 impl RedisProcess {
     /// Spawns `redis-server` with the given extra arguments. Panics with a clear message when
-    /// the binary is missing (the README's test command installs it).
+    /// the binary is missing (the README's test command installs it) or is not the Redis
+    /// release the suite expects ([`EXPECTED_REDIS`]).
     pub fn spawn(extra: &[&str]) -> RedisProcess {
         let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        check_redis_version(&bin);
         Self::spawn_binary(&bin, extra)
     }
 

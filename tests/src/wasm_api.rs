@@ -17,6 +17,7 @@ use latchkey_client::locks::{
 };
 use latchkey_client::Reply;
 use latchkey_plugin::exports::latchkey::locks::locks as wit;
+use latchkey_plugin::latchkey::locks::redis::LostCause;
 use latchkey_plugin::{Backend, Host, HostConfig, Instance, Limits, LockClient, Plugin, Tenant};
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
@@ -643,13 +644,31 @@ impl WatchOps for WasmWatch {
         !self.held().await
     }
 
-    /// The host tells the component only that the lease is gone, not why; a lease the keeper
-    /// could not renew is one this holder no longer owns.
+    /// Asks the component why its lease was lost (`watched-lock.lost`, which the host answers
+    /// from its lease keeper) until it knows.
     async fn lost(&mut self) -> LostReason {
-        while self.held().await {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        loop {
+            let lock = self.lock;
+            let cause = self
+                .inst
+                .run(move |(store, _, l)| {
+                    Box::pin(async move {
+                        let w = l
+                            .expect("lock client")
+                            .latchkey_locks_watchdog()
+                            .watched_lock();
+                        w.call_lost(&mut *store, lock).await
+                    })
+                })
+                .await
+                .unwrap_or_else(|t| panic!("the component trapped before saying why: {t:?}"));
+            match cause {
+                Some(LostCause::Expired) => return LostReason::Expired,
+                Some(LostCause::Taken) => return LostReason::Taken,
+                Some(LostCause::Unreachable) => return LostReason::Unreachable,
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
         }
-        LostReason::NotOwner
     }
 }
 
@@ -752,13 +771,18 @@ impl Locks for Wasm {
         taken.then_some(WasmWatch { inst, lock })
     }
 
+    /// Runs a bookkeeping command in the tenant's namespace. Commands on the tenants'
+    /// allow-list are rewritten as a tenant's are; others (the harness's own reads, such as
+    /// `LRANGE` of a fair lock's queue) must have one key, their first argument, which is
+    /// namespaced the same way.
     async fn command(&self, args: Vec<Vec<u8>>) -> Reply {
-        let args = self
-            .inner
-            .tenant
-            .namespace()
-            .rewrite(args)
-            .expect("a command tenants may run");
+        let ns = self.inner.tenant.namespace();
+        let args = ns.rewrite(args.clone()).unwrap_or_else(|_| {
+            let mut args = args;
+            assert!(args.len() >= 2, "a bookkeeping command names its key first");
+            args[1] = ns.key(&args[1]);
+            args
+        });
         self.inner
             .backend
             .command(args)

@@ -109,6 +109,7 @@ fn scripts_are_never_observed_half_done_over_tcp() {
 async fn script_effects_are_recorded_as_redis_7_propagates_them() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let mut c = server.client();
+    server.shared().scripting.record_effects(true);
     let effects = || server.shared().scripting.last_effects();
     let strings = |v: Vec<Vec<bytes::Bytes>>| -> Vec<Vec<String>> {
         v.into_iter()
@@ -139,4 +140,51 @@ async fn script_effects_are_recorded_as_redis_7_propagates_them() {
             vec!["EXEC"]
         ]
     );
+}
+
+/// The lock client's multi-key acquire: one value (here 4 MiB) set under every key. After the
+/// script the scripting engine holds what it held before (nothing of the run's writes nor
+/// its arguments), and the 64 keys share one copy of the value rather than 64.
+#[tokio::test]
+async fn a_scripts_writes_are_not_held_after_it_and_one_value_is_stored_once() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    let acquire = r#"for i, key in ipairs(KEYS) do
+  if redis.call('exists', key) == 1 then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+end
+return 1"#;
+    // Warm the engine up (the script cached, the heap at its working size).
+    c.cmd(["EVAL", acquire, "1", "warm", "v", "60000"]).await;
+    c.cmd(["DEL", "warm"]).await;
+    let scripting = &server.shared().scripting;
+    let before = scripting.retained_bytes();
+    let value = "x".repeat(4 << 20);
+    let keys: Vec<String> = (0..64).map(|i| format!("lock:{i}")).collect();
+    let mut args: Vec<&str> = vec!["EVAL", acquire, "64"];
+    args.extend(keys.iter().map(String::as_str));
+    args.extend([value.as_str(), "60000"]);
+    assert_eq!(c.cmd(args).await, latchkey_server::Frame::Integer(1));
+    let after = scripting.retained_bytes();
+    assert!(
+        after <= before + (256 << 10),
+        "the engine holds {} bytes more after the script than before it",
+        after.saturating_sub(before)
+    );
+    // Every key holds the value, all of them the same bytes.
+    let mut first = None;
+    for key in &keys {
+        let latchkey_server::Frame::Bulk(v) = c.cmd(["GET", key.as_str()]).await else {
+            panic!("{key} holds a value");
+        };
+        assert_eq!(v.len(), value.len());
+        let at = v.as_ptr();
+        assert_eq!(
+            *first.get_or_insert(at),
+            at,
+            "{key} holds a copy of its own"
+        );
+    }
 }

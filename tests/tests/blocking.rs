@@ -2,8 +2,28 @@
 
 use std::time::Duration;
 
-use latchkey_server::{Frame, Server};
+use latchkey_server::Server;
 use latchkey_tests::{RawConn, RedisProcess};
+
+/// Waits until `n` clients of the server at `addr` are inside a `BLPOP` (`cmd=blpop` in
+/// `CLIENT LIST`: the command each is running or last ran), so that what follows happens after
+/// they blocked, not before. A hang guard, not a timing assertion: it only bounds a wait.
+fn wait_blocked(addr: std::net::SocketAddr, n: usize) {
+    let mut c = RawConn::connect(addr).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = c.cmd(&["CLIENT", "LIST"]);
+        let blocked = String::from_utf8_lossy(&list).matches("cmd=blpop").count();
+        if blocked == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{blocked} clients in BLPOP, expected {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 fn both_servers() -> (RedisProcess, latchkey_server::BlockingServer) {
     (
@@ -18,7 +38,7 @@ fn blpop_is_woken_by_a_push_from_another_client() {
     for addr in [redis.addr(), latchkey.addr()] {
         let mut waiter = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BLPOP", "q1", "q2", "0"]));
-        std::thread::sleep(Duration::from_millis(50));
+        wait_blocked(addr, 1);
         let mut pusher = RawConn::connect(addr).unwrap();
         assert_eq!(pusher.cmd(&["RPUSH", "q2", "job"]), b":1\r\n");
         assert_eq!(waiter.read_reply(), b"*2\r\n$2\r\nq2\r\n$3\r\njob\r\n");
@@ -33,8 +53,9 @@ fn blpop_times_out_with_a_nil_array_and_serves_ready_keys_at_once() {
         let mut c = RawConn::connect(addr).unwrap();
         assert_eq!(c.cmd(&["BLPOP", "empty", "0.05"]), b"*-1\r\n");
         c.cmd(&["RPUSH", "ready", "x"]);
+        // No timeout (0 blocks forever): only a reply served at once can come back.
         assert_eq!(
-            c.cmd(&["BRPOP", "empty", "ready", "5"]),
+            c.cmd(&["BRPOP", "empty", "ready", "0"]),
             b"*2\r\n$5\r\nready\r\n$1\r\nx\r\n"
         );
     }
@@ -48,7 +69,7 @@ fn two_blocked_clients_are_both_served() {
         let mut b = RawConn::connect(addr).unwrap();
         a.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
         b.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
-        std::thread::sleep(Duration::from_millis(50));
+        wait_blocked(addr, 2);
         let mut p = RawConn::connect(addr).unwrap();
         p.cmd(&["RPUSH", "q", "1"]);
         p.cmd(&["RPUSH", "q", "2"]);
@@ -70,13 +91,13 @@ fn a_client_that_disconnects_while_blocked_takes_nothing() {
     for addr in [redis.addr(), latchkey.addr()] {
         let mut gone = RawConn::connect(addr).unwrap();
         gone.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
-        std::thread::sleep(Duration::from_millis(50));
+        wait_blocked(addr, 1);
         drop(gone);
-        std::thread::sleep(Duration::from_millis(50));
+        // The server has seen the disconnect once the client is gone from its list.
+        wait_blocked(addr, 0);
         let mut p = RawConn::connect(addr).unwrap();
-        p.cmd(&["RPUSH", "q", "kept"]);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(p.cmd(&["LLEN", "q"]), b":1\r\n");
+        assert_eq!(p.cmd(&["RPUSH", "q", "kept"]), b":1\r\n");
+        assert_eq!(p.cmd(&["LRANGE", "q", "0", "-1"]), b"*1\r\n$4\r\nkept\r\n");
     }
 }
 
@@ -87,29 +108,31 @@ fn blpop_inside_multi_does_not_block() {
         let mut c = RawConn::connect(addr).unwrap();
         c.cmd(&["MULTI"]);
         c.cmd(&["BLPOP", "empty", "0"]);
+        // BLPOP with no timeout inside MULTI answers nil at once: a block would hang here.
         assert_eq!(c.cmd(&["EXEC"]), b"*1\r\n*-1\r\n");
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blpop_timeout_follows_the_virtual_clock() {
-    let server = Server::builder()
-        .virtual_clock()
-        .no_listener()
-        .start()
-        .await
-        .unwrap();
-    let mut c = server.client();
-    let waiter = tokio::spawn(async move { c.cmd(["BLPOP", "q", "30"]).await });
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    assert!(
-        !waiter.is_finished(),
-        "BLPOP returned before its (virtual) timeout"
-    );
-    server.clock().advance(Duration::from_secs(31));
-    let reply = tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(reply, Frame::NullArray);
+/// The timeout is counted on the server's (virtual) clock, not in real time: 29 virtual
+/// seconds into a 30-second BLPOP the client still waits (a push then serves it), and a second
+/// BLPOP returns its nil once the clock passes its timeout.
+#[test]
+fn blpop_timeout_follows_the_virtual_clock() {
+    let server = Server::builder().virtual_clock().start_blocking().unwrap();
+    let addr = server.addr();
+    let clock = server.handle().clock().clone();
+    let mut first = RawConn::connect(addr).unwrap();
+    first.send_raw(&RawConn::encode(&["BLPOP", "q", "30"]));
+    wait_blocked(addr, 1);
+    clock.advance(Duration::from_secs(29));
+    // Still waiting after 29 of its 30 seconds: the push serves it.
+    let mut pusher = RawConn::connect(addr).unwrap();
+    assert_eq!(pusher.cmd(&["RPUSH", "q", "job"]), b":1\r\n");
+    assert_eq!(first.read_reply(), b"*2\r\n$1\r\nq\r\n$3\r\njob\r\n");
+    // A second client's BLPOP times out once the virtual clock passes its timeout.
+    let mut second = RawConn::connect(addr).unwrap();
+    second.send_raw(&RawConn::encode(&["BLPOP", "q", "30"]));
+    wait_blocked(addr, 2); // the first client's last command was a BLPOP too
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(second.read_reply(), b"*-1\r\n");
 }

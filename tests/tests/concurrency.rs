@@ -56,7 +56,7 @@ fn pipelined(c: &mut RawConn, args: &[&str], n: usize) -> Vec<Vec<u8>> {
 fn no_increment_or_append_is_lost() {
     let s = server();
     let per_client = 500;
-    race(s.addr(), move |_, c| {
+    race(s.addr(), move |i, c| {
         for reply in pipelined(c, &["INCR", "n"], per_client) {
             assert!(reply.starts_with(b":"), "{reply:?}");
         }
@@ -65,6 +65,8 @@ fn no_increment_or_append_is_lost() {
         pipelined(c, &["HINCRBY", "h", "field", "1"], per_client);
         pipelined(c, &["APPEND", "log", "x"], per_client);
         pipelined(c, &["SETRANGE", "range", "0", "y"], 1);
+        // Each client appends its own byte, once, at a distinct offset.
+        pipelined(c, &["SETRANGE", "bytes", &i.to_string(), "z"], 1);
     });
     let total = CLIENTS * per_client;
     let mut c = RawConn::connect(s.addr()).unwrap();
@@ -89,6 +91,13 @@ fn no_increment_or_append_is_lost() {
     assert_eq!(
         c.cmd(&["STRLEN", "log"]),
         format!(":{total}\r\n").into_bytes()
+    );
+    assert_eq!(c.cmd(&["GET", "range"]), b"$1\r\ny\r\n");
+    // Racing SETRANGEs at distinct offsets: none overwrote another's byte with its padding.
+    let bytes = "z".repeat(CLIENTS);
+    assert_eq!(
+        c.cmd(&["GET", "bytes"]),
+        format!("${CLIENTS}\r\n{bytes}\r\n").into_bytes()
     );
 }
 
@@ -201,6 +210,10 @@ fn emptying_a_key_never_deletes_what_another_client_just_added() {
 fn commands_over_several_keys_are_one_step() {
     let s = server();
     let rounds = 2000;
+    // One element, moved back and forth between two lists by the writers.
+    RawConn::connect(s.addr())
+        .unwrap()
+        .cmd(&["RPUSH", "left", "token"]);
     let seen = race(s.addr(), move |i, c| {
         let mut partial = 0;
         for _ in 0..rounds {
@@ -220,6 +233,10 @@ fn commands_over_several_keys_are_one_step() {
                 if values != b"*2\r\n$1\r\nv\r\n$1\r\nv\r\n" && values != b"*2\r\n$-1\r\n$-1\r\n" {
                     partial += 1;
                 }
+                // The moved element is in exactly one of the two lists at every moment.
+                if c.cmd(&["EXISTS", "left", "right"]) != b":1\r\n" {
+                    partial += 1;
+                }
             }
         }
         partial
@@ -228,5 +245,15 @@ fn commands_over_several_keys_are_one_step() {
         seen.iter().sum::<usize>(),
         0,
         "a half-done multi-key command was seen"
+    );
+    // And it is still there, once.
+    let mut c = RawConn::connect(s.addr()).unwrap();
+    let left = c.cmd(&["LRANGE", "left", "0", "-1"]);
+    let right = c.cmd(&["LRANGE", "right", "0", "-1"]);
+    let mut both = [left, right];
+    both.sort();
+    assert_eq!(
+        both,
+        [b"*0\r\n".to_vec(), b"*1\r\n$5\r\ntoken\r\n".to_vec()]
     );
 }

@@ -76,6 +76,8 @@ fn counters() {
         "SET n 007",
         "INCR n",
         "SET n ' 1'",
+        "GET n",
+        "INCR n",
         "SET t 10",
         "EXPIRE t 100",
         "INCR t",
@@ -115,6 +117,17 @@ fn counters() {
         "HINCRBYFLOAT hf s 1",
         "HINCRBYFLOAT f a 1",
     ]);
+    // The quoted cases sent what they say: a value with a leading space, which is not an
+    // integer nor a float to either server.
+    assert_eq!(d.check(&["GET", "n"]), b"$2\r\n 1\r\n");
+    assert_eq!(
+        d.check(&["INCR", "n"]),
+        b"-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        d.check(&["INCRBYFLOAT", "h", " 1"]),
+        b"-ERR value is not a valid float\r\n"
+    );
 }
 
 #[test]
@@ -149,6 +162,14 @@ fn multi_key_and_ranges() {
         "SETRANGE empty 3 ''",
         "EXISTS empty",
     ]);
+    // The quoted cases sent what they say: one argument with a space, and empty ones (a
+    // SETRANGE with an empty value changes nothing and creates no key).
+    assert_eq!(
+        d.check(&["GETRANGE", "s", "0", "10"]),
+        b"$11\r\nHello Redis\r\n"
+    );
+    assert_eq!(d.check(&["SETRANGE", "s", "0", ""]), b":11\r\n");
+    assert_eq!(d.check(&["EXISTS", "empty"]), b":0\r\n");
 }
 
 #[test]

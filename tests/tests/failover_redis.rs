@@ -191,10 +191,11 @@ fn paused_holder_is_caught_by_fencing(p: &mut impl ReplicatedPair) {
     assert!(!lease_checked_write(&mut first, "c1", "from-c1"));
 }
 
-/// Lag: the replica gets the stream a second late; meanwhile it does not have the write and
-/// `WAIT` times out; after it, both change.
+/// Lag: the replica gets the stream three seconds late (far longer than the steps before the
+/// first read, so a loaded machine does not get there first); meanwhile it does not have the
+/// write and `WAIT` times out; after it, both change.
 fn lagging_replica_applies_late(p: &mut impl ReplicatedPair) {
-    p.set_lag(Duration::from_secs(1));
+    p.set_lag(Duration::from_secs(3));
     let mut master = connect(p.master());
     assert_eq!(master.cmd(&["SET", "late", "v"]), OK);
     assert_eq!(master.cmd(&["WAIT", "1", "50"]), b":0\r\n", "{}", p.name());
@@ -205,7 +206,7 @@ fn lagging_replica_applies_late(p: &mut impl ReplicatedPair) {
         p.name()
     );
     assert_eq!(
-        master.cmd(&["WAIT", "1", "10000"]),
+        master.cmd(&["WAIT", "1", "30000"]),
         b":1\r\n",
         "{}",
         p.name()

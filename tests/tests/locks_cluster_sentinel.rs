@@ -95,18 +95,20 @@ async fn locks_on_a_real_cluster() {
     let waiter = {
         let lock = lock.clone();
         tokio::spawn(async move {
+            // An hour between polls: only the unlock message can wake it before the guard.
             let slow = Backoff {
-                base: Duration::from_secs(30),
-                max: Duration::from_secs(30),
+                base: Duration::from_secs(3600),
+                max: Duration::from_secs(3600),
             };
-            lock.acquire_wait(ttl, Duration::from_secs(60), slow).await
+            lock.acquire_wait(ttl, Duration::from_secs(7200), slow)
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     lock.release(&held).await.unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+    let got = tokio::time::timeout(Duration::from_secs(60), waiter)
         .await
-        .expect("woken")
+        .expect("hang guard: the unlock message never woke the waiter")
         .unwrap()
         .unwrap();
     assert!(got.is_some());

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use latchkey_client::locks::{Backoff, Extended, ReentrantRelease, Released, ReplicatedAcquire};
+use latchkey_client::locks::{
+    Backoff, Extended, LostReason, ReentrantRelease, Released, ReplicatedAcquire,
+};
 use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::transport::args;
 use latchkey_client::Reply;
@@ -268,23 +270,65 @@ async fn release_is_idempotent<L: Locks>(t: L, _time: Time) {
     assert_eq!(lock.holder().await, None);
 }
 
+/// Awaits `fut`, failing the test if it never resolves: a hang guard, far longer than the
+/// outcome needs, never a timing assertion.
+async fn guard<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("hang guard: {what} never happened"))
+}
+
+/// The watchdog keeps a lease through many TTLs, and reports each way of losing it with its
+/// cause. Time passes on the server's clock: the virtual clock on the in-process legs (so
+/// renewals really are what keeps the key), real time elsewhere.
 async fn watchdog_keeps_and_reports_loss<L: Locks>(t: L, time: Time) {
-    // The watchdog renews in real time; give the virtual clock nothing to do here.
-    let _ = time;
-    let ttl = Duration::from_millis(300);
+    let ttl = Duration::from_secs(1);
     let lock = t.simple("watched");
     let mut watch = t.acquire_watched("watched", ttl).await.expect("free");
     let holder = lock.holder().await.expect("taken");
-    // Several TTLs later the lease is still ours.
-    tokio::time::sleep(ttl * 4).await;
-    assert_eq!(lock.holder().await, Some(holder));
+    // Three TTLs pass, half a TTL at a time. After each step a renewal must bring the key's
+    // remaining time back above half a TTL (without renewals it would be gone by the second
+    // step), and the key still holds our token.
+    for step in 0..6 {
+        time.pass(ttl / 2).await;
+        guard("a renewal after the clock moved", async {
+            while lock.pttl().await.is_none_or(|left| left <= ttl / 2) {
+                assert_eq!(
+                    lock.holder().await,
+                    Some(holder.clone()),
+                    "step {step}: the lease was lost"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert_eq!(lock.holder().await, Some(holder.clone()), "step {step}");
+    }
     assert!(!watch.is_lost().await);
-    // Someone deletes the key: the holder learns within one renewal period.
+
+    // Deleted behind the holder's back: the next renewal finds the key gone.
     t.command(args(["DEL", "{watched}"])).await;
-    let reason = tokio::time::timeout(ttl, watch.lost())
-        .await
-        .expect("loss reported within a renewal period");
-    assert_eq!(reason, latchkey_client::locks::LostReason::NotOwner);
+    let reason = guard("the loss of a deleted lease", watch.lost()).await;
+    assert_eq!(reason, LostReason::Expired);
+
+    // Taken by another token: the next renewal finds someone else's token, and leaves it.
+    let taken = t.simple("taken");
+    let mut watch = t.acquire_watched("taken", ttl).await.expect("free");
+    t.command(args(["SET", "{taken}", "someone-else"])).await;
+    let reason = guard("the loss of a taken lease", watch.lost()).await;
+    assert_eq!(reason, LostReason::Taken);
+    assert_eq!(taken.holder().await.as_deref(), Some("someone-else"));
+
+    // Expired: the server's clock jumps past the TTL between two renewals (a pause longer
+    // than the TTL). Only the virtual clock can make that happen on demand.
+    if let Time::Virtual(clock) = &time {
+        let expiring = t.simple("expiring");
+        let mut watch = t.acquire_watched("expiring", ttl).await.expect("free");
+        clock.advance(ttl * 2);
+        assert_eq!(expiring.holder().await, None, "expired on the server");
+        let reason = guard("the loss of an expired lease", watch.lost()).await;
+        assert_eq!(reason, LostReason::Expired);
+    }
 }
 
 async fn waiter_deadline_is_honoured<L: Locks>(t: L, _time: Time) {
@@ -314,12 +358,12 @@ async fn unlock_publish_wakes_a_waiter_before_its_backoff<L: Locks>(t: L, _time:
     let waiter = {
         let lock = lock.clone();
         tokio::spawn(async move {
-            // Base = max = 30 s: polling alone could not acquire within the test's bound.
+            // Base = max = one hour: polling alone could not acquire before the hang guard.
             let backoff = Backoff {
-                base: Duration::from_secs(30),
-                max: Duration::from_secs(30),
+                base: Duration::from_secs(3600),
+                max: Duration::from_secs(3600),
             };
-            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(60), backoff)
+            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), backoff)
                 .await
         })
     };
@@ -327,9 +371,8 @@ async fn unlock_publish_wakes_a_waiter_before_its_backoff<L: Locks>(t: L, _time:
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiter.is_finished());
     assert_eq!(lock.release(&held).await, Released::Released);
-    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+    let got = guard("the unlock message waking the waiter", waiter)
         .await
-        .expect("the unlock message woke the waiter (no 30 s backoff tick happened)")
         .unwrap();
     assert!(got.is_some());
 }
@@ -447,6 +490,12 @@ async fn fair_lock_serves_in_arrival_order_and_survives_a_dead_waiter<L: Locks>(
     assert!(lock.enqueue_once(ttl).await.is_some());
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
+    // The queue's members so far: the dead waiter's token.
+    let Reply::Array(mut seen) = t.command(args(["LRANGE", "{fifo}:queue", "0", "-1"])).await
+    else {
+        panic!("LRANGE of the queue")
+    };
+    assert_eq!(seen.len(), 1, "the dead waiter is queued");
     for name in ["first", "second", "third"] {
         let (lock, order) = (lock.clone(), order.clone());
         waiters.push(tokio::spawn(async move {
@@ -458,15 +507,26 @@ async fn fair_lock_serves_in_arrival_order_and_survives_a_dead_waiter<L: Locks>(
             tokio::time::sleep(Duration::from_millis(20)).await;
             assert_eq!(lock.release(&l).await, Released::Released);
         }));
-        // Arrival order: each waiter is queued before the next one starts.
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        // Arrival order: each waiter is at the tail of the queue (a token not seen there
+        // before) before the next one starts. (The dead waiter may leave the queue meanwhile.)
+        guard("a waiter joining the queue", async {
+            loop {
+                let queue = t.command(args(["LRANGE", "{fifo}:queue", "0", "-1"])).await;
+                let Reply::Array(queue) = queue else {
+                    panic!("LRANGE: {queue:?}")
+                };
+                if let Some(last) = queue.last().filter(|l| !seen.contains(*l)) {
+                    seen.push(last.clone());
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
     }
     assert_eq!(lock.release(&holder).await, Released::Released);
     for w in waiters {
-        tokio::time::timeout(Duration::from_secs(20), w)
-            .await
-            .expect("queue stalled")
-            .unwrap();
+        guard("the queue being served", w).await.unwrap();
     }
     assert_eq!(*order.lock().unwrap(), vec!["first", "second", "third"]);
     if let Some(t) = ticker {

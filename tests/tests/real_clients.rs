@@ -15,48 +15,55 @@
 //! latchkey and from redis-server must be the same.
 //!
 //! redis-py and the npm packages (pinned versions) are installed on the first run, with pip into
-//! the test's scratch folder and with npm into `node/node_modules`. Without `python3`, or `node`
-//! and `npm`, the test concerned says so and passes without running.
+//! a virtual environment in the test's scratch folder and with `npm ci` (the committed lockfile)
+//! into `node/node_modules`. Without `python3` (and its `venv`), or `node` and `npm`, the test
+//! concerned fails and says what to install: a test that cannot run never passes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use latchkey_server::Server;
-use latchkey_tests::{tool_available, RedisProcess};
+use latchkey_tests::{require_tool, RedisProcess};
 
 /// The redis-py release the script is checked with.
 const REDIS_PY: &str = "redis==8.1.0";
 
-/// The folder redis-py is installed into (once), or `None` without python3.
-fn redis_py() -> Option<&'static PathBuf> {
-    static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            if !tool_available("python3") {
-                return None;
-            }
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(REDIS_PY.replace("==", "-"));
-            if !dir.join("redis").join("lock.py").exists() {
-                let status = Command::new("python3")
-                    .args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                    ])
-                    .args(["--no-warn-script-location", "--target"])
-                    .arg(&dir)
-                    .arg(REDIS_PY)
-                    .env("PIP_ROOT_USER_ACTION", "ignore")
-                    .status()
-                    .expect("run pip");
-                assert!(status.success(), "pip install {REDIS_PY} failed: {status}");
-            }
-            Some(dir)
-        })
-        .as_ref()
+/// The Python of a virtual environment with redis-py installed (made once, in the test's
+/// scratch folder). Fails the test when python3 or its `venv` module is missing.
+fn redis_py() -> &'static PathBuf {
+    static READY: OnceLock<PathBuf> = OnceLock::new();
+    READY.get_or_init(|| {
+        require_tool("python3", "apt-get install python3 python3-venv");
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("venv-{}", REDIS_PY.replace("==", "-")));
+        let python = venv.join("bin").join("python3");
+        if !venv.join("ready").exists() {
+            let status = Command::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv)
+                .status()
+                .expect("run python3 -m venv");
+            assert!(
+                status.success(),
+                "python3 -m venv failed ({status}): run `apt-get install python3-venv`"
+            );
+            let status = Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .arg(REDIS_PY)
+                .status()
+                .expect("run pip");
+            assert!(status.success(), "pip install {REDIS_PY} failed: {status}");
+            std::fs::write(venv.join("ready"), REDIS_PY).expect("mark the venv ready");
+        }
+        python
+    })
 }
 
 /// Runs a client script, failing the test with its output if it fails; returns its
@@ -76,13 +83,12 @@ fn run_script(mut cmd: Command, what: &str) -> String {
 }
 
 /// Runs the script against the server on `port` in RESP `protocol`; returns its transcript.
-fn transcript(deps: &Path, port: u16, protocol: u8) -> String {
+fn transcript(python: &Path, port: u16, protocol: u8) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/redis_py_locks.py");
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(python);
     cmd.arg(&script)
         .arg(port.to_string())
         .arg(protocol.to_string())
-        .env("PYTHONPATH", deps)
         .env("PYTHONDONTWRITEBYTECODE", "1");
     run_script(
         cmd,
@@ -92,21 +98,18 @@ fn transcript(deps: &Path, port: u16, protocol: u8) -> String {
 
 #[test]
 fn redis_py_locks_behave_the_same_on_latchkey_and_redis() {
-    let Some(deps) = redis_py() else {
-        eprintln!("python3 is not installed: skipping the redis-py test");
-        return;
-    };
+    let python = redis_py();
     let latchkey = Server::builder().start_blocking().expect("latchkey");
     let redis = RedisProcess::spawn(&[]);
     let mut runs = Vec::new();
     for protocol in [2, 3] {
         runs.push((
             format!("redis-server, RESP{protocol}"),
-            transcript(deps, redis.addr().port(), protocol),
+            transcript(python, redis.addr().port(), protocol),
         ));
         runs.push((
             format!("latchkey, RESP{protocol}"),
-            transcript(deps, latchkey.addr().port(), protocol),
+            transcript(python, latchkey.addr().port(), protocol),
         ));
     }
     // What the script saw is what a lock user relies on, whatever the server.
@@ -130,27 +133,24 @@ fn redis_py_locks_behave_the_same_on_latchkey_and_redis() {
     }
 }
 
-/// The folder of the Node scripts, with its packages installed (once), or `None` without node
-/// and npm.
-fn node_packages() -> Option<&'static PathBuf> {
-    static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            if !tool_available("node") || !tool_available("npm") {
-                return None;
-            }
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-            if !dir.join("node_modules/redlock/package.json").exists() {
-                let status = Command::new("npm")
-                    .current_dir(&dir)
-                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
-                    .status()
-                    .expect("run npm");
-                assert!(status.success(), "npm install failed: {status}");
-            }
-            Some(dir)
-        })
-        .as_ref()
+/// The folder of the Node scripts, with its packages installed from the committed lockfile
+/// (`npm ci`, once). Fails the test when node or npm is missing.
+fn node_packages() -> &'static PathBuf {
+    static READY: OnceLock<PathBuf> = OnceLock::new();
+    READY.get_or_init(|| {
+        require_tool("node", "apt-get install nodejs npm");
+        require_tool("npm", "apt-get install npm");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+        if !dir.join("node_modules/redlock/package.json").exists() {
+            let status = Command::new("npm")
+                .current_dir(&dir)
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .status()
+                .expect("run npm");
+            assert!(status.success(), "npm ci failed: {status}");
+        }
+        dir
+    })
 }
 
 /// Runs the RedLock script against the servers on `ports`; returns its transcript.
@@ -164,10 +164,7 @@ fn redlock_transcript(dir: &Path, ports: &[u16]) -> String {
 
 #[test]
 fn npm_redlock_behaves_the_same_on_latchkey_and_redis() {
-    let Some(dir) = node_packages() else {
-        eprintln!("node or npm is not installed: skipping the npm redlock test");
-        return;
-    };
+    let dir = node_packages();
     let latchkeys: Vec<_> = (0..3)
         .map(|_| Server::builder().start_blocking().expect("latchkey"))
         .collect();

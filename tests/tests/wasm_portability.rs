@@ -7,8 +7,9 @@
 //! lines, and at each `pause` line looks at the server's own state while the lock is held
 //! before letting the script go on.
 //!
-//! The npm packages are installed (`npm install`) into `tests/jco/node_modules` on the first run.
-//! Without `node` or `npm` on the machine the test says so and passes without running.
+//! The npm packages are installed from the committed lockfile (`npm ci`) into
+//! `tests/jco/node_modules` on the first run. Without `node` or `npm` on the machine the test
+//! fails and says what to install.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -18,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use latchkey_server::Server;
-use latchkey_tests::{tool_available, RawConn, RedisProcess};
+use latchkey_tests::{require_tool, RawConn, RedisProcess};
 
 /// The folder of the Node host: package.json, lockfile, the JS host and the scenario.
 fn jco_dir() -> PathBuf {
@@ -34,56 +35,50 @@ fn run(cmd: &mut Command, what: &str) {
 }
 
 /// Installs the npm packages if missing and transpiles the component if it changed; once per
-/// test process. `None` when node or npm is absent.
-fn setup() -> Option<&'static PathBuf> {
-    static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            if !tool_available("node") || !tool_available("npm") {
-                return None;
-            }
-            let dir = jco_dir();
-            if !dir
-                .join("node_modules/@bytecodealliance/jco-transpile")
-                .exists()
-            {
-                // `npm install`, not `npm ci`: the registry lists no native build of some
-                // optional packages for some platforms, so the lockfile cannot name them and
-                // `npm ci` refuses it as out of sync. `npm install` still installs the locked
-                // versions, and leaves the lockfile as it is.
-                run(
-                    Command::new("npm").current_dir(&dir).args([
-                        "install",
-                        "--no-audit",
-                        "--no-fund",
-                        "--loglevel=error",
-                    ]),
-                    "npm install",
-                );
-            }
-            let component =
-                latchkey_plugin::component_path().expect("the latchkey-client component");
-            // Transpile again whenever the component changed: out/source names the one it was
-            // made from (path and modification time).
-            let stamp = dir.join("out/source");
-            let source = format!(
-                "{} {:?}",
-                component.display(),
-                component.metadata().and_then(|m| m.modified()).ok()
+/// test process. Fails the test when node or npm is absent.
+fn setup() -> &'static PathBuf {
+    static READY: OnceLock<PathBuf> = OnceLock::new();
+    READY.get_or_init(|| {
+        require_tool("node", "apt-get install nodejs npm");
+        require_tool("npm", "apt-get install npm");
+        let dir = jco_dir();
+        if !dir
+            .join("node_modules/@bytecodealliance/jco-transpile")
+            .exists()
+        {
+            // `npm ci`: exactly the versions of the committed lockfile, which names the
+            // native builds of jco's optional packages for every platform.
+            run(
+                Command::new("npm").current_dir(&dir).args([
+                    "ci",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                ]),
+                "npm ci",
             );
-            if std::fs::read_to_string(&stamp).ok().as_deref() != Some(source.as_str()) {
-                run(
-                    Command::new("node")
-                        .current_dir(&dir)
-                        .arg("transpile.js")
-                        .arg(&component),
-                    "jco transpile",
-                );
-                std::fs::write(&stamp, source).expect("write out/source");
-            }
-            Some(dir)
-        })
-        .as_ref()
+        }
+        let component = latchkey_plugin::component_path().expect("the latchkey-client component");
+        // Transpile again whenever the component changed: out/source names the one it was
+        // made from (path and modification time).
+        let stamp = dir.join("out/source");
+        let source = format!(
+            "{} {:?}",
+            component.display(),
+            component.metadata().and_then(|m| m.modified()).ok()
+        );
+        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(source.as_str()) {
+            run(
+                Command::new("node")
+                    .current_dir(&dir)
+                    .arg("transpile.js")
+                    .arg(&component),
+                "jco transpile",
+            );
+            std::fs::write(&stamp, source).expect("write out/source");
+        }
+        dir
+    })
 }
 
 /// One GET, as the text of the bulk string, or `None` for nil.
@@ -231,10 +226,7 @@ fn check_scenario(seen: &HashMap<String, Vec<String>>, server: SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_component_runs_in_node_against_latchkey() {
-    let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
-    };
+    let dir = setup();
     let server = Server::builder().start().await.expect("start latchkey");
     let addr = server.addr();
     let dir = dir.clone();
@@ -247,10 +239,7 @@ async fn the_component_runs_in_node_against_latchkey() {
 
 #[test]
 fn the_component_runs_in_node_against_real_redis() {
-    let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
-    };
+    let dir = setup();
     let redis = RedisProcess::spawn(&[]);
     let seen = run_scenario(dir, redis.addr());
     check_scenario(&seen, redis.addr());
@@ -258,10 +247,7 @@ fn the_component_runs_in_node_against_real_redis() {
 
 #[test]
 fn an_unreachable_server_is_a_clear_error_in_node() {
-    let Some(dir) = setup() else {
-        eprintln!("SKIPPED: node and npm are needed to run the component through jco");
-        return;
-    };
+    let dir = setup();
     // A free port that nobody listens on: the import's `command` answers `err`, which the
     // component passes on as the `err` of `try-acquire`, which jco throws.
     let addr = format!("127.0.0.1:{}", latchkey_tests::redis_proc::free_port());

@@ -87,7 +87,8 @@ return 0"#,
 );
 
 /// Renews many locks in one call: ARGV[1] is the TTL, then (key index, token) pairs follow as
-/// KEYS[i] / ARGV[i+1]. Returns, per key, 1 renewed or 0 lost.
+/// KEYS[i] / ARGV[i+1]. Returns, per key, 1 renewed, 0 lost to another token (the key holds
+/// someone else's), or -1 lost because the key is gone (it expired, or was deleted).
 pub static RENEW_BATCH: Script = Script::new(
     "renew_batch",
     r#"local out = {}
@@ -101,6 +102,8 @@ for i, key in ipairs(KEYS) do
     if h.ok == 'hash' and redis.call('hexists', key, ARGV[i + 1]) == 1 then
       redis.call('pexpire', key, ARGV[1])
       out[i] = 1
+    elseif h.ok == 'none' then
+      out[i] = -1
     else
       out[i] = 0
     end

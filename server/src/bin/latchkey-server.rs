@@ -5,7 +5,14 @@
 //! for `redis-server --port 7000 --save '' --appendonly no` run it unchanged.
 
 use clap::Parser;
+use latchkey_server::memory::CountingAllocator;
 use latchkey_server::Server;
+
+/// Counts every allocation, so that `INFO memory`'s `used_memory` (and `maxmemory`) see the
+/// whole process, as Redis's allocator count does. Only the binary installs it: the library
+/// leaves the choice of allocator to whoever embeds it.
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// An embeddable Redis-protocol server for distributed-lock testing.
 #[derive(Parser, Debug)]

@@ -1,14 +1,13 @@
 //! Hash commands (`HSET`, `HGET`, ...): the reentrant lock's `{owner: count}` lives in a hash.
 
+use crate::memory::EntryMut;
 use bytes::Bytes;
-use dashmap::mapref::one::RefMut;
 use indexmap::IndexMap;
 
 use super::keys::{parse_scan, scan_page};
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
-use crate::db::Entry;
 use crate::frame::Frame;
 use crate::long_double::IncrError;
 
@@ -47,15 +46,11 @@ fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&Hash) -> R) -> Result<Opti
 }
 
 /// The hash at `key` for modification, created empty when absent and `create` is set.
-fn write<'a>(
-    ctx: &Ctx<'a>,
-    key: &Bytes,
-    create: bool,
-) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut<'a>>, Frame> {
     write_container::<Hash>(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn hash_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut Hash {
+fn hash_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut Hash {
     container_mut(e)
 }
 

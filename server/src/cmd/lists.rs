@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::memory::EntryMut;
 use bytes::Bytes;
-use dashmap::mapref::one::RefMut;
 use tokio::sync::Notify;
 
 use super::util::{
@@ -17,7 +17,7 @@ use super::util::{
 use super::{
     lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, FAST, NOSCRIPT, READONLY, WRITE,
 };
-use crate::db::{Db, Entry};
+use crate::db::Db;
 use crate::frame::Frame;
 use crate::server::Shared;
 
@@ -63,19 +63,15 @@ fn write_in<'a>(
     now_ms: u64,
     lazy: bool,
     create: bool,
-) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+) -> Result<Option<EntryMut<'a>>, Frame> {
     write_container::<List>(db, key, now_ms, lazy, create)
 }
 
-fn write<'a>(
-    ctx: &Ctx<'a>,
-    key: &Bytes,
-    create: bool,
-) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut<'a>>, Frame> {
     write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn list_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut List {
+fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
     container_mut(e)
 }
 

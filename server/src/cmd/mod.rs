@@ -281,7 +281,7 @@ impl<'a> Ctx<'a> {
     /// Whether the command may block (it may not inside `MULTI` or a script, where blocking
     /// commands answer at once as if their timeout had passed).
     pub fn may_block(&self) -> bool {
-        !self.in_exec && !self.in_script
+        !self.in_exec && !self.in_script && !self.client.deny_blocking
     }
 
     /// Makes the command wait for `fut`, whose output becomes the reply. The handler's own
@@ -384,7 +384,7 @@ pub async fn execute_spec(
     shared: &Arc<Shared>,
     client: &mut Client,
     spec: Option<&'static CommandSpec>,
-    args: Vec<Bytes>,
+    mut args: Vec<Bytes>,
 ) -> Frame {
     let Some(spec) = spec else {
         if let Some(m) = client.multi.as_mut() {
@@ -399,6 +399,13 @@ pub async fn execute_spec(
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
+    // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
+    if let Some(oom) = crate::evict::check_command(shared, client, spec).await {
+        return oom;
+    }
+    if spec.has(DENYOOM) {
+        crate::memory::detach_args(&mut args);
+    }
     let now_ms = shared.clock.now_ms();
     client.sync_info(spec.name, now_ms);
     if client.in_resp2_pubsub() && !spec.has(SUBSCRIBED_OK) {

@@ -10,7 +10,7 @@ use super::{
     arity_error, spec, CommandSpec, Ctx, FAST, LOADING, NOSCRIPT, PUBSUB, STALE, SUBSCRIBED_OK,
 };
 use crate::frame::Frame;
-use crate::pubsub::{BufferLimits, Kind};
+use crate::pubsub::Kind;
 
 /// The pub/sub commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -172,12 +172,10 @@ fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 fn publish_generic(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind) -> Frame {
     let shared = ctx.shared;
     let limits = || {
-        BufferLimits::parse(
-            &shared
-                .config
-                .get("client-output-buffer-limit")
-                .unwrap_or_default(),
-        )
+        shared
+            .config
+            .limits
+            .output_limit(crate::evict::ClientClass::PubSub)
     };
     let n = shared
         .pubsub

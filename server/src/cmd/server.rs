@@ -126,6 +126,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.connections_received.store(0, Ordering::Relaxed);
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
+            ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
             Frame::ok()
         }
         "rewrite" if args.len() == 2 => {
@@ -399,7 +400,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             };
             // Redis freezes the whole server during DEBUG SLEEP; latchkey only makes the
             // calling client wait, which is what tests use it for (a slow server).
-            let dur = Duration::from_secs_f64(secs.max(0.0));
+            // `inf` or 1e300 seconds is "forever" (Duration's own conversion would panic).
+            let dur = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX);
             if ctx.may_block() {
                 ctx.block(async move {
                     tokio::time::sleep(dur).await;
@@ -516,10 +518,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         );
     }
     if want("memory") {
-        section(
-            "Memory",
-            "used_memory:0\r\nused_memory_human:0B\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:libc\r\n".to_string(),
-        );
+        section("Memory", crate::memory::info_section(shared));
     }
     if want("persistence") {
         section(
@@ -536,11 +535,12 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
                 s.expired_keys.load(Ordering::Relaxed),
+                shared.evictor.evicted_keys.load(Ordering::Relaxed),
                 shared.pubsub.channel_count(),
                 shared.pubsub.pattern_count(),
             ) + &shared.replication.stats_info(),

@@ -67,10 +67,7 @@ fn string_of(current: Option<&Entry>) -> Result<Option<&Bytes>, Frame> {
 
 /// A string entry.
 fn string_entry(value: Bytes, expires_at: Option<u64>) -> Entry {
-    Entry {
-        value: Value::Str(value),
-        expires_at,
-    }
+    Entry::with_expiry(Value::Str(value), expires_at)
 }
 
 /// The deadline a write with `expiry` leaves on a key whose current entry is `current`.

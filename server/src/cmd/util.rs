@@ -1,10 +1,10 @@
 //! Small helpers shared by command handlers: argument parsing with Redis's error texts.
 
+use crate::memory::EntryMut;
 use bytes::Bytes;
-use dashmap::mapref::one::RefMut;
 
 use crate::codec;
-use crate::db::{Db, Entry, Value};
+use crate::db::{Db, Value};
 use crate::frame::Frame;
 
 /// `-WRONGTYPE Operation against a key holding the wrong kind of value`.
@@ -164,7 +164,7 @@ pub fn write_container<'a, C: Container>(
     now_ms: u64,
     lazy: bool,
     create: bool,
-) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+) -> Result<Option<EntryMut<'a>>, Frame> {
     if let Some(e) = db.get_mut(key, now_ms, lazy) {
         return match C::of(&e.value) {
             Some(_) => Ok(Some(e)),
@@ -183,6 +183,6 @@ pub fn write_container<'a, C: Container>(
 }
 
 /// The container inside an entry returned by [`write_container`].
-pub fn container_mut<'e, C: Container>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut C {
+pub fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mut C {
     C::of_mut(&mut e.value).expect("write_container only returns entries of its type")
 }

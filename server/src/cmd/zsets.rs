@@ -1,15 +1,14 @@
 //! Sorted-set commands: fair locks and semaphores keep their queues and permit deadlines in
 //! sorted sets scored by time.
 
+use crate::memory::EntryMut;
 use bytes::Bytes;
-use dashmap::mapref::one::RefMut;
 
 use super::util::{
     container_mut, is, not_float, not_integer, parse_double, parse_i64, read_container,
     syntax_error, write_container,
 };
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
-use crate::db::Entry;
 use crate::frame::{Frame, Protocol};
 use crate::zset::ZSet;
 
@@ -38,15 +37,11 @@ fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&ZSet) -> R) -> Result<Opti
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
-fn write<'a>(
-    ctx: &Ctx<'a>,
-    key: &Bytes,
-    create: bool,
-) -> Result<Option<RefMut<'a, Bytes, Entry>>, Frame> {
+fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut<'a>>, Frame> {
     write_container::<ZSet>(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn zset_of<'e>(e: &'e mut RefMut<'_, Bytes, Entry>) -> &'e mut ZSet {
+fn zset_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSet {
     container_mut(e)
 }
 

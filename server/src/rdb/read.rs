@@ -33,6 +33,10 @@ pub enum Record {
     },
 }
 
+/// The most plain bytes one compressed byte can stand for in LZF (a 3-byte back reference
+/// copies at most 264 bytes).
+const LZF_MAX_RATIO: usize = 88;
+
 /// A cursor over the payload.
 struct Reader<'a> {
     data: &'a [u8],
@@ -53,6 +57,12 @@ impl<'a> Reader<'a> {
         let s = &self.data[self.pos..end];
         self.pos = end;
         Ok(s)
+    }
+
+    /// Bytes not read yet: what a claimed element count is capped at for preallocation, as
+    /// every element takes at least one byte.
+    fn remaining(&self) -> usize {
+        self.data.len() - self.pos
     }
 
     fn u8(&mut self) -> Result<u8, RdbError> {
@@ -103,9 +113,20 @@ impl<'a> Reader<'a> {
                 let compressed = self.len()?;
                 let plain = self.len()?;
                 let data = self.bytes(compressed)?;
-                lzf::decompress(data, plain)
-                    .map(Bytes::from)
-                    .map_err(|e| err(format!("LZF string: {e:?}")))
+                // The decompressor allocates the claimed plain length up front: refuse a
+                // claim no LZF stream of this size can meet (one 3-byte back reference makes
+                // at most 264 bytes) before it becomes an allocation of any size.
+                if plain > compressed.saturating_mul(LZF_MAX_RATIO) {
+                    return Err(err(format!(
+                        "LZF string claims {plain} bytes from {compressed} compressed"
+                    )));
+                }
+                let out =
+                    lzf::decompress(data, plain).map_err(|e| err(format!("LZF string: {e:?}")))?;
+                if out.len() != plain {
+                    return Err(err("LZF string shorter than its stated length"));
+                }
+                Ok(Bytes::from(out))
             }
             (n, true) => Err(err(format!("unknown string encoding {n}"))),
         }
@@ -159,16 +180,19 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
         kind::STRING => Value::Str(r.string()?),
         kind::LIST => {
             let n = r.len()?;
-            let mut l = VecDeque::with_capacity(n.min(1 << 16));
+            let mut l = VecDeque::with_capacity(n.min(r.remaining()));
             for _ in 0..n {
                 l.push_back(r.string()?);
             }
             Value::List(l)
         }
         kind::HASH => {
-            let n = r.len()?;
-            let mut items = Vec::with_capacity(n.min(1 << 16) * 2);
-            for _ in 0..n * 2 {
+            let n = r
+                .len()?
+                .checked_mul(2)
+                .ok_or_else(|| err("hash length too large"))?;
+            let mut items = Vec::with_capacity(n.min(r.remaining()));
+            for _ in 0..n {
                 items.push(r.string()?);
             }
             pairs_to_hash(items)?
@@ -303,10 +327,7 @@ pub fn parse(
             t => {
                 let key = r.string()?;
                 let value = value(&mut r, t, &key)?;
-                let entry = Entry {
-                    value,
-                    expires_at: expires_at.take(),
-                };
+                let entry = Entry::with_expiry(value, expires_at.take());
                 sink(Record::Key { db, key, entry })?;
             }
         }

@@ -94,7 +94,7 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
             ffi::LUA_TSTRING => {
                 let mut len = 0usize;
                 let ptr = ffi::lua_tolstring(state, i, &mut len);
-                argv.push(Bytes::copy_from_slice(std::slice::from_raw_parts(
+                argv.push(super::shared_argument(std::slice::from_raw_parts(
                     ptr.cast::<u8>(),
                     len,
                 )));
@@ -129,6 +129,9 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                     _ => fail("ERR execution failure"),
                 };
             }
+            if let Some(oom) = crate::evict::check_script_call(ctx, spec, run.wrote) {
+                return Outcome::Error(Bytes::from(oom));
+            }
             run.wrote = true;
             note_write(&ctx.shared.scripting.wrote);
         }
@@ -137,13 +140,14 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         // never hold the run record across it.
         drop(guard);
         let dirty_before = ctx.dirty;
+        // A script that has already run long hands its worker away before a command that
+        // may be slow, and one whose command was slow does so right after (see
+        // `hand_off_if_long`): slow commands run no Lua instructions for the hook to count.
+        super::hand_off_if_long();
         let reply = cmd::call_spec(ctx, spec, &argv);
+        super::hand_off_if_long();
         if ctx.dirty > dirty_before {
-            RUN.with(|r| {
-                if let Some(run) = r.borrow_mut().as_mut() {
-                    run.effects.push(argv);
-                }
-            });
+            super::record_effect(argv);
         }
         match reply {
             Frame::Error(e) => Outcome::Error(e),

@@ -1,6 +1,6 @@
 //! The `watchdog` interface the component exports: a simple lock and a RedLock whose leases the
 //! host's lease keeper renews (imports `keep-lease`, `keep-quorum-lease`, `drop-lease`,
-//! `lease-alive`), so a critical section may outlast the TTL without the component having to
+//! `lease-alive`, `lease-lost`), so a critical section may outlast the TTL without the component having to
 //! wake up and extend it.
 //!
 //! Natively, [`crate::locks::Watchdog`] renews from a tokio task; a component has no
@@ -61,6 +61,13 @@ impl api::GuestWatchedLock for WatchedLock {
             .borrow()
             .as_ref()
             .is_some_and(|k| host::lease_alive(k.id))
+    }
+
+    fn lost(&self) -> Option<api::LostCause> {
+        self.kept
+            .borrow()
+            .as_ref()
+            .and_then(|k| host::lease_lost(k.id))
     }
 
     fn release(&self) -> Result<api::Released, String> {

@@ -1,6 +1,14 @@
-//! The replicated lock: an acquisition confirmed with `WAIT`, so that a failover cannot
-//! silently drop it. If too few replicas acknowledge in time, the lock is released again and
-//! the caller is told.
+//! The replicated lock: an acquisition confirmed with `WAIT`, so that a failover that promotes
+//! an acknowledging replica keeps it. If too few replicas acknowledge in time, the lock is
+//! released again and the caller is told how many did.
+//!
+//! What `WAIT` does not do: it makes the one write it follows reach `replicas` replicas, and
+//! nothing more. Redis stays asynchronous: a later write of the same holder (an extension, a
+//! release) is not confirmed, and a failover can lose it (the promoted replica then expires the
+//! lock at the old deadline while the holder believes it holds it longer); and a failover that
+//! promotes a replica which did not acknowledge loses the lock itself. The failover tests
+//! (`tests/tests/failover_replicated_lock.rs`) show both the promise and the first limit, on
+//! latchkey and on real Redis.
 
 use std::time::Duration;
 

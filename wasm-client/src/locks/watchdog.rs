@@ -18,8 +18,11 @@ use crate::{Reply, Transport};
 /// Why a watched lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LostReason {
-    /// A renewal found the key gone or owned by someone else.
-    NotOwner,
+    /// A renewal found the key gone: it expired before it was renewed (a pause longer than
+    /// the TTL, a clock that jumped), or someone deleted it.
+    Expired,
+    /// A renewal found the key holding another token: someone else took the lock.
+    Taken,
     /// Renewals kept failing to reach the server until the lease's TTL had passed.
     Unreachable,
 }
@@ -177,13 +180,21 @@ async fn renew_all<T: Transport>(
         Ok(Reply::Array(flags)) => {
             for ((id, _, _), flag) in batch.iter().zip(flags) {
                 let Some(e) = map.get_mut(id) else { continue };
-                if flag.as_int() == Some(1) {
-                    e.last_renewed = now;
-                    metrics.renewal(true);
-                } else {
-                    metrics.renewal(false);
-                    metrics.lost(true);
-                    let _ = e.lost.send(Some(LostReason::NotOwner));
+                let lost = match flag.as_int() {
+                    Some(1) => None,
+                    Some(-1) => Some(LostReason::Expired),
+                    _ => Some(LostReason::Taken),
+                };
+                match lost {
+                    None => {
+                        e.last_renewed = now;
+                        metrics.renewal(true);
+                    }
+                    Some(reason) => {
+                        metrics.renewal(false);
+                        metrics.lost(true);
+                        let _ = e.lost.send(Some(reason));
+                    }
                 }
             }
         }

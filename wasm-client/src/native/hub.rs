@@ -65,6 +65,27 @@ impl Hub {
         }
     }
 
+    /// The channels subscribed right now: what a new connection must subscribe to again.
+    pub(crate) fn channel_names(&self) -> Vec<Vec<u8>> {
+        self.channels
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Wakes every waiter on every channel, as if a message had arrived: after the connection
+    /// was lost and re-established, messages may have been missed, and a waiter that wakes for
+    /// nothing only looks again.
+    pub(crate) fn wake_all(&self) {
+        let chans = self.channels.lock().expect("hub lock");
+        for c in chans.values() {
+            c.generation.fetch_add(1, Ordering::AcqRel);
+            c.notify.notify_waiters();
+        }
+    }
+
     /// Number of channels currently subscribed (for tests and metrics).
     pub(crate) fn channel_count(&self) -> usize {
         self.channels.lock().expect("hub lock").len()

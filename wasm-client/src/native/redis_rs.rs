@@ -89,32 +89,8 @@ impl RedisTransport {
                 .map_err(transport_err)?,
         );
         let pubsub = client.get_async_pubsub().await.map_err(transport_err)?;
-        let (hub, mut commands) = Hub::new();
-        let (mut sink, mut stream) = pubsub.split();
-        let deliver_to = Arc::downgrade(&hub);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    cmd = commands.recv() => match cmd {
-                        Some(HubCommand::Subscribe(ch, ack)) => {
-                            let r = sink.subscribe(&ch).await.map_err(transport_err);
-                            let _ = ack.send(r);
-                        }
-                        Some(HubCommand::Unsubscribe(ch)) => {
-                            let _ = sink.unsubscribe(&ch).await;
-                        }
-                        None => return,
-                    },
-                    msg = stream.next() => match msg {
-                        Some(m) => {
-                            let Some(hub) = deliver_to.upgrade() else { return };
-                            hub.deliver(m.get_channel_name().as_bytes());
-                        }
-                        None => return,
-                    },
-                }
-            }
-        });
+        let (hub, commands) = Hub::new();
+        tokio::spawn(pubsub_task(client, pubsub, Arc::downgrade(&hub), commands));
         Ok(RedisTransport {
             conn,
             hub,
@@ -125,6 +101,64 @@ impl RedisTransport {
     /// Channels the shared subscription connection is subscribed to right now.
     pub fn subscribed_channels(&self) -> usize {
         self.hub.channel_count()
+    }
+}
+
+/// The shared subscription connection's task: runs the hub's subscribe and unsubscribe
+/// commands and delivers messages. When the connection is lost (the server killed it, say for
+/// its output buffer, or it restarted), it connects again, with a backoff, subscribes again
+/// to every channel the hub holds, and wakes every waiter (messages may have been missed
+/// meanwhile). It ends when the transport is dropped.
+async fn pubsub_task(
+    client: redis::Client,
+    first: redis::aio::PubSub,
+    deliver_to: std::sync::Weak<Hub>,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<HubCommand>,
+) {
+    let mut pubsub = first;
+    loop {
+        let (mut sink, mut stream) = pubsub.split();
+        loop {
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(HubCommand::Subscribe(ch, ack)) => {
+                        let r = sink.subscribe(&ch).await.map_err(transport_err);
+                        let _ = ack.send(r);
+                    }
+                    Some(HubCommand::Unsubscribe(ch)) => {
+                        let _ = sink.unsubscribe(&ch).await;
+                    }
+                    None => return,
+                },
+                msg = stream.next() => match msg {
+                    Some(m) => {
+                        let Some(hub) = deliver_to.upgrade() else { return };
+                        hub.deliver(m.get_channel_name().as_bytes());
+                    }
+                    None => break,
+                },
+            }
+        }
+        // The connection is gone: make another, restoring every subscription.
+        let mut pause = Duration::from_millis(10);
+        pubsub = loop {
+            let Some(hub) = deliver_to.upgrade() else {
+                return;
+            };
+            if let Ok(mut p) = client.get_async_pubsub().await {
+                let mut restored = true;
+                for ch in hub.channel_names() {
+                    restored &= p.subscribe(&ch).await.is_ok();
+                }
+                if restored {
+                    hub.wake_all();
+                    break p;
+                }
+            }
+            drop(hub);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        };
     }
 }
 
