@@ -64,6 +64,9 @@ const HOSTILE: &[&str] = &[
     // CVE-2022-24834: cjson on cyclic and deep tables.
     "local t = {} t.a = t return cjson.encode(t)",
     "return cjson.encode({1, 2, 3})",
+    "return cjson.encode({[true] = 1})",
+    "return cjson.encode(function() end)",
+    "return {pcall(cjson.encode, {[{}] = 1})}",
     // CVE-2018-11218: cmsgpack on cyclic tables, hostile and truncated input.
     "local t = {} t[1] = t return cmsgpack.pack(t)",
     "local t = {} t.x = t return cmsgpack.pack(t)",
@@ -104,6 +107,33 @@ const HOSTILE: &[&str] = &[
     "return struct.pack('i16 I16', -1, 2^64)",
     "return struct.pack('I8', 2^64)",
     "return {pcall(struct.unpack, string.rep('b', 9000), string.rep('a', 9000))}",
+    // Thousands of arguments to library functions (each once took an mlua handle: past
+    // about 8000 the process aborted).
+    "local t = {} for i = 1, 3999 do t[i] = {} end return #cmsgpack.pack(unpack(t))",
+    "local t = {} for i = 1, 4000 do t[i] = {} end return #cmsgpack.pack(unpack(t))",
+    "local t = {} for i = 1, 7990 do t[i] = {} end return {pcall(cmsgpack.pack, unpack(t))}",
+    "local t = {} for i = 1, 3000 do t[i] = {a = {1, 2}} end return #cmsgpack.pack(unpack(t))",
+    "local t = {} for i = 1, 7990 do t[i] = 'x' .. i end return #struct.pack(string.rep('s', 7990), unpack(t))",
+    "local t = {} for i = 1, 7990 do t[i] = tostring(i) end return bit.bor(unpack(t))",
+    "local t = {} for i = 1, 7990 do t[i] = 'x' .. i end redis.log(redis.LOG_DEBUG, unpack(t)) return 1",
+    "local t = {} for i = 1, 7990 do t[i] = {} end redis.debug(unpack(t)) return 1",
+    "local t = {} for i = 1, 7990 do t[i] = {} end return {pcall(cjson.encode, unpack(t))}",
+    // Error names and positions as Lua 5.1 gives them for a C function.
+    "return cjson.encode(1, 2)",
+    "local f = cjson.encode return f(1, 2)",
+    "local f = cjson.encode local x = f(1, 2) return x",
+    "return {pcall(function() local x = cjson.decode(1, 2) return x end)}",
+    "return struct.pack('i99', 1)",
+    "local x = struct.pack('i99', 1) return x",
+    "return {pcall(struct.pack, 'i99', 1)}",
+    "local s = struct return {pcall(function() return s:pack(1) end)}",
+    // cjson.decode nests up to 1000 levels.
+    "local ok, v = pcall(cjson.decode, string.rep('[', 1000) .. string.rep(']', 1000)) return tostring(ok)",
+    "return {pcall(cjson.decode, string.rep('[', 1001) .. string.rep(']', 1001))}",
+    "return {pcall(cjson.decode, string.rep('{\"a\":', 1001) .. '1' .. string.rep('}', 1001))}",
+    "return {pcall(cjson.decode, '[1,' .. string.rep('[', 1001))}",
+    "return cjson.decode(string.rep('[', 1001))",
+    "return {pcall(cjson.decode, '[\"[[[[\", ' .. string.rep('[', 999) .. string.rep(']', 1000))}",
     // CVE-2024-31449: bit with odd arguments.
     "return bit.tohex(-1)",
     "return {bit.tohex(255, -4), bit.tohex(255, 2), bit.band(2^53, -1), bit.lshift(1, 40)}",

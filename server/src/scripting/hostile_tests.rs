@@ -156,3 +156,89 @@ async fn libraries_with_thousands_of_results_do_not_run_out_of_handles() {
     }
     assert_eq!(c.cmd(["PING"]).await, Frame::Simple("PONG".into()));
 }
+
+/// Library functions called with thousands of arguments that each need a handle (tables,
+/// strings): the arguments used to arrive as mlua `MultiValue`s, one handle each, and past
+/// about 8000 live handles mlua panicked ("cannot create a Lua reference, out of auxiliary
+/// stack space") and the process aborted. Each call now gets its result.
+#[tokio::test]
+async fn library_calls_with_thousands_of_arguments_do_not_run_out_of_handles() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    let setup = "local t, s, d = {}, {}, {} for i = 1, 7990 do t[i] = {} s[i] = 'x' .. i d[i] = tostring(i) end ";
+    for (body, expected) in [
+        // 3999 empty maps, each packed as one byte (0x80); more is Redis's stack error.
+        ("return #cmsgpack.pack(unpack(t, 1, 3999))", Frame::Integer(3999)),
+        (
+            "return {pcall(cmsgpack.pack, unpack(t))}",
+            Frame::Array(vec![
+                Frame::Null,
+                bulk("bad argument #0 to '?' (Too many arguments for MessagePack pack.)"),
+            ]),
+        ),
+        // Zero-terminated strings: each its bytes and a NUL.
+        (
+            "local n = 0 for i = 1, 7990 do n = n + #s[i] + 1 end return #struct.pack(string.rep('s', 7990), unpack(s)) == n",
+            Frame::Integer(1),
+        ),
+        // Numeric strings: 1 | 2 | ... | 7990.
+        ("return bit.bor(unpack(d))", Frame::Integer(8191)),
+        ("redis.log(redis.LOG_DEBUG, unpack(s)) return 1", Frame::Integer(1)),
+        ("redis.debug(unpack(t)) return 1", Frame::Integer(1)),
+        (
+            "return {pcall(cjson.encode, unpack(t))}",
+            Frame::Array(vec![
+                Frame::Null,
+                bulk("bad argument #1 to '?' (expected 1 argument)"),
+            ]),
+        ),
+    ] {
+        let body = format!("{setup}{body}");
+        assert_eq!(c.cmd(["EVAL", body.as_str(), "0"]).await, expected, "{body}");
+    }
+    assert_eq!(c.cmd(["PING"]).await, Frame::Simple("PONG".into()));
+}
+
+/// A `redis.call` reply too big for the interpreter's memory limit: converting it fails with
+/// Lua's memory error, raised without leaving the reply half-owned by a frame that Lua's
+/// `longjmp` skips; `pcall` catches it as any other memory error, and the server goes on.
+#[tokio::test]
+async fn a_reply_over_the_lua_memory_limit_fails_the_script_only() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    server.shared().scripting.set_memory_limit(16 << 20);
+    let mut c = server.client();
+    c.cmd(["SET", "canary", "alive"]).await;
+    // Distinct values: Lua interns strings, and one value repeated would take no room.
+    let value = "v".repeat(100);
+    for batch in 0..20 {
+        let mut args = vec!["RPUSH".to_string(), "big".to_string()];
+        args.extend((0..10_000).map(|i| format!("{value}{batch}-{i}")));
+        c.cmd(args).await;
+    }
+    assert_eq!(c.cmd(["LLEN", "big"]).await, Frame::Integer(200_000));
+    for body in [
+        "return #redis.call('LRANGE', 'big', 0, -1)",
+        "return #redis.pcall('LRANGE', 'big', 0, -1)",
+    ] {
+        let text = error_text(&c.cmd(["EVAL", body, "0"]).await);
+        assert!(text.contains("not enough memory"), "{body}: {text}");
+        assert_eq!(c.cmd(["GET", "canary"]).await, bulk("alive"));
+    }
+    let caught = c
+        .cmd([
+            "EVAL",
+            "local ok, e = pcall(redis.call, 'LRANGE', 'big', 0, -1) return {tostring(ok), e}",
+            "0",
+        ])
+        .await;
+    assert_eq!(
+        caught,
+        Frame::Array(vec![bulk("false"), bulk("not enough memory")])
+    );
+    // A reply that fits still arrives whole.
+    assert_eq!(
+        c.cmd(["EVAL", "return #redis.call('LRANGE', 'big', 0, 999)", "0"])
+            .await,
+        Frame::Integer(1000)
+    );
+}

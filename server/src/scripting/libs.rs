@@ -1,6 +1,8 @@
 //! The libraries a script sees besides Lua's own: the `redis` table, `bit` and `cjson`.
 
-use mlua::{Lua, MultiValue, Table, Value};
+use std::os::raw::c_int;
+
+use mlua::{ffi, Lua, MultiValue, Table, Value};
 
 /// Fills the `redis` table with everything except `call`/`pcall` (added by the prelude).
 pub fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
@@ -36,8 +38,8 @@ pub fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
     }
     redis.raw_set(
         "log",
-        lua.create_function(|_, args: MultiValue| {
-            let mut it = args.into_iter();
+        variadic(lua, |_, args| {
+            let mut it = args.iter();
             let level = match it.next() {
                 Some(Value::Integer(i)) => i,
                 Some(Value::Number(n)) => n as i64,
@@ -94,7 +96,7 @@ pub fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
     }
     redis.raw_set("set_repl", lua.create_function(|_, _v: Value| Ok(()))?)?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
-    redis.raw_set("debug", lua.create_function(|_, _v: MultiValue| Ok(()))?)?;
+    redis.raw_set("debug", variadic(lua, |_, _args| Ok(()))?)?;
     Ok(())
 }
 
@@ -123,10 +125,10 @@ fn num(v: &Value) -> mlua::Result<f64> {
 pub fn bit_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let fold = |lua: &Lua, f: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, args: MultiValue| {
+        variadic(lua, move |_, args| {
             let mut acc: Option<i32> = None;
             for a in args.iter() {
-                let b = to_bit(num(a)?);
+                let b = to_bit(num(&a)?);
                 acc = Some(match acc {
                     None => b,
                     Some(x) => f(x, b),
@@ -188,7 +190,12 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
             if args.len() != 1 {
                 return Err(fail("bad argument #1 to 'encode' (expected 1 argument)"));
             }
-            let json = to_json(&args[0], 0).map_err(Failure::from)?;
+            let value = args.get(0).unwrap_or(Value::Nil);
+            // lua-cjson raises its refusals with `luaL_error`: with the caller's position.
+            let json = to_json(&value, 0).map_err(|e| match e {
+                mlua::Error::RuntimeError(m) => fail(&m),
+                other => Failure::from(other),
+            })?;
             let text = serde_json::to_string(&json).map_err(|e| fail(&e.to_string()))?;
             let s = lua.create_string(&text).map_err(Failure::from)?;
             Results::one(lua, Value::String(s))
@@ -200,7 +207,8 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
             if args.len() != 1 {
                 return Err(fail("bad argument #1 to 'decode' (expected 1 argument)"));
             }
-            let bytes = match &args[0] {
+            let first = args.get(0).unwrap_or(Value::Nil);
+            let bytes = match &first {
                 Value::String(s) => s.as_bytes().to_vec(),
                 Value::Integer(i) => i.to_string().into_bytes(),
                 Value::Number(n) => super::printf_g(*n, 14).into_bytes(),
@@ -211,9 +219,17 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
                     )))
                 }
             };
-            let json: serde_json::Value =
-                serde_json::from_slice(&bytes).map_err(|e| fail(&e.to_string()))?;
-            Results::one(lua, from_json(lua, &json).map_err(Failure::from)?)
+            let decode = || {
+                let json = decode_json(&bytes)?;
+                let value = from_json(lua, &json).map_err(Failure::from);
+                drop(json);
+                Results::one(lua, value?)
+            };
+            // Deep texts (up to 1000 levels) recurse on a stack known to be big enough.
+            match json_depth(&bytes) {
+                Ok(depth) if depth <= 64 => decode(),
+                _ => stacker::grow(JSON_STACK, decode),
+            }
         })?,
     )?;
     t.raw_set(
@@ -268,11 +284,11 @@ fn to_json_level(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
                         Value::String(s) => s.to_string_lossy().to_string(),
                         Value::Integer(i) => i.to_string(),
                         Value::Number(n) => n.to_string(),
-                        _ => {
-                            return Err(mlua::Error::RuntimeError(
-                                "Cannot serialise table: table key must be a number or string"
-                                    .into(),
-                            ))
+                        other => {
+                            return Err(mlua::Error::RuntimeError(format!(
+                                "Cannot serialise {}: table key must be a number or string",
+                                type_name(Some(other))
+                            )))
                         }
                     };
                     map.insert(key, to_json(&v, depth + 1)?);
@@ -280,12 +296,76 @@ fn to_json_level(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
                 J::Object(map)
             }
         }
-        _ => {
-            return Err(mlua::Error::RuntimeError(
-                "Cannot serialise: type not supported".into(),
-            ))
+        other => {
+            return Err(mlua::Error::RuntimeError(format!(
+                "Cannot serialise {}: type not supported",
+                type_name(Some(other))
+            )))
         }
     })
+}
+
+/// Redis's `cjson.decode` refuses JSON nested deeper than this (lua-cjson's
+/// `decode_max_depth`).
+const JSON_MAX_DEPTH: usize = 1000;
+
+/// The stack `cjson.decode` parses and converts deep texts on: 1000 levels of serde_json's
+/// and [`from_json`]'s recursion with room to spare.
+const JSON_STACK: usize = 16 << 20;
+
+/// How deep the text nests (brackets inside strings do not count), or where the bracket that
+/// opens nesting level 1001 ends (the offset just past it).
+fn json_depth(bytes: &[u8]) -> Result<usize, usize> {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > JSON_MAX_DEPTH {
+                    return Err(i + 1);
+                }
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(max)
+}
+
+/// Parses JSON as `cjson.decode` does: too deep is Redis's `Found too many nested data
+/// structures (1001) at character N`, unless the text is invalid before that point.
+fn decode_json(bytes: &[u8]) -> Result<serde_json::Value, Failure> {
+    let parse = |b: &[u8]| -> Result<serde_json::Value, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_slice(b);
+        de.disable_recursion_limit();
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(&mut de)?;
+        de.end()?;
+        Ok(v)
+    };
+    if let Err(at) = json_depth(bytes) {
+        // The text up to the offending bracket: an error other than "ends too soon" comes
+        // first in the text, and is the one lua-cjson would report.
+        return match parse(&bytes[..at]) {
+            Err(e) if !e.is_eof() => Err(fail(&e.to_string())),
+            _ => Err(fail(&format!(
+                "Found too many nested data structures ({}) at character {at}",
+                JSON_MAX_DEPTH + 1
+            ))),
+        };
+    }
+    parse(bytes).map_err(|e| fail(&e.to_string()))
 }
 
 fn from_json(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
@@ -388,39 +468,182 @@ pub(crate) fn lua_str_to_number(s: &str) -> Option<f64> {
     t.parse::<f64>().ok()
 }
 
-/// The Lua side of [`lift`]: raises a failure as a plain Lua string error at the level
-/// the C original would, so a script's `pcall` gets the same message Redis gives.
-const LIFT_LUA: &str = r#"
-local unpack, error = unpack, error
+/// The Lua side of [`lift`]: hands the arguments over as one table and their count (see
+/// [`Args`]), and raises a failure as a plain Lua string error at the level the C original
+/// would, so a script's `pcall` gets the same message Redis gives.
+const LIFT_LUA: &str = r##"
+local unpack, error, select, tonumber = unpack, error, select, tonumber
+local getinfo, match = debug.getinfo, string.match
+-- luaL_argerror names the function the way its caller called it: `encode` for
+-- `cjson.encode(...)`, `f` for a local `f`, `?` when called by a C function such as `pcall`;
+-- a method call does not count `self`. Level 3 is the C trampoline the script called.
+local function renamed(message)
+  local n, rest = match(message, "^bad argument #(%d+) to '[^']*' (.*)$")
+  if not n then return message end
+  local info = getinfo(3, 'n')
+  local name = info and info.name or '?'
+  n = tonumber(n)
+  if info and info.namewhat == 'method' then
+    n = n - 1
+    if n == 0 then return "calling '" .. name .. "' on bad self " .. rest end
+  end
+  return "bad argument #" .. n .. " to '" .. name .. "' " .. rest
+end
 return function(f)
   return function(...)
-    -- Not a tail call: `error(message, 2)` must name this function's caller.
-    local ok, a, b = f(...)
+    -- Not a tail call: `error(message, 3)` must name the trampoline's caller.
+    local ok, a, b = f(select('#', ...), {...})
     if ok then return unpack(a, 1, a.n) end
-    error(a, b)
+    error(renamed(a), b)
   end
 end
+"##;
+
+/// What a script calls for a [`lift`]ed function: a C function that calls the Lua wrapper
+/// (its upvalue) with the same arguments and returns what it returns.
+///
+/// Being a C function matters. Lua 5.1 keeps the caller's frame on a tail call into C
+/// (`return cjson.encode(x, y)`), so the error's position (`user_script:1:`) and the name
+/// in `bad argument ... to 'encode'` are found as Redis's C libraries find them; a tail call
+/// into a Lua function would erase both.
+///
+/// # Safety
+/// Called by Lua only, as a closure with the wrapper as its one upvalue. It holds no Rust
+/// value, so a Lua error may unwind (`longjmp`) through it.
+unsafe extern "C-unwind" fn trampoline(state: *mut ffi::lua_State) -> c_int {
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, ffi::LUA_MULTRET);
+    ffi::lua_gettop(state)
+}
+
+/// The Lua side of [`variadic`]: the arguments as one table and their count.
+const VARIADIC_LUA: &str = r#"
+local select = select
+return function(f)
+  return function(...) return f(select('#', ...), {...}) end
+end
 "#;
+
+/// How many library calls may be running inside one another. Each running call holds some of
+/// mlua's handles (a few per level of the value it walks), and mlua has room for about 8000
+/// in all and aborts the process past that. Today no library function calls back into Lua
+/// (`cmsgpack.pack` reads array elements with `lua_gettable`, but only of tables whose
+/// elements are all present, so `__index` never runs), so calls cannot nest: this bound is a
+/// guard for tomorrow's library, failing with Lua's `C stack overflow` text.
+const MAX_LIBRARY_NESTING: u32 = 32;
+
+thread_local! {
+    /// The library calls running now on this thread (see [`MAX_LIBRARY_NESTING`]).
+    static LIBRARY_NESTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one running library call for as long as it lives.
+struct Nested;
+
+impl Nested {
+    fn enter() -> Option<Nested> {
+        LIBRARY_NESTING.with(|n| {
+            if n.get() >= MAX_LIBRARY_NESTING {
+                None
+            } else {
+                n.set(n.get() + 1);
+                Some(Nested)
+            }
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        LIBRARY_NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// The arguments of a library function: a Lua table holding them at `1..=n`, and `n`.
+///
+/// mlua's usual way, a `MultiValue`, takes one of mlua's handles per argument, and a script
+/// can pass thousands (`cmsgpack.pack(unpack(t))` with 7999 tables): past about 8000 live
+/// handles mlua panics with "cannot create a Lua reference, out of auxiliary stack space",
+/// which aborted the process. Here an argument takes a handle only while it is looked at.
+pub(crate) struct Args {
+    table: Table,
+    n: usize,
+}
+
+impl Args {
+    /// How many arguments were passed (trailing `nil`s included, as `select('#', ...)`).
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no argument was passed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The argument at `i` (from 0), `None` past the last one.
+    pub(crate) fn get(&self, i: usize) -> Option<Value> {
+        if i >= self.n {
+            return None;
+        }
+        Some(self.table.raw_get(i + 1).unwrap_or(Value::Nil))
+    }
+
+    /// Every argument in order, each fetched when the iterator reaches it.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+        (0..self.n).map(|i| self.get(i).unwrap_or(Value::Nil))
+    }
+}
+
+/// Makes a Lua function out of `f` that takes any number of arguments as [`Args`].
+pub(crate) fn variadic<F, R>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, Args) -> mlua::Result<R> + Send + 'static,
+    R: mlua::IntoLuaMulti,
+{
+    let inner = lua.create_function(move |lua, (n, table): (i64, Table)| {
+        let n = usize::try_from(n).unwrap_or(0);
+        f(lua, Args { table, n })
+    })?;
+    let wrap: mlua::Function = lua.load(VARIADIC_LUA).set_name("=latchkey").call(())?;
+    wrap.call(inner)
+}
 
 /// Makes a library function out of `f`: its results are returned as they are, its
 /// [`Failure`] is raised as Lua's `luaL_error` would raise it from a C function (a string,
 /// prefixed with the calling script's position when it has one).
 pub(crate) fn lift<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
 where
-    F: Fn(&Lua, MultiValue) -> Result<Table, Failure> + Send + 'static,
+    F: Fn(&Lua, Args) -> Result<Table, Failure> + Send + 'static,
 {
-    let inner = lua.create_function(move |lua, args: MultiValue| {
-        Ok(match f(lua, args) {
+    let inner = lua.create_function(move |lua, (n, table): (i64, Table)| {
+        let args = Args {
+            table,
+            n: usize::try_from(n).unwrap_or(0),
+        };
+        let outcome = match Nested::enter() {
+            Some(_nested) => f(lua, args),
+            None => Err(fail("C stack overflow")),
+        };
+        Ok(match outcome {
             Ok(results) => MultiValue::from_iter([Value::Boolean(true), Value::Table(results)]),
             Err(failure) => MultiValue::from_iter([
                 Value::Boolean(false),
                 Value::String(lua.create_string(&failure.message)?),
-                Value::Integer(if failure.with_position { 2 } else { 0 }),
+                Value::Integer(if failure.with_position { 3 } else { 0 }),
             ]),
         })
     })?;
     let wrap: mlua::Function = lua.load(LIFT_LUA).set_name("=latchkey").call(())?;
-    wrap.call(inner)
+    let wrapper: mlua::Function = wrap.call(inner)?;
+    // SAFETY: the wrapper is the only value pushed; the closure replaces it with one value.
+    unsafe {
+        lua.exec_raw::<mlua::Function>(wrapper, |state| {
+            ffi::lua_pushcclosure(state, trampoline, 1);
+        })
+    }
 }
 
 /// The results of a library function, as the table [`lift`] unpacks: `1..n` and `n`.

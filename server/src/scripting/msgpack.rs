@@ -12,9 +12,9 @@
 //! recursive decoder would use, failing with the same `stack overflow (...)` error at the
 //! same depth (the class of CVE-2018-11218).
 
-use mlua::{Lua, MultiValue, Table, Value};
+use mlua::{Lua, Table, Value};
 
-use super::libs::{fail, lift, Failure, Results, LIBRARY_STACK_LIMIT};
+use super::libs::{fail, lift, Args, Failure, Results, LIBRARY_STACK_LIMIT};
 
 /// Tables nested deeper than this encode as nil.
 const MAX_NESTING: usize = 16;
@@ -55,22 +55,48 @@ fn output_budget(lua: &Lua) -> usize {
     }
 }
 
-fn pack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
+fn pack(lua: &Lua, args: Args) -> Result<Table, Failure> {
     if args.is_empty() {
         return Err(fail(
             "bad argument #0 to 'pack' (MessagePack pack needs input.)",
         ));
     }
+    let nargs = args.len();
+    // lua-cmsgpack asks for as many free slots as there are arguments, and keeps each
+    // argument's encoding on the stack until the end.
+    if nargs * 2 > LIBRARY_STACK_LIMIT {
+        return Err(fail(
+            "bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)",
+        ));
+    }
     let mut out = Vec::new();
     let budget = output_budget(lua);
-    for v in args.iter() {
-        encode(v, 0, &mut out, budget)?;
+    for (i, v) in args.iter().enumerate() {
+        // Slots in use while argument i (from 1) is encoded: the arguments, the encodings
+        // of those before it, and its copy.
+        encode(&v, 0, nargs + i + 1, &mut out, budget)?;
     }
     let s = lua.create_string(&out).map_err(Failure::from)?;
     Results::one(lua, Value::String(s))
 }
 
-fn encode(v: &Value, level: usize, out: &mut Vec<u8>, budget: usize) -> Result<(), Failure> {
+/// The Lua stack check lua-cmsgpack makes (`luaL_checkstack`) with `top` slots in use.
+fn check_stack(top: usize, more: usize, function: &str) -> Result<(), Failure> {
+    if top + more > LIBRARY_STACK_LIMIT {
+        return Err(fail(&format!("stack overflow (in function {function})")));
+    }
+    Ok(())
+}
+
+/// Encodes `v`, which lua-cmsgpack would have at stack slot `top` (counting from 1), so that
+/// its stack checks fail where Redis's do.
+fn encode(
+    v: &Value,
+    level: usize,
+    top: usize,
+    out: &mut Vec<u8>,
+    budget: usize,
+) -> Result<(), Failure> {
     if out.len() > budget {
         return Err(Failure::memory());
     }
@@ -79,7 +105,7 @@ fn encode(v: &Value, level: usize, out: &mut Vec<u8>, budget: usize) -> Result<(
         Value::Integer(i) => encode_int(*i, out),
         Value::Number(n) => encode_number(*n, out),
         Value::String(s) => encode_bytes(&s.as_bytes(), out),
-        Value::Table(t) if level < MAX_NESTING => encode_table(t, level, out, budget)?,
+        Value::Table(t) if level < MAX_NESTING => encode_table(t, level, top, out, budget)?,
         _ => out.push(0xc0),
     }
     Ok(())
@@ -184,23 +210,34 @@ fn is_array(t: &Table) -> Result<bool, Failure> {
     Ok(max == count)
 }
 
-fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>, budget: usize) -> Result<(), Failure> {
+fn encode_table(
+    t: &Table,
+    level: usize,
+    top: usize,
+    out: &mut Vec<u8>,
+    budget: usize,
+) -> Result<(), Failure> {
+    check_stack(top, 2, "table_is_an_array")?;
     if is_array(t)? {
         let len = t.raw_len();
         header(len, 0x90, 15, 0xdc, 0xdd, out);
+        check_stack(top, 1, "mp_encode_lua_table_as_array")?;
         for j in 1..=len {
             // Elements are read with metamethods, as lua-cmsgpack's `lua_gettable` does.
             let v: Value = t.get(j).map_err(Failure::from)?;
-            encode(&v, level + 1, out, budget)?;
+            encode(&v, level + 1, top + 1, out, budget)?;
         }
     } else {
+        check_stack(top, 3, "mp_encode_lua_table_as_map")?;
         // Counted first, then walked again: holding every pair would take a handle each.
         let len = t.pairs::<Value, Value>().count();
         header(len, 0x80, 15, 0xde, 0xdf, out);
         for pair in t.pairs::<Value, Value>() {
             let (k, v) = pair.map_err(Failure::from)?;
-            encode(&k, level + 1, out, budget)?;
-            encode(&v, level + 1, out, budget)?;
+            // On lua-cmsgpack's stack: the table, the iteration's key and value, and a copy
+            // of the key being encoded.
+            encode(&k, level + 1, top + 3, out, budget)?;
+            encode(&v, level + 1, top + 2, out, budget)?;
         }
     }
     Ok(())
@@ -233,13 +270,13 @@ fn int_arg(v: Option<&Value>, n: usize, name: &str, default: Option<i64>) -> Res
     }
 }
 
-fn unpack_entry(lua: &Lua, args: MultiValue, mode: Mode) -> Result<Table, Failure> {
+fn unpack_entry(lua: &Lua, args: Args, mode: Mode) -> Result<Table, Failure> {
     let name = match mode {
         Mode::All => "unpack",
         Mode::One => "unpack_one",
         Mode::Limit => "unpack_limit",
     };
-    let data = match args.front() {
+    let data = match args.get(0).as_ref() {
         Some(Value::String(s)) => s.as_bytes().to_vec(),
         Some(Value::Integer(i)) => i.to_string().into_bytes(),
         Some(Value::Number(n)) => super::printf_g(*n, 14).into_bytes(),
@@ -252,10 +289,10 @@ fn unpack_entry(lua: &Lua, args: MultiValue, mode: Mode) -> Result<Table, Failur
     };
     let (limit, offset) = match mode {
         Mode::All => (0, 0),
-        Mode::One => (1, int_arg(args.get(1), 2, name, Some(0))? as i32),
+        Mode::One => (1, int_arg(args.get(1).as_ref(), 2, name, Some(0))? as i32),
         Mode::Limit => (
-            int_arg(args.get(1), 2, name, None)? as i32,
-            int_arg(args.get(2), 3, name, Some(0))? as i32,
+            int_arg(args.get(1).as_ref(), 2, name, None)? as i32,
+            int_arg(args.get(2).as_ref(), 3, name, Some(0))? as i32,
         ),
     };
     unpack_full(lua, &data, limit, offset)

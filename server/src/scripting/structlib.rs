@@ -13,9 +13,9 @@
 //! (CVE-2020-14147). Positions and alignments use the same wrapping `size_t` arithmetic as
 //! the C original, so that odd formats give Redis's answers.
 
-use mlua::{Lua, MultiValue, Table, Value};
+use mlua::{Lua, Table, Value};
 
-use super::libs::{fail, lift, type_name, Failure, Results, LIBRARY_STACK_LIMIT};
+use super::libs::{fail, lift, type_name, Args, Failure, Results, LIBRARY_STACK_LIMIT};
 
 /// The widest integer option, in bytes.
 const MAX_INT_SIZE: i64 = 32;
@@ -148,8 +148,8 @@ fn add_signed(pos: u64, delta: i32) -> u64 {
     pos.wrapping_add(i64::from(delta) as u64)
 }
 
-fn number_arg(args: &MultiValue, n: usize, func: &str) -> Result<f64, Failure> {
-    match args.get(n - 1) {
+fn number_arg(args: &Args, n: usize, func: &str) -> Result<f64, Failure> {
+    match args.get(n - 1).as_ref() {
         Some(Value::Integer(i)) => Ok(*i as f64),
         Some(Value::Number(f)) => Ok(*f),
         Some(Value::String(s)) => s
@@ -168,8 +168,8 @@ fn number_arg(args: &MultiValue, n: usize, func: &str) -> Result<f64, Failure> {
     }
 }
 
-fn string_arg(args: &MultiValue, n: usize, func: &str) -> Result<Vec<u8>, Failure> {
-    match args.get(n - 1) {
+fn string_arg(args: &Args, n: usize, func: &str) -> Result<Vec<u8>, Failure> {
+    match args.get(n - 1).as_ref() {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
         Some(Value::Integer(i)) => Ok(i.to_string().into_bytes()),
         Some(Value::Number(f)) => Ok(super::printf_g(*f, 14).into_bytes()),
@@ -191,7 +191,7 @@ fn to_bits(n: f64) -> u64 {
     }
 }
 
-fn pack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
+fn pack(lua: &Lua, args: Args) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "pack")?;
     let mut f = Format {
         bytes: &fmt,
@@ -286,10 +286,10 @@ fn read_integer(bytes: &[u8], endian: Endian, signed: bool, size: u64) -> f64 {
     l as i64 as f64
 }
 
-fn unpack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
+fn unpack(lua: &Lua, args: Args) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "unpack")?;
     let data = string_arg(&args, 2, "unpack")?;
-    let start = match args.get(2) {
+    let start = match args.get(2).as_ref() {
         None | Some(Value::Nil) => 1.0,
         Some(_) => number_arg(&args, 3, "unpack")?,
     };
@@ -387,7 +387,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
     results.finish()
 }
 
-fn size(lua: &Lua, args: MultiValue) -> Result<Table, Failure> {
+fn size(lua: &Lua, args: Args) -> Result<Table, Failure> {
     let fmt = string_arg(&args, 1, "size")?;
     let mut f = Format {
         bytes: &fmt,
