@@ -325,7 +325,7 @@ impl Expr {
             Expr::Var(i) => {
                 let _ = write!(out, "v[{}]", i % 4 + 1);
             }
-            Expr::Cyclic => out.push_str("T"),
+            Expr::Cyclic => out.push('T'),
             Expr::Deep(n) => {
                 let _ = write!(out, "deep({})", n % 10000);
             }

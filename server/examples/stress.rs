@@ -425,6 +425,16 @@ fn main() {
     let pong = command(addr, &[b"PING"]).ok();
     let canary = command(addr, &[b"GET", CANARY]).ok();
     let rss_end = rss_kb(pid).unwrap_or(0);
+    // What the server says it holds: its heap, the Lua interpreter's, and the keys.
+    let info = command(addr, &[b"INFO", b"memory"]).unwrap_or_default();
+    let info = String::from_utf8_lossy(&info);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let dbsize = command(addr, &[b"DBSIZE"]).unwrap_or_default();
     let peak_kb = peak.load(Ordering::Relaxed);
 
     println!(
@@ -444,6 +454,13 @@ fn main() {
         rss_start / 1024,
         peak_kb / 1024,
         rss_end / 1024
+    );
+    println!(
+        "  INFO memory: used_memory {} (human {}), used_memory_lua {}; DBSIZE {}",
+        field("used_memory"),
+        field("used_memory_human"),
+        field("used_memory_lua"),
+        String::from_utf8_lossy(&dbsize).trim()
     );
     println!(
         "  server alive: {alive}; PING: {:?}; canary: {:?}",

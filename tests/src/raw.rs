@@ -84,12 +84,10 @@ impl RawConn {
             let body = std::str::from_utf8(&line[1..line.len().saturating_sub(2)]).unwrap_or("");
             let len: i64 = body.parse().unwrap_or(-1);
             match line[0] {
-                b'$' | b'=' | b'!' => {
-                    if len >= 0 {
-                        let mut buf = vec![0; len as usize + 2];
-                        self.reader.read_exact(&mut buf)?;
-                        out.extend_from_slice(&buf);
-                    }
+                b'$' | b'=' | b'!' if len >= 0 => {
+                    let mut buf = vec![0; len as usize + 2];
+                    self.reader.read_exact(&mut buf)?;
+                    out.extend_from_slice(&buf);
                 }
                 b'*' | b'~' | b'>' => pending += len.max(0) as u64,
                 b'%' | b'|' => pending += 2 * len.max(0) as u64,
