@@ -1,5 +1,5 @@
 //! Finding (and if need be building) the components tenants run: the lock client, and the
-//! misbehaving guest the tests use.
+//! guests the tests use (the misbehaving one, and one written only against `wasi:keyvalue`).
 //!
 //! A nested cargo must not share the outer build's target directory (it would wait on the
 //! outer cargo's lock forever), nor inherit its `CARGO_ENCODED_RUSTFLAGS`.
@@ -67,6 +67,39 @@ pub fn rogue_path() -> std::io::Result<PathBuf> {
         "rogue-build",
         "latchkey_rogue",
         "the rogue guest",
+    )
+}
+
+/// The foreign `wasi:keyvalue` guest (`plugin/kv-guest`: written only against the upstream
+/// WIT, no latchkey crate), built for wasm32-wasip2 like [`rogue_path`].
+pub fn kv_guest_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/kv-guest/Cargo.toml"],
+        "kv-guest-build",
+        "latchkey_kv_guest",
+        "the wasi:keyvalue guest",
+    )
+}
+
+/// The guest of the `latchkey:lease` proposal (`plugin/lease-guest`: written only against
+/// `plugin/wit/lease` and `wasi:keyvalue/store`), built for wasm32-wasip2 like [`rogue_path`].
+pub fn lease_guest_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/lease-guest/Cargo.toml"],
+        "lease-guest-build",
+        "latchkey_lease_guest",
+        "the lease guest",
+    )
+}
+
+/// The guest of the earlier `wasi:keyvalue@0.2.0-draft` (`plugin/kv-draft-guest`: written only
+/// against `plugin/wit/keyvalue-draft`), built for wasm32-wasip2 like [`rogue_path`].
+pub fn kv_draft_guest_path() -> std::io::Result<PathBuf> {
+    build_wasm(
+        &["--manifest-path", "plugin/kv-draft-guest/Cargo.toml"],
+        "kv-draft-guest-build",
+        "latchkey_kv_draft_guest",
+        "the wasi:keyvalue 0.2.0-draft guest",
     )
 }
 

@@ -167,6 +167,7 @@ impl Host {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         LockClient::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        crate::keyvalue::add_to_linker(&mut linker)?;
         bounded_imports(&mut linker)?;
 
         // The epoch ticker: a plain thread, so that it ticks even when every runtime worker

@@ -12,21 +12,26 @@
 //! - [`Limits`] ([`limits`]): every bound a tenant runs under: CPU per call into the guest and
 //!   per second ([`cpu`]), memory over all of an instance's memories, host calls and bytes
 //!   sent by token buckets, and quotas on what a tenant hands the host (kept leases,
-//!   subscriptions, argument lists, blocking time, random bytes; [`quota`] for commands);
+//!   subscriptions, argument lists, blocking time, random bytes; [`quota`] for commands,
+//!   [`storage`] for what the lock client's scripts leave on the server);
 //! - the lease keeper ([`keeper`]): renews the leases tenants hand it, interrupts a tenant
 //!   whose lease was lost;
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
-//!   waits is suspended and holds no thread.
+//!   waits is suspended and holds no thread;
+//! - [`keyvalue`]: the standard `wasi:keyvalue` (0.2.0-draft2) for tenants written against it,
+//!   each bucket in the tenant's namespace.
 
 pub mod backend;
 pub(crate) mod cpu;
 pub mod guest;
 pub mod host;
 pub mod keeper;
+pub mod keyvalue;
 pub mod limits;
 pub mod namespace;
 pub(crate) mod quota;
 pub mod state;
+pub(crate) mod storage;
 pub mod tenant;
 
 wasmtime::component::bindgen!({

@@ -73,6 +73,25 @@ pub struct Limits {
     /// WASI random bytes per second a tenant may draw, on average (a burst of one second's
     /// worth): over it, its calls wait.
     pub random_bytes_per_sec: f64,
+    /// Entries one instance may hold in its WASI resource table at once (streams, pollables,
+    /// ...: each a host object the guest keeps alive until it drops the handle). Opening one
+    /// more traps the instance.
+    pub wasi_resources: usize,
+    /// Keys that never expire a tenant may create through the lock client's scripts (fenced
+    /// locks' counters, fair locks' queues), counted by name, over all its instances and
+    /// across restarts of the host (the count is kept on the server). Past it, a script that
+    /// would create one more is refused.
+    pub persistent_keys: usize,
+    /// `wasi:keyvalue` buckets a tenant may open (by name, over all its instances, counted on
+    /// the server like [`Limits::persistent_keys`]); a bucket never written to is forgotten
+    /// when the count is full.
+    pub kv_buckets: usize,
+    /// Keys one `wasi:keyvalue` bucket may hold.
+    pub kv_entries: usize,
+    /// Bytes of one `wasi:keyvalue` key.
+    pub kv_key_bytes: usize,
+    /// Bytes of one `wasi:keyvalue` value.
+    pub kv_value_bytes: usize,
 }
 
 impl Default for Limits {
@@ -106,6 +125,12 @@ impl Default for Limits {
             publish_bytes: 64 << 10,
             random_bytes_per_call: 64 << 10,
             random_bytes_per_sec: (1 << 20) as f64,
+            wasi_resources: 1_024,
+            persistent_keys: 10_000,
+            kv_buckets: 16,
+            kv_entries: 10_000,
+            kv_key_bytes: 1_024,
+            kv_value_bytes: 64 << 10,
         }
     }
 }
@@ -354,7 +379,7 @@ impl wasmtime::ResourceLimiter for InstanceLimiter {
 }
 
 /// What the instances of one tenant share: its buckets (calls, bytes sent, WASI random bytes,
-/// CPU) and its quotas (kept leases, subscriptions).
+/// CPU) and its quotas (kept leases, subscriptions, keys that never expire).
 #[derive(Debug, Clone)]
 pub(crate) struct TenantBudget {
     pub(crate) calls: RateLimiter,
@@ -363,6 +388,10 @@ pub(crate) struct TenantBudget {
     pub(crate) cpu: CpuBucket,
     pub(crate) leases: Quota,
     pub(crate) subscriptions: Quota,
+    /// The keys it holds that never expire (see [`crate::storage`]).
+    pub(crate) persistent: crate::storage::PersistentKeys,
+    /// Its `wasi:keyvalue` buckets (see [`crate::keyvalue`]).
+    pub(crate) buckets: crate::storage::PersistentKeys,
 }
 
 impl TenantBudget {
@@ -375,6 +404,16 @@ impl TenantBudget {
             cpu: CpuBucket::new(l.cpu_per_sec),
             leases: Quota::new(l.leases),
             subscriptions: Quota::new(l.subscriptions),
+            persistent: crate::storage::PersistentKeys::new(
+                "persistent",
+                l.persistent_keys,
+                "keys that never expire (fenced locks' counters, fair locks' queues)",
+            ),
+            buckets: crate::storage::PersistentKeys::new(
+                "buckets",
+                l.kv_buckets,
+                "wasi:keyvalue buckets",
+            ),
         }
     }
 }

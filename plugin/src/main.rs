@@ -128,6 +128,24 @@ struct LimitArgs {
     /// WASI random bytes per second a tenant may draw, on average.
     #[arg(long)]
     random_bytes_per_sec: Option<f64>,
+    /// Entries one instance may hold in its WASI resource table (streams, pollables).
+    #[arg(long)]
+    wasi_resources: Option<usize>,
+    /// Keys that never expire (fence counters, fair queues) one tenant may create.
+    #[arg(long)]
+    persistent_keys: Option<usize>,
+    /// `wasi:keyvalue` buckets one tenant may open.
+    #[arg(long)]
+    kv_buckets: Option<usize>,
+    /// Keys one `wasi:keyvalue` bucket may hold.
+    #[arg(long)]
+    kv_entries: Option<usize>,
+    /// Bytes of one `wasi:keyvalue` key.
+    #[arg(long)]
+    kv_key_bytes: Option<usize>,
+    /// Bytes of one `wasi:keyvalue` value.
+    #[arg(long)]
+    kv_value_bytes: Option<usize>,
 }
 
 impl LimitArgs {
@@ -154,7 +172,13 @@ impl LimitArgs {
             channel_bytes,
             publish_bytes,
             random_bytes_per_call,
-            random_bytes_per_sec
+            random_bytes_per_sec,
+            wasi_resources,
+            persistent_keys,
+            kv_buckets,
+            kv_entries,
+            kv_key_bytes,
+            kv_value_bytes
         );
         let durations = [
             (self.cpu_budget_ms, &mut l.cpu_budget),

@@ -26,12 +26,12 @@ use latchkey_client::locks::LostReason;
 /// Everything one instance's store holds.
 pub struct TenantState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) limiter: InstanceLimiter,
     pub(crate) limits: Arc<Limits>,
     pub(crate) budget: TenantBudget,
-    ns: Namespace,
-    backend: Arc<dyn Backend>,
+    pub(crate) ns: Namespace,
+    pub(crate) backend: Arc<dyn Backend>,
     /// The independent servers `command-all` fans out to (at least one).
     nodes: Arc<[Arc<dyn Backend>]>,
     subs: HashMap<u64, (Box<dyn Subscription>, Slot)>,
@@ -63,11 +63,15 @@ impl TenantState {
         budget: TenantBudget,
     ) -> TenantState {
         let interrupt = Arc::new(Interrupt::default());
+        // Every WASI resource the guest holds (a stream, a pollable) is an entry here: a
+        // guest that opens without end is trapped at the bound instead of growing the host.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.wasi_resources);
         TenantState {
             wasi: WasiCtx::builder()
                 .max_random_size(limits.random_bytes_per_call)
                 .build(),
-            table: ResourceTable::new(),
+            table,
             limiter: InstanceLimiter::new(&limits),
             keeper: LeaseKeeper::new(
                 backend.clone(),
@@ -112,7 +116,19 @@ impl TenantState {
         check_size(&args, &self.limits)?;
         // The quotas read the names as the tenant gave them (before the namespace prefix).
         let route = quota::check(&args, &self.limits)?;
+        let persistent = crate::storage::check(&args, &self.limits)?;
         let args = self.ns.rewrite(args)?;
+        for at in persistent {
+            self.budget
+                .persistent
+                .admit(
+                    &*self.backend,
+                    self.ns.tenant(),
+                    &args[at],
+                    &self.budget.calls,
+                )
+                .await?;
+        }
         let bytes: usize = args.iter().map(Vec::len).sum();
         self.budget.bytes.acquire_n(bytes as f64).await;
         Ok((args, route))

@@ -14,8 +14,10 @@ use latchkey_server::{Frame, Server};
 #[tokio::test(flavor = "current_thread")]
 async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let server = Server::builder().no_listener().start().await.unwrap();
+    // A budget long enough for the worker's lock cycles to get many turns in, on a loaded
+    // machine too (at 20 ms a busy machine sometimes gave it none).
     let limits = Limits {
-        cpu_budget: Duration::from_millis(20),
+        cpu_budget: Duration::from_millis(250),
         tick: Duration::from_millis(1),
         ..Limits::default()
     };
@@ -61,11 +63,10 @@ async fn a_spinning_tenant_is_interrupted_while_others_keep_acquiring() {
     let cycles = work.await.unwrap();
     let (r, took, mut spinner) = spin.await.unwrap();
     let err = r.expect_err("spinning forever must be interrupted");
-    assert!(err.0.contains("without calling the host"), "{err}");
+    assert!(err.0.contains("of CPU in one call"), "{err}");
     eprintln!("spinner interrupted after {took:?}; the other tenant meanwhile did {cycles} cycles");
-    // The bound is that the call returned at all (spinning forever never does), with the
-    // budget's error; how soon is a benchmark's question, not an assertion that a loaded
-    // machine could fail.
+    // How long that took in wall time depends on the machine's load (the budget counts
+    // running time only): it is printed, not asserted. The message says the CPU budget did it.
     assert!(
         cycles > 0,
         "the other tenant made no progress while the spinner ran"
@@ -90,6 +91,7 @@ async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
     let limits = Limits {
         memory_bytes: 16 << 20,
         cpu_budget: Duration::from_secs(30),
+        cpu_per_sec: Duration::from_secs(30),
         ..Limits::default()
     };
     let host = Host::new(<dyn Backend>::local(&server), common::config(limits)).unwrap();
@@ -104,7 +106,13 @@ async fn a_tenant_allocating_without_bound_stops_at_its_limit() {
     let ok = next
         .call::<(Vec<String>,), (Result<String, String>,)>(
             "raw",
-            (vec!["SET".into(), "a".into(), "1".into()],),
+            (vec![
+                "SET".into(),
+                "a".into(),
+                "1".into(),
+                "PX".into(),
+                "10000".into(),
+            ],),
         )
         .await;
     assert_eq!(ok.unwrap().0.unwrap(), "[Frame::Status(\"OK\")]");
@@ -235,9 +243,9 @@ async fn host_calls_over_the_tenants_rate_wait_and_its_instances_share_the_bucke
     assert_eq!(a.host_calls() + b.host_calls(), 40);
 }
 
-/// The CPU budget bounds one stretch of guest computation, not the embedder's `run`: thirty
-/// calls of 10 ms each in one `run` (300 ms in all, six budgets) are fine, and one call that
-/// computes for seconds is still stopped.
+/// The CPU budget bounds one call into the guest, not the embedder's `run`: thirty calls of
+/// 10 ms each in one `run` (300 ms in all, six budgets) are fine, and one call that computes
+/// for seconds is still stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cpu_budget_restarts_at_each_call_into_the_guest() {
     let server = Server::builder().no_listener().start().await.unwrap();
@@ -261,5 +269,5 @@ async fn the_cpu_budget_restarts_at_each_call_into_the_guest() {
     .expect("short calls are never trapped");
     let long = inst.call::<(u32,), ()>("compute", (5_000,)).await;
     let err = long.expect_err("a 5 s computation is stopped").0;
-    assert!(err.contains("without calling the host"), "{err}");
+    assert!(err.contains("of CPU in one call"), "{err}");
 }

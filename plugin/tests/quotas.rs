@@ -746,3 +746,286 @@ async fn a_killed_subscriber_connection_comes_back_with_its_subscriptions() {
         assert!(woke, "{url}: a message after the reconnection was missed");
     }
 }
+
+/// A component of `n` core instances of one module, each with a linear memory of its own (one
+/// 64 KiB page to start), exporting `grow-<i>`: `memory.grow` on memory `i` by `pages`, the old
+/// size in pages (or -1). Written by hand: no toolchain makes a component with several memories
+/// on purpose, and a hostile tenant need not use one.
+fn memories_component(n: usize) -> Vec<u8> {
+    let mut text = String::from(
+        "(component
+           (core module $m
+             (memory 1)
+             (func (export \"grow\") (param i32) (result i32) local.get 0 memory.grow))\n",
+    );
+    for i in 0..n {
+        text.push_str(&format!("(core instance $i{i} (instantiate $m))\n"));
+        text.push_str(&format!(
+            "(func (export \"grow-{i}\") (param \"pages\" u32) (result s32)
+               (canon lift (core func $i{i} \"grow\")))\n"
+        ));
+    }
+    text.push(')');
+    wat::parse_str(&text).expect("the component text is valid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_total_over_several_memories_traps_though_each_is_under_its_own_limit() {
+    let limits = Limits {
+        memory_bytes: 16 << 20,
+        memory_total_bytes: 24 << 20,
+        memories: 4,
+        ..Limits::default()
+    };
+    for bed in both(limits).await {
+        let bed = &bed;
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let three = bed.host.load_bytes(&memories_component(3)).unwrap();
+                let tenant = bed.host.tenant("rogue");
+                let grow = async |inst: &mut Instance, i: usize, pages: u32| {
+                    inst.call::<(u32,), (i32,)>(&format!("grow-{i}"), (pages,))
+                        .await
+                        .map(|r| r.0)
+                };
+                // 160 pages are 10 MiB: each memory alone may take them (16 MiB each)...
+                let mut alone = tenant.instantiate(&three).await.unwrap();
+                assert_eq!(grow(&mut alone, 2, 160).await, Ok(1), "{}", bed.what);
+                // ...but not all three together (24 MiB in all).
+                let mut rogue = tenant.instantiate(&three).await.unwrap();
+                assert_eq!(grow(&mut rogue, 0, 160).await, Ok(1), "{}", bed.what);
+                assert_eq!(grow(&mut rogue, 1, 160).await, Ok(1), "{}", bed.what);
+                let e = grow(&mut rogue, 2, 160).await.unwrap_err();
+                assert!(
+                    e.0.contains("over the tenant's limit of 25165824 bytes"),
+                    "{}: {e}",
+                    bed.what
+                );
+                assert!(rogue.trapped().is_some());
+                // A memory alone over its own limit traps too.
+                let mut big = tenant.instantiate(&three).await.unwrap();
+                let e = grow(&mut big, 0, 300).await.unwrap_err();
+                assert!(
+                    e.0.contains("exceeds the tenant's limit of 16777216 bytes per memory"),
+                    "{}: {e}",
+                    bed.what
+                );
+                // More memories than `memories` do not even start: the pooling allocator
+                // refuses the component when it is loaded, the limiter when it is instantiated.
+                let five = match bed.host.load_bytes(&memories_component(5)) {
+                    Err(e) => format!("{e:#}"),
+                    Ok(p) => format!("{:#}", tenant.instantiate(&p).await.err().expect("refused")),
+                };
+                assert!(five.contains("memor"), "{}: {five}", bed.what);
+            }),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_opening_wasi_resources_without_end_is_trapped_at_its_table_bound() {
+    let limits = Limits {
+        wasi_resources: 64,
+        ..Limits::default()
+    };
+    for bed in both(limits).await {
+        let bed = &bed;
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let mut rogue = bed.rogue("rogue").await;
+                let mut open = async |n: u32| {
+                    rogue
+                        .call::<(u32,), (u32,)>("open-pollables", (n,))
+                        .await
+                        .map(|r| r.0)
+                };
+                // Under the bound, twice: what a guest drops is given back. (Each pollable of
+                // a clock is two entries: the deadline and the pollable on it.)
+                assert_eq!(open(24).await, Ok(24), "{}", bed.what);
+                assert_eq!(open(24).await, Ok(24), "{}", bed.what);
+                let e = open(1_000_000).await.unwrap_err();
+                assert!(
+                    e.0.contains("resource table has no free keys"),
+                    "{}: {e}",
+                    bed.what
+                );
+                assert!(rogue.trapped().is_some());
+            }),
+        )
+        .await;
+    }
+}
+
+/// `EVAL` of one of the lock client's scripts, as the rogue's `raw` takes it.
+fn eval_args(
+    script: &latchkey_client::scripts::Script,
+    keys: &[&str],
+    argv: &[&str],
+) -> Vec<String> {
+    let mut v = vec![
+        "EVAL".to_string(),
+        script.body.to_string(),
+        keys.len().to_string(),
+    ];
+    v.extend(keys.iter().map(|k| k.to_string()));
+    v.extend(argv.iter().map(|a| a.to_string()));
+    v
+}
+
+async fn raw_owned(inst: &mut Instance, args: Vec<String>) -> Result<String, String> {
+    inst.call::<(Vec<String>,), (Result<String, String>,)>("raw", (args,))
+        .await
+        .expect("a refusal is an error for the tenant, not a trap")
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripts_ttl_arguments_are_bounded_and_keys_that_never_expire_are_counted() {
+    use latchkey_client::scripts::{EXTEND, FENCED_ACQUIRE, WRITE_ACQUIRE};
+    let limits = Limits {
+        key_ttl_max: Duration::from_secs(60),
+        persistent_keys: 5,
+        ..Limits::default()
+    };
+    for bed in both(limits.clone()).await {
+        let (bed, limits) = (&bed, &limits);
+        meanwhile(bed, Box::pin(async move {
+            let mut rogue = bed.rogue("rogue").await;
+            // A TTL over the ceiling, or one that is not a number, is refused before the
+            // script runs: `write_acquire` writes its hash before it sets the expiry, and a
+            // Lua error between the two would leave a hash that never expires.
+            for bad in ["60001", "x", "0"] {
+                let e = raw_owned(&mut rogue, eval_args(&WRITE_ACQUIRE, &["{w}"], &["tok", bad]))
+                    .await
+                    .unwrap_err();
+                assert_eq!(
+                    e,
+                    "the script 'write_acquire' needs ARGV[2] to be a TTL from 1 to 60000 ms for tenants",
+                    "{}", bed.what
+                );
+            }
+            assert_eq!(bed.cmd(&["EXISTS", "{rogue:w}"]).await, Reply::Int(0), "{}", bed.what);
+            let e = raw_owned(&mut rogue, eval_args(&EXTEND, &["{w}"], &["tok", "3600000"]))
+                .await
+                .unwrap_err();
+            assert!(e.contains("ARGV[2] to be a TTL from 1 to 60000 ms"), "{e}");
+            // Within it, the script runs and its key expires.
+            let ok = raw_owned(&mut rogue, eval_args(&WRITE_ACQUIRE, &["{w}"], &["tok", "60000"]))
+                .await
+                .unwrap();
+            assert_eq!(ok, "[Frame::Integer(1)]");
+            assert!(matches!(bed.cmd(&["PTTL", "{rogue:w}"]).await, Reply::Int(ms) if ms > 0 && ms <= 60_000));
+
+            // Fencing counters never expire: five names are allowed, the sixth is refused.
+            let fenced = async |rogue: &mut Instance, i: u32| {
+                let (lock, fence) = (format!("{{f{i}}}"), format!("{{f{i}}}:fence"));
+                raw_owned(rogue, eval_args(&FENCED_ACQUIRE, &[&lock, &fence], &["tok", "60000"])).await
+            };
+            for i in 0..5 {
+                assert_eq!(fenced(&mut rogue, i).await, Ok("[Frame::Integer(1)]".into()), "{}", bed.what);
+            }
+            let refused = "the tenant already has 5 keys that never expire (fenced locks' counters, fair locks' queues), its limit";
+            assert_eq!(fenced(&mut rogue, 5).await, Err(refused.into()), "{}", bed.what);
+            assert_eq!(bed.cmd(&["EXISTS", "{rogue:f5}:fence", "{rogue:f5}"]).await, Reply::Int(0));
+            // A name already counted is used again freely (the lock is held: -1).
+            assert_eq!(fenced(&mut rogue, 0).await, Ok("[Frame::Integer(-1)]".into()));
+            // The count is kept on the server, where no tenant can name it.
+            assert_eq!(bed.cmd(&["HLEN", ":latchkey:persistent:rogue"]).await, Reply::Int(5));
+            // A counter the tenant deleted no longer counts: the sixth name now fits.
+            assert_eq!(raw(&mut rogue, &["DEL", "{f1}:fence"]).await.unwrap(), "[Frame::Integer(1)]");
+            assert_eq!(fenced(&mut rogue, 5).await, Ok("[Frame::Integer(1)]".into()), "{}", bed.what);
+            assert_eq!(fenced(&mut rogue, 6).await, Err(refused.into()), "{}", bed.what);
+            // Another host over the same server (a restart) counts the same names.
+            let again = Host::new(bed.admin.clone(), common::config(limits.clone())).unwrap();
+            let mut later = again.tenant("rogue").instantiate(&common::rogue(&again)).await.unwrap();
+            assert_eq!(fenced(&mut later, 7).await, Err(refused.into()), "{}", bed.what);
+            // Another tenant has a count of its own: the good tenant takes a fenced lock.
+            let mut good = bed.host.tenant("good").instantiate(&bed.lock_client).await.unwrap();
+            let (_, token) = good
+                .try_fenced("f0", Duration::from_secs(5))
+                .await
+                .unwrap()
+                .unwrap()
+                .expect("free");
+            assert_eq!(token, 1);
+        }))
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasi_keyvalue_is_bounded_like_every_other_import() {
+    let limits = Limits {
+        kv_buckets: 2,
+        kv_entries: 10,
+        ..Limits::default()
+    };
+    let path = latchkey_plugin::guest::kv_guest_path().expect("the wasi:keyvalue guest builds");
+    for bed in both(limits).await {
+        let (bed, path) = (&bed, &path);
+        meanwhile(
+            bed,
+            Box::pin(async move {
+                let guest = bed.host.load(path).unwrap();
+                let mut rogue = bed.host.tenant("rogue").instantiate(&guest).await.unwrap();
+                let mut flood = async |n: u32, size: u32| {
+                    rogue
+                        .call::<(String, u32, u32), (String,)>(
+                            "get-many-flood",
+                            ("b1".into(), n, size),
+                        )
+                        .await
+                        .expect("a refusal is the tenant's error, not a trap")
+                        .0
+                };
+                assert_eq!(
+                    flood(100_000, 8).await,
+                    "err other(a batch of 100000 keys is over the tenant's limit of 1024 per call)",
+                    "{}",
+                    bed.what
+                );
+                assert_eq!(
+                    flood(512, 4_096).await,
+                    "err other(a batch of over 1048576 bytes is over the tenant's limit per call)",
+                    "{}",
+                    bed.what
+                );
+                assert_eq!(flood(2, 8).await, "ok 2 answers", "{}", bed.what);
+                let mut fill = async |bucket: &str, n: u32| {
+                    rogue
+                        .call::<(String, u32), ((u32, String),)>("fill", (bucket.into(), n))
+                        .await
+                        .unwrap()
+                        .0
+                };
+                assert_eq!(
+                    fill("b1", 20).await,
+                    (10, "other(the bucket holds its limit of 10 keys)".into()),
+                    "{}",
+                    bed.what
+                );
+                assert_eq!(fill("b2", 1).await, (1, String::new()), "{}", bed.what);
+                assert_eq!(
+                    fill("b3", 1).await,
+                    (
+                        0,
+                        "other(the tenant already has 2 wasi:keyvalue buckets, its limit)".into()
+                    ),
+                    "{}",
+                    bed.what
+                );
+                assert_eq!(
+                    bed.cmd(&["HLEN", "{rogue:kv:b1}"]).await,
+                    Reply::Int(10),
+                    "{}",
+                    bed.what
+                );
+                assert_eq!(bed.cmd(&["EXISTS", "{rogue:kv:b3}"]).await, Reply::Int(0));
+            }),
+        )
+        .await;
+    }
+}

@@ -39,6 +39,39 @@ pub struct ClientHandle {
     pub last_interaction_ms: AtomicU64,
 }
 
+/// Whether a connection sends the replies of its commands (`CLIENT REPLY`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Every reply is sent.
+    #[default]
+    On,
+    /// No reply is sent (pushed messages still are).
+    Off,
+    /// `CLIENT REPLY SKIP` just ran: its own reply and the next command's are not sent.
+    SkipNext,
+    /// This command's reply is not sent; the one after it is.
+    Skip,
+}
+
+impl ReplyMode {
+    /// Whether the reply of the command that just ran is sent, moving a `SKIP` on by one
+    /// command.
+    pub fn take_reply(&mut self) -> bool {
+        match *self {
+            ReplyMode::On => true,
+            ReplyMode::Off => false,
+            ReplyMode::SkipNext => {
+                *self = ReplyMode::Skip;
+                false
+            }
+            ReplyMode::Skip => {
+                *self = ReplyMode::On;
+                false
+            }
+        }
+    }
+}
+
 /// What a connection is to this server, as `CLIENT KILL TYPE` and `CLIENT LIST` see it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum ClientRole {
@@ -58,10 +91,6 @@ pub struct ClientInfo {
     pub role: ClientRole,
     /// `CLIENT SETNAME`.
     pub name: Option<Bytes>,
-    /// `CLIENT SETINFO LIB-NAME`.
-    pub lib_name: Option<Bytes>,
-    /// `CLIENT SETINFO LIB-VER`.
-    pub lib_ver: Option<Bytes>,
     /// Selected database.
     pub db: usize,
     /// Protocol version (2 or 3).
@@ -193,6 +222,8 @@ pub struct Client {
     pub push: PushSender,
     /// Close the connection after the current reply is written (`QUIT`, protocol errors).
     pub close_after_reply: bool,
+    /// Whether the connection sends replies (`CLIENT REPLY`).
+    pub reply_mode: ReplyMode,
     /// Close the connection at once, without writing the current reply: a `SHUTDOWN` that
     /// succeeds is never answered, as Redis exits first.
     pub close_without_reply: bool,
@@ -307,6 +338,7 @@ impl Clients {
                 handle: handle.clone(),
             },
             close_after_reply: false,
+            reply_mode: ReplyMode::On,
             close_without_reply: false,
             is_replication_link: false,
             deny_blocking: false,

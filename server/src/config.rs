@@ -51,6 +51,43 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("loglevel", "notice"),
 ];
 
+/// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
+/// these, so none is accepted and then ignored (the list, with the reason for each, is in
+/// `docs/COMPATIBILITY.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// A new value takes effect at once.
+    Applied,
+    /// Set only at start, as in Redis (`CONFIG SET` answers Redis's "can't set immutable
+    /// config").
+    Immutable,
+    /// latchkey does not implement other values, or applies this one only at start:
+    /// `CONFIG SET` accepts the current value and refuses any other, saying why.
+    Fixed(&'static str),
+}
+
+/// The [`Runtime`] rule of a parameter (names lowercase).
+pub fn runtime_rule(name: &str) -> Runtime {
+    match name {
+        "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
+        "bind" | "port" | "dir" | "appendonly" | "appendfsync" | "loglevel" => {
+            Runtime::Fixed("latchkey applies it only at start")
+        }
+        "save" => Runtime::Fixed("latchkey writes no RDB snapshots"),
+        "timeout" => Runtime::Fixed("latchkey does not close idle clients"),
+        "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
+        "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
+        "notify-keyspace-events" => Runtime::Fixed("latchkey does not send keyspace notifications"),
+        "replica-read-only" | "slave-read-only" => {
+            Runtime::Fixed("latchkey replicas are always read-only")
+        }
+        "min-replicas-to-write" | "min-replicas-max-lag" => {
+            Runtime::Fixed("latchkey does not implement min-replicas-to-write")
+        }
+        _ => Runtime::Applied,
+    }
+}
+
 /// The server's configuration parameters.
 #[derive(Debug)]
 pub struct Config {

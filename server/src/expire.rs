@@ -85,7 +85,7 @@ pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
 }
 
 /// One pass over every database, until no key is due. Replicas skip it: they wait for the
-/// master's deletes. So does a server whose cycle was switched off with
+/// master's deletes. So does a paused server (`CLIENT PAUSE`), and one whose cycle was switched off with
 /// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
 pub async fn expire_cycle(shared: &Shared) -> usize {
     let mut total = 0;
@@ -121,9 +121,12 @@ async fn yield_to_clients(spent: Duration) {
     }
 }
 
-/// Whether this server runs the active expiry cycle at all.
+/// Whether this server runs the active expiry cycle now (not on a replica, nor while a
+/// `CLIENT PAUSE` holds expiry, nor when switched off).
 fn cycle_runs(shared: &Shared) -> bool {
-    !shared.is_replica() && shared.active_expire.load(Ordering::Acquire)
+    !shared.is_replica()
+        && !shared.pause.holds_expiry()
+        && shared.active_expire.load(Ordering::Acquire)
 }
 
 /// Deletes up to [`STEP_KEYS`] due keys of database `i` and records their deletions. Returns

@@ -29,6 +29,7 @@ pub mod long_double;
 pub mod memory;
 pub mod net;
 pub mod outbuf;
+pub(crate) mod pause;
 pub mod pubsub;
 pub mod rdb;
 pub mod replication;
@@ -41,5 +42,7 @@ pub use clock::Clock;
 pub use frame::{Frame, Protocol};
 pub use server::{BlockingServer, Builder, LocalClient, PushStream, Server, ServerHandle};
 
-/// The Redis version this server answers as (`HELLO`, `INFO server`).
-pub const REDIS_VERSION: &str = "7.2.0";
+/// The Redis release whose behaviour this server follows: its commands, replies, errors and
+/// test suite. The one place the version is said (`HELLO`, `INFO server`): clients choose
+/// features by it, so it names the release the differential tests compare with.
+pub const REDIS_VERSION: &str = "7.0.15";

@@ -102,7 +102,11 @@ pub async fn serve(
                     partial = 0;
                     let spec = cmd::lookup(&args[0]);
                     let size: usize = args.iter().map(|a| a.len()).sum();
-                    let reply = if spec.is_some_and(|s| s.has(BLOCKING)) {
+                    // A blocking command, or any command while a `CLIENT PAUSE` may hold it,
+                    // waits: a client that leaves or is killed meanwhile stops waiting.
+                    let may_wait =
+                        spec.is_some_and(|s| s.has(BLOCKING)) || shared.pause.current().is_some();
+                    let reply = if may_wait {
                         tokio::select! {
                             r = cmd::execute_spec(&shared, &mut client, spec, args) => r,
                             _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
@@ -128,7 +132,9 @@ pub async fn serve(
                         Some(_) => {}
                         None => queued = 0,
                     }
-                    reply.encode(client.protocol, &mut wbuf);
+                    if client.reply_mode.take_reply() {
+                        reply.encode(client.protocol, &mut wbuf);
+                    }
                     if over_output_hard_limit(&shared, &client, wbuf.len()) {
                         break 'conn;
                     }

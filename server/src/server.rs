@@ -77,6 +77,8 @@ pub struct Shared {
     pub stats: Stats,
     /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
     pub evictor: crate::evict::Evictor,
+    /// `CLIENT PAUSE`: whose commands wait, and until when.
+    pub(crate) pause: crate::pause::ClientPause,
     /// When the server started.
     pub started: Instant,
     /// 40 hex characters identifying this run (`INFO server`'s `run_id`).
@@ -120,6 +122,7 @@ impl Shared {
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
             evictor: crate::evict::Evictor::default(),
+            pause: crate::pause::ClientPause::default(),
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),
@@ -144,7 +147,9 @@ impl Shared {
 
     /// Whether reads may delete expired keys (masters do; replicas wait for the master).
     pub fn lazy_expire_deletes(&self) -> bool {
-        !self.is_replica()
+        // During a `CLIENT PAUSE` an expired key reads as missing but stays: its `DEL`
+        // would be a write, which the pause promises there are none of.
+        !self.is_replica() && !self.pause.holds_expiry()
     }
 
     /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.

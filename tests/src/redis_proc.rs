@@ -36,17 +36,20 @@ pub fn free_port() -> u16 {
 }
 
 /// Whether the server at `addr` is up and is the process `pid` (not another test's server that
-/// took the port first). Errors (refused, reset, timeout) mean "not yet".
+/// took the port first) with its data loaded. Errors (refused, reset, timeout) mean "not yet".
 fn answers_as(addr: SocketAddr, pid: u32) -> bool {
     let Ok(mut c) = RawConn::connect(addr) else {
         return false;
     };
-    match c.try_cmd(&["INFO", "server"]) {
+    let ours = match c.try_cmd(&["INFO", "server"]) {
         Ok(reply) => String::from_utf8_lossy(&reply)
             .lines()
             .any(|l| l.trim() == format!("process_id:{pid}")),
         Err(_) => false,
-    }
+    };
+    // INFO is answered while the dataset is still loading; PING is not (`-LOADING`), so a
+    // server that answers PING has its RDB or AOF in memory.
+    ours && matches!(c.try_cmd(&["PING"]), Ok(reply) if reply == b"+PONG\r\n")
 }
 
 /// The Redis release line the differential tests are written against: latchkey answers byte for

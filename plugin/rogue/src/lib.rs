@@ -2,7 +2,13 @@
 
 wit_bindgen::generate!({
     world: "latchkey:rogue/rogue@0.1.0",
-    path: ["../../wasm-client/wit/redis.wit", "wit/random.wit", "wit/rogue.wit"],
+    path: [
+        "../../wasm-client/wit/redis.wit",
+        "wit/random.wit",
+        "wit/io.wit",
+        "wit/clocks.wit",
+        "wit/rogue.wit",
+    ],
     generate_all,
 });
 
@@ -162,6 +168,16 @@ impl Guest for Rogue {
             got += wasi::random::random::get_random_bytes(len).len() as u64;
         }
         got
+    }
+
+    fn open_pollables(n: u32) -> u32 {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            held.push(wasi::clocks::monotonic_clock::subscribe_duration(
+                1_000_000_000,
+            ));
+        }
+        held.len() as u32
     }
 
     fn hold_and_spin(key: String, ttl_ms: u64) {

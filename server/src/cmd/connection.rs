@@ -7,9 +7,10 @@ use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_QUEUE, STALE,
     SUBSCRIBED_OK,
 };
-use crate::client::ClientRole;
+use crate::client::{ClientRole, ReplyMode};
 use crate::db::NUM_DBS;
 use crate::frame::{Frame, Protocol};
+use crate::pause::PauseMode;
 
 /// The connection commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -184,10 +185,8 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let check = match sub.as_str() {
         "id" | "getname" | "info" | "help" => arity(n == 2),
         "setname" => arity(n == 3),
-        "setinfo" => arity(n == 4),
         "list" => arity(n == 2 || n >= 4),
-        "kill" | "no-evict" | "no-touch" | "reply" => arity(n >= 3),
-        "tracking" | "pause" => arity(n >= 3),
+        "kill" | "no-evict" | "reply" | "pause" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
     };
@@ -205,28 +204,6 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 );
             }
             me.info.lock().name = (!args[2].is_empty()).then(|| args[2].clone());
-            Frame::ok()
-        }
-        "setinfo" => {
-            let attr = super::util::lower(&args[2]);
-            let value = args[3].clone();
-            if !valid_name(&value) {
-                return Frame::error(format!(
-                    "ERR {} cannot contain spaces, newlines or special characters.",
-                    attr
-                ));
-            }
-            let mut info = me.info.lock();
-            match attr.as_str() {
-                "lib-name" => info.lib_name = Some(value),
-                "lib-ver" => info.lib_ver = Some(value),
-                _ => {
-                    return Frame::error(format!(
-                        "ERR Unrecognized option '{}'",
-                        String::from_utf8_lossy(&args[2])
-                    ))
-                }
-            }
             Frame::ok()
         }
         "info" => Frame::Verbatim(Bytes::from(client_line(ctx, &me) + "\n")),
@@ -270,16 +247,21 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::Verbatim(Bytes::from(out))
         }
         "kill" => client_kill(ctx, args),
-        "no-evict" | "no-touch" if n == 3 => {
+        // Protects the connection from client eviction (`maxmemory-clients`), which this
+        // server never does: no client is evicted, with or without it.
+        "no-evict" if n == 3 => {
             if is(&args[2], "on") || is(&args[2], "off") {
                 Frame::ok()
             } else {
                 super::util::syntax_error()
             }
         }
-        "reply" if n == 3 => Frame::ok(),
-        "tracking" => Frame::ok(),
-        "pause" | "unpause" => Frame::ok(),
+        "reply" if n == 3 => client_reply(ctx, &args[2]),
+        "pause" if n <= 4 => client_pause(ctx, args),
+        "unpause" => {
+            ctx.shared.pause.unpause();
+            Frame::ok()
+        }
         "help" => Frame::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -293,10 +275,16 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    Kill connections.",
                 "LIST [ID <client-id> ...]",
                 "    Return information about client connections.",
+                "UNPAUSE",
+                "    Stop the current client pause, resuming traffic.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
+                "REPLY (ON|OFF|SKIP)",
+                "    Control the replies sent to the current connection.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
-                "SETINFO <LIB-NAME|LIB-VER> <value>",
-                "    Set client library name or version.",
+                "NO-EVICT (ON|OFF)",
+                "    Protect current client connection from eviction.",
                 "HELP",
                 "    Print this help.",
             ]
@@ -304,11 +292,57 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .map(|l| Frame::simple(l))
             .collect(),
         ),
+        "pause" => Frame::error(
+            "ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.",
+        ),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+/// `CLIENT REPLY ON|OFF|SKIP`: the connection stops sending replies (`OFF`), skips the next
+/// one (`SKIP`), or sends them again (`ON`, the only one answered). Messages pushed to a
+/// subscriber still go out. The connection applies the mode (see `net::serve`); a client in
+/// the same process gets every reply from its call, so it may not switch them off.
+fn client_reply(ctx: &mut Ctx<'_>, mode: &Bytes) -> Frame {
+    let mode = if is(mode, "on") {
+        ReplyMode::On
+    } else if is(mode, "off") {
+        ReplyMode::Off
+    } else if is(mode, "skip") {
+        ReplyMode::SkipNext
+    } else {
+        return super::util::syntax_error();
+    };
+    if ctx.client.handle.addr.is_none() && mode != ReplyMode::On {
+        return Frame::error(
+            "ERR CLIENT REPLY OFF|SKIP needs a network connection: an in-process call always returns its reply",
+        );
+    }
+    ctx.client.reply_mode = mode;
+    Frame::ok()
+}
+
+/// `CLIENT PAUSE timeout [WRITE|ALL]`: holds every client's commands (`ALL`, the default) or
+/// those that may write (`WRITE`) for `timeout` milliseconds (see [`crate::pause`]).
+fn client_pause(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let ms = match parse_i64(&args[2]) {
+        Ok(ms) if ms < 0 => return Frame::error("ERR timeout is negative"),
+        Ok(ms) => ms as u64,
+        Err(_) => return Frame::error("ERR timeout is not an integer or out of range"),
+    };
+    let mode = match args.get(3) {
+        None => PauseMode::All,
+        Some(m) if is(m, "all") => PauseMode::All,
+        Some(m) if is(m, "write") => PauseMode::Write,
+        Some(_) => return Frame::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    ctx.shared
+        .pause
+        .pause(mode, std::time::Duration::from_millis(ms));
+    Frame::ok()
 }
 
 /// One `CLIENT LIST` line, in Redis 7's field order.
@@ -345,7 +379,7 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
             .map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned())
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
         h.id,
         addr,
         laddr,
@@ -361,8 +395,6 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
         h.queued_push_bytes.load(std::sync::atomic::Ordering::Relaxed),
         if info.last_cmd.is_empty() { "NULL" } else { &info.last_cmd },
         info.resp,
-        text(&info.lib_name),
-        text(&info.lib_ver),
     )
 }
 

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use crate::client::Client;
 use crate::db::{Db, Entry, Update};
 use crate::frame::Frame;
+use crate::pause::PauseMode;
 use crate::server::Shared;
 
 pub mod connection;
@@ -414,6 +415,12 @@ pub async fn execute_spec(
             spec.name
         ));
     }
+    if shared.pause.current().is_some() && pausable(client) {
+        shared
+            .pause
+            .wait_while(|mode| mode == PauseMode::All || may_replicate(client, spec))
+            .await;
+    }
     if client.multi.is_some() && !spec.has(NO_QUEUE) {
         if spec.has(NO_MULTI) {
             if let Some(m) = client.multi.as_mut() {
@@ -528,4 +535,32 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
         ctx.client.repl_offset = ctx.shared.after_write(ctx.client.db, spec, args, dirty);
     }
     frame
+}
+
+/// Whether `CLIENT PAUSE` holds this client's commands: the links of replication (our master,
+/// our replicas) are never paused, as in Redis.
+fn pausable(client: &Client) -> bool {
+    !client.is_replication_link
+        && client.handle.info.lock().role != crate::client::ClientRole::Replica
+}
+
+/// Whether a command is one a `CLIENT PAUSE WRITE` holds: it may write, or may send something
+/// down the replication stream (Redis's `may-replicate` commands: scripts, `PUBLISH`,
+/// `PFCOUNT`), or it is the `EXEC` of a transaction that queued one of those.
+fn may_replicate(client: &Client, spec: &CommandSpec) -> bool {
+    let one = |spec: &CommandSpec| {
+        spec.has(WRITE)
+            || matches!(
+                spec.name,
+                "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount"
+            )
+    };
+    if one(spec) {
+        return true;
+    }
+    spec.name == "exec"
+        && client
+            .multi
+            .as_ref()
+            .is_some_and(|m| m.queue.iter().any(|args| lookup(&args[0]).is_some_and(one)))
 }

@@ -15,7 +15,7 @@ use super::{
     all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
     LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
 };
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Runtime};
 use crate::frame::{Frame, Protocol};
 
 /// The server commands.
@@ -95,9 +95,19 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             // Validate everything first so that a bad pair changes nothing.
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).into_owned();
-                if ctx.shared.config.get(&name).is_none() {
+                let Some(current) = ctx.shared.config.get(&name) else {
                     return Frame::error(format!(
                         "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    ));
+                };
+                let refused = match crate::config::runtime_rule(&name.to_ascii_lowercase()) {
+                    Runtime::Applied => None,
+                    Runtime::Immutable => Some("can't set immutable config"),
+                    Runtime::Fixed(why) => (*pair[1] != *current.as_bytes()).then_some(why),
+                };
+                if let Some(why) = refused {
+                    return Frame::error(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
                     ));
                 }
             }

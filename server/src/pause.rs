@@ -1,0 +1,151 @@
+//! `CLIENT PAUSE`: holding clients' commands for a while, as an operator does in a manual
+//! failover.
+//!
+//! The procedure this project teaches — stop the writes on the master, let the replica catch
+//! up, promote it — starts with `CLIENT PAUSE <ms> WRITE`. While a pause lasts, the commands
+//! it covers are not refused: each waits, like a blocked client, until the pause ends (its
+//! timeout passes or `CLIENT UNPAUSE`), then runs. Meanwhile keys do not expire (a read finds
+//! an expired key missing but does not delete it, and the active cycle stands still): a `DEL`
+//! sent to the replicas now would be a write during the very pause that promises none.
+//!
+//! As in Redis 7.0, a second pause while one lasts keeps the later end and the stronger mode
+//! (`ALL` over `WRITE`), and the connections of replicas and of our own master are never
+//! paused.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Which commands a pause holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PauseMode {
+    /// Commands that may write or replicate (`SET`, `EVAL`, `PUBLISH`, an `EXEC` of
+    /// writes...); reads run.
+    Write,
+    /// Every command.
+    All,
+}
+
+/// A pause in force: its mode and when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pause {
+    mode: PauseMode,
+    until: Instant,
+}
+
+/// The server's pause state, shared by every connection.
+#[derive(Debug)]
+pub struct ClientPause {
+    state: watch::Sender<Option<Pause>>,
+}
+
+impl Default for ClientPause {
+    fn default() -> Self {
+        ClientPause {
+            state: watch::channel(None).0,
+        }
+    }
+}
+
+impl ClientPause {
+    /// Starts a pause of `mode` for `duration`, or extends the one in force: the later end and
+    /// the stronger mode win.
+    pub fn pause(&self, mode: PauseMode, duration: Duration) {
+        let now = Instant::now();
+        let until = now.checked_add(duration).unwrap_or_else(far_future);
+        self.state.send_modify(|p| {
+            *p = Some(match *p {
+                Some(old) if old.until > now => Pause {
+                    mode: old.mode.max(mode),
+                    until: old.until.max(until),
+                },
+                _ => Pause { mode, until },
+            });
+        });
+    }
+
+    /// Ends the pause in force, if any (`CLIENT UNPAUSE`): every held command runs.
+    pub fn unpause(&self) {
+        self.state.send_replace(None);
+    }
+
+    /// The mode of the pause in force now, if one is.
+    pub fn current(&self) -> Option<PauseMode> {
+        let p = (*self.state.borrow())?;
+        (p.until > Instant::now()).then_some(p.mode)
+    }
+
+    /// Whether keys may not expire now (any pause holds expiry).
+    pub fn holds_expiry(&self) -> bool {
+        self.current().is_some()
+    }
+
+    /// Waits while a pause in force holds a command; `held(mode)` says whether a pause of that
+    /// mode holds it. Returns at once when nothing does.
+    pub async fn wait_while(&self, held: impl Fn(PauseMode) -> bool) {
+        let mut rx = self.state.subscribe();
+        loop {
+            let pause = *rx.borrow_and_update();
+            let Some(p) = pause else { return };
+            if p.until <= Instant::now() || !held(p.mode) {
+                return;
+            }
+            tokio::select! {
+                // A new pause, an extension or an unpause: look again.
+                r = rx.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep_until(p.until) => {}
+            }
+        }
+    }
+}
+
+/// An end no pause reaches (a timeout of hundreds of years).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_later_end_and_a_stronger_mode_win() {
+        let p = ClientPause::default();
+        assert_eq!(p.current(), None);
+        p.pause(PauseMode::All, Duration::from_secs(100));
+        p.pause(PauseMode::Write, Duration::from_secs(200));
+        assert_eq!(p.current(), Some(PauseMode::All));
+        // A shorter pause does not shorten the one in force.
+        p.pause(PauseMode::Write, Duration::ZERO);
+        assert_eq!(p.current(), Some(PauseMode::All));
+        assert!(p.holds_expiry());
+        p.unpause();
+        assert_eq!(p.current(), None);
+        // A pause that already ended holds nothing.
+        p.pause(PauseMode::All, Duration::ZERO);
+        assert_eq!(p.current(), None);
+        assert!(!p.holds_expiry());
+    }
+
+    #[tokio::test]
+    async fn a_held_command_waits_until_an_unpause() {
+        let p = std::sync::Arc::new(ClientPause::default());
+        p.pause(PauseMode::Write, Duration::from_secs(100));
+        // A read is not held by a WRITE pause.
+        p.wait_while(|m| m == PauseMode::All).await;
+        let waiter = {
+            let p = p.clone();
+            tokio::spawn(async move { p.wait_while(|_| true).await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished());
+        p.unpause();
+        waiter.await.unwrap();
+        // A huge timeout is a pause without end, not an overflow.
+        p.pause(PauseMode::All, Duration::MAX);
+        assert_eq!(p.current(), Some(PauseMode::All));
+    }
+}
