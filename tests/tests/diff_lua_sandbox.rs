@@ -67,6 +67,14 @@ const HOSTILE: &[&str] = &[
     "return cjson.encode({[true] = 1})",
     "return cjson.encode(function() end)",
     "return {pcall(cjson.encode, {[{}] = 1})}",
+    // cjson.encode nests up to 1000 tables (a nested map once ran mlua out of handles).
+    "local function d(n) local r = {} local x = r for i = 2, n do x.k = {} x.j = 1 x = x.k end return r end return #cjson.encode(d(1000))",
+    "local function d(n) local r = {} local x = r for i = 2, n do x.k = {} x = x.k end return r end return cjson.encode(d(1001))",
+    "local function d(n) local r = {} local x = r for i = 2, n do x[1] = {} x = x[1] end return r end return #cjson.encode(d(1000))",
+    "local function d(n) local r = {} local x = r for i = 2, n do x[1] = {} x = x[1] end return r end return {pcall(cjson.encode, d(1001))}",
+    "return cjson.encode({x = {true, false, 1.5, -3, 'a'}})",
+    "return cjson.encode({[-3] = 'a'})",
+    "return cjson.encode({[1.5] = 1})",
     // CVE-2018-11218: cmsgpack on cyclic tables, hostile and truncated input.
     "local t = {} t[1] = t return cmsgpack.pack(t)",
     "local t = {} t.x = t return cmsgpack.pack(t)",

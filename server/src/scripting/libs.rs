@@ -192,10 +192,7 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
             }
             let value = args.get(0).unwrap_or(Value::Nil);
             // lua-cjson raises its refusals with `luaL_error`: with the caller's position.
-            let json = to_json(&value, 0).map_err(|e| match e {
-                mlua::Error::RuntimeError(m) => fail(&m),
-                other => Failure::from(other),
-            })?;
+            let json = to_json(lua, &value)?;
             let text = serde_json::to_string(&json).map_err(|e| fail(&e.to_string()))?;
             let s = lua.create_string(&text).map_err(Failure::from)?;
             Results::one(lua, Value::String(s))
@@ -239,70 +236,136 @@ pub fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// Converts a Lua value to JSON. Recursive, up to cjson's 1000 levels: `stacker` grows the
-/// thread's stack on demand, so a deeply nested (or cyclic) table reaches cjson's error
-/// instead of overflowing the stack.
-fn to_json(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
-    stacker::maybe_grow(64 * 1024, 1024 * 1024, || to_json_level(v, depth))
+/// Converts a Lua value to JSON, as `cjson.encode` does, up to cjson's 1000 levels.
+///
+/// Tables are walked on the Lua stack (three slots a level), not through mlua handles: a
+/// handle per level and per iteration took about eight a level, and 1000 levels ran mlua
+/// out of handles, which aborted the process (found by the `lua_eval` fuzz target). The
+/// recursion runs on a stack `stacker` grows on demand.
+fn to_json(lua: &Lua, v: &Value) -> Result<serde_json::Value, Failure> {
+    let mut out = None;
+    // SAFETY: the closure runs in mlua's protected call with the value as its only stack
+    // slot; `json_at` leaves the stack as it found it and raises no Lua error of its own (a
+    // memory error growing the stack is caught by the protected call).
+    let result = unsafe {
+        lua.exec_raw::<()>(v.clone(), |state| {
+            out = Some(json_at(state, ffi::lua_gettop(state), 0));
+        })
+    };
+    result.map_err(Failure::from)?;
+    out.unwrap_or_else(|| Err(fail("Cannot serialise: conversion failed")))
 }
 
-fn to_json_level(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
-    use serde_json::Value as J;
-    if depth > 1000 {
-        return Err(mlua::Error::RuntimeError(
-            "Cannot serialise, excessive nesting (1001)".into(),
-        ));
+/// A Lua number as JSON: whole numbers as integers, the rest as floats, NaN and infinities
+/// as null.
+fn json_number(n: f64) -> serde_json::Value {
+    if n.fract() == 0.0 && (-9223372036854775808.0..9223372036854775808.0).contains(&n) {
+        serde_json::Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
     }
-    Ok(match v {
-        Value::Nil => J::Null,
-        Value::LightUserData(_) => J::Null,
-        Value::Boolean(b) => J::Bool(*b),
-        Value::Integer(i) => J::from(*i),
-        Value::Number(n) => {
-            if n.fract() == 0.0 && n.abs() < 1e15 {
-                J::from(*n as i64)
-            } else {
-                serde_json::Number::from_f64(*n).map_or(J::Null, J::Number)
+}
+
+/// Lua's name for the type of the value at `idx`.
+unsafe fn lua_type_name(state: *mut ffi::lua_State, idx: std::os::raw::c_int) -> String {
+    let name = ffi::lua_typename(state, ffi::lua_type(state, idx));
+    std::ffi::CStr::from_ptr(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The bytes of the string at `idx` (which must be a string: `lua_tolstring` would convert
+/// a number in place).
+unsafe fn lua_bytes<'a>(state: *mut ffi::lua_State, idx: std::os::raw::c_int) -> &'a [u8] {
+    let mut len = 0usize;
+    let ptr = ffi::lua_tolstring(state, idx, &mut len);
+    std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+}
+
+/// Converts the value at stack index `idx` (absolute), `depth` tables deep.
+unsafe fn json_at(
+    state: *mut ffi::lua_State,
+    idx: std::os::raw::c_int,
+    depth: usize,
+) -> Result<serde_json::Value, Failure> {
+    use serde_json::Value as J;
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || match ffi::lua_type(state, idx) {
+        ffi::LUA_TNIL | ffi::LUA_TLIGHTUSERDATA => Ok(J::Null),
+        ffi::LUA_TBOOLEAN => Ok(J::Bool(ffi::lua_toboolean(state, idx) != 0)),
+        ffi::LUA_TNUMBER => Ok(json_number(ffi::lua_tonumber(state, idx))),
+        ffi::LUA_TSTRING => Ok(J::String(
+            String::from_utf8_lossy(lua_bytes(state, idx)).into_owned(),
+        )),
+        ffi::LUA_TTABLE => {
+            if depth >= 1000 {
+                return Err(fail("Cannot serialise, excessive nesting (1001)"));
             }
+            let top = ffi::lua_gettop(state);
+            let r = json_table(state, idx, depth);
+            ffi::lua_settop(state, top);
+            r
         }
-        Value::String(s) => J::String(s.to_string_lossy().to_string()),
-        Value::Table(t) => {
-            let len = t.raw_len();
-            let count = t.pairs::<Value, Value>().count();
-            if len > 0 && count == len {
-                let mut arr = Vec::with_capacity(len);
-                for i in 1..=len {
-                    arr.push(to_json(&t.raw_get::<Value>(i)?, depth + 1)?);
-                }
-                J::Array(arr)
-            } else if count == 0 {
-                J::Object(Default::default())
-            } else {
-                let mut map = serde_json::Map::new();
-                for (k, v) in t.pairs::<Value, Value>().flatten() {
-                    let key = match &k {
-                        Value::String(s) => s.to_string_lossy().to_string(),
-                        Value::Integer(i) => i.to_string(),
-                        Value::Number(n) => n.to_string(),
-                        other => {
-                            return Err(mlua::Error::RuntimeError(format!(
-                                "Cannot serialise {}: table key must be a number or string",
-                                type_name(Some(other))
-                            )))
-                        }
-                    };
-                    map.insert(key, to_json(&v, depth + 1)?);
-                }
-                J::Object(map)
-            }
-        }
-        other => {
-            return Err(mlua::Error::RuntimeError(format!(
-                "Cannot serialise {}: type not supported",
-                type_name(Some(other))
-            )))
-        }
+        _ => Err(fail(&format!(
+            "Cannot serialise {}: type not supported",
+            lua_type_name(state, idx)
+        ))),
     })
+}
+
+/// Converts the table at `idx`: an array when its keys are exactly `1..n`, else an object.
+unsafe fn json_table(
+    state: *mut ffi::lua_State,
+    idx: std::os::raw::c_int,
+    depth: usize,
+) -> Result<serde_json::Value, Failure> {
+    use serde_json::Value as J;
+    if ffi::lua_checkstack(state, 3) == 0 {
+        return Err(fail("Cannot serialise, excessive nesting (1001)"));
+    }
+    let len = ffi::lua_objlen(state, idx);
+    let mut count = 0usize;
+    ffi::lua_pushnil(state);
+    while ffi::lua_next(state, idx) != 0 {
+        count += 1;
+        ffi::lua_pop(state, 1);
+    }
+    if len > 0 && count == len {
+        let mut arr = Vec::with_capacity(len);
+        for i in 1..=len {
+            ffi::lua_rawgeti(state, idx, i as ffi::lua_Integer);
+            let item = json_at(state, ffi::lua_gettop(state), depth + 1);
+            ffi::lua_pop(state, 1);
+            arr.push(item?);
+        }
+        return Ok(J::Array(arr));
+    }
+    let mut map = serde_json::Map::new();
+    ffi::lua_pushnil(state);
+    while ffi::lua_next(state, idx) != 0 {
+        let top = ffi::lua_gettop(state);
+        // Key at top - 1, value at top. A number key is read as a number: converting it to a
+        // string in place would confuse `lua_next`.
+        let key = match ffi::lua_type(state, top - 1) {
+            ffi::LUA_TSTRING => String::from_utf8_lossy(lua_bytes(state, top - 1)).into_owned(),
+            ffi::LUA_TNUMBER => {
+                let n = ffi::lua_tonumber(state, top - 1);
+                match json_number(n) {
+                    J::Number(num) if num.is_i64() => num.to_string(),
+                    _ => n.to_string(),
+                }
+            }
+            _ => {
+                return Err(fail(&format!(
+                    "Cannot serialise {}: table key must be a number or string",
+                    lua_type_name(state, top - 1)
+                )))
+            }
+        };
+        let value = json_at(state, top, depth + 1)?;
+        map.insert(key, value);
+        ffi::lua_pop(state, 1);
+    }
+    Ok(J::Object(map))
 }
 
 /// Redis's `cjson.decode` refuses JSON nested deeper than this (lua-cjson's
