@@ -103,6 +103,10 @@ type Opener = Arc<
     dyn Fn() -> BoxFuture<'static, Result<RedisTransport, latchkey_client::Error>> + Send + Sync,
 >;
 
+/// The channel of the `PUBLISH` sent before a tenant's `WAIT` (see `Redis::command_alone`):
+/// outside every tenant's namespace, since tenants' channels start with their name and a `:`.
+const WAIT_MARK: &[u8] = b"__latchkey-host__:wait";
+
 /// How many idle connections for blocking commands a Redis backend keeps for reuse.
 const ALONE_IDLE: usize = 4;
 
@@ -145,6 +149,20 @@ impl Backend for Redis {
                 Some(c) => c,
                 None => (self.open)().await.map_err(|e| e.to_string())?,
             };
+            // `WAIT` counts the replicas that acknowledged this connection's last write, and
+            // this connection made none: it would answer at once with every replica. The
+            // tenant's write went over the shared connection and has been answered, so it is
+            // in the stream already; a `PUBLISH` (propagated to replicas, on no tenant's
+            // channel) makes this connection's last write come after it.
+            if args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"wait"))
+            {
+                let mark = vec![b"PUBLISH".to_vec(), WAIT_MARK.to_vec(), Vec::new()];
+                if let Err(e) = conn.command(mark).await {
+                    return Err(e.to_string());
+                }
+            }
             let reply = conn.command(args).await;
             // A connection is reused only once its command has answered (the caller's timeout
             // may drop this future earlier: then the connection is dropped with it).

@@ -16,6 +16,10 @@
 //!   [`storage`] for what the lock client's scripts leave on the server);
 //! - the lease keeper ([`keeper`]): renews the leases tenants hand it, interrupts a tenant
 //!   whose lease was lost;
+//! - [`lesson`]: `latchkey lesson`, how a failover loses a lock and what each defence
+//!   changes, played with real tenants and told from what was measured;
+//! - [`fault_proxy`]: a TCP proxy that delays, holds or drops a real `redis-server`'s
+//!   replication stream (the lessons' `--against` mode, and the failover tests);
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
 //!   waits is suspended and holds no thread;
 //! - [`keyvalue`]: the standard `wasi:keyvalue` (0.2.0-draft2) for tenants written against it,
@@ -23,10 +27,12 @@
 
 pub mod backend;
 pub(crate) mod cpu;
+pub mod fault_proxy;
 pub mod guest;
 pub mod host;
 pub mod keeper;
 pub mod keyvalue;
+pub mod lesson;
 pub mod limits;
 pub mod namespace;
 pub(crate) mod quota;

@@ -6,7 +6,10 @@
 //! quorum locks run on all of them; `--redlock` has the workers take a RedLock over them
 //! instead of the simple lock.
 //!
+//! `latchkey lesson NAME` plays a lesson instead (see [`latchkey_plugin::lesson`]).
+//!
 //! ```text
+//! latchkey lesson unprotected --html lesson.html
 //! latchkey --tenants 4 --workers 2 --cycles 5
 //! latchkey --redis redis://127.0.0.1:6379 --tenants 100
 //! latchkey --redlock --redis redis://127.0.0.1:7001 --redis redis://127.0.0.1:7002 --redis redis://127.0.0.1:7003
@@ -26,7 +29,11 @@ use latchkey_server::Server;
     name = "latchkey",
     about = "Host lock-client tenants in wasmtime and let them take locks"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Args {
+    /// `latchkey lesson NAME`: how a failover loses a lock, and what each defence changes.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// How many tenants (each in its own namespace).
     #[arg(long, default_value_t = 3)]
     tenants: u32,
@@ -57,6 +64,14 @@ struct Args {
     /// The bounds every tenant runs under (each defaults to `Limits::default()`).
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// Subcommands (without one, `latchkey` hosts tenants as its options say).
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Plays a lesson: how a failover (restart, pause, eviction) loses a lock and what each
+    /// defence changes; without a name, lists the lessons.
+    Lesson(latchkey_plugin::lesson::cli::LessonArgs),
 }
 
 /// Per-tenant bounds (see SECURITY.md, "Tenants"); unset ones keep their default.
@@ -210,6 +225,13 @@ struct Report {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(Command::Lesson(lesson)) = args.command {
+        if let Err(e) = latchkey_plugin::lesson::cli::main(lesson).await {
+            eprintln!("latchkey: {e}");
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     // The embedded server lives as long as `_server`.
     let mut nodes = Vec::new();
     for url in &args.redis {

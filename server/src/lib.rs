@@ -17,6 +17,7 @@ pub mod clock;
 pub mod cmd;
 pub mod codec;
 pub mod config;
+pub(crate) mod cpu_usage;
 pub mod db;
 pub mod evict;
 pub mod expire;

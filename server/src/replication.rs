@@ -476,6 +476,13 @@ impl Replication {
         )
     }
 
+    /// Zeroes the counters of [`stats_info`](Replication::stats_info), for `CONFIG RESETSTAT`.
+    pub fn reset_stats(&self) {
+        self.sync_full.store(0, Ordering::Relaxed);
+        self.sync_partial_ok.store(0, Ordering::Relaxed);
+        self.sync_partial_err.store(0, Ordering::Relaxed);
+    }
+
     /// The body of `INFO replication`.
     pub fn info(&self) -> String {
         let mut s = String::new();

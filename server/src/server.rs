@@ -43,6 +43,8 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     /// Changes since start (Redis's `dirty` counter).
     pub dirty: AtomicU64,
+    /// Clients waiting in a blocking command (`BLPOP`, `WAIT`, ...) right now.
+    pub blocked_clients: AtomicU64,
 }
 
 impl Stats {

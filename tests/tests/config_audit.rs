@@ -15,6 +15,7 @@ fn documented() -> HashMap<String, String> {
     let section = text
         .split("## `CONFIG SET`")
         .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
         .expect("a CONFIG SET section");
     section
         .lines()

@@ -91,6 +91,9 @@ fn quit(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
 }
 
 fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    // As in Redis 7.0, the options act in order (a name set before a bad option or a failed
+    // `AUTH` stays set), and the protocol switches only once all of them succeeded.
+    let mut protocol = None;
     let mut i = 1;
     if let Some(v) = args.get(1) {
         let Ok(ver) = parse_i64(v) else {
@@ -99,11 +102,11 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         if !(2..=3).contains(&ver) {
             return Frame::error("NOPROTO unsupported protocol version");
         }
-        ctx.client.protocol = if ver == 3 {
+        protocol = Some(if ver == 3 {
             Protocol::Resp3
         } else {
             Protocol::Resp2
-        };
+        });
         i = 2;
     }
     while i < args.len() {
@@ -115,14 +118,17 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     "ERR Client names cannot contain spaces, newlines or special characters.",
                 );
             }
-            ctx.client.handle.info.lock().name = if name.is_empty() {
-                None
-            } else {
-                Some(name.clone())
-            };
+            ctx.client.handle.info.lock().name = (!name.is_empty()).then(|| name.clone());
             i += 2;
         } else if is(opt, "auth") && i + 2 < args.len() {
-            // No ACLs: the default user needs no password, as in an unconfigured Redis.
+            // No ACLs: the only user is `default`, which has no password (as in an
+            // unconfigured Redis, where any password opens it); any other user name fails as
+            // an unknown user does.
+            if &args[i + 1][..] != b"default" {
+                return Frame::error(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                );
+            }
             i += 3;
         } else {
             return Frame::error(format!(
@@ -130,6 +136,9 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 String::from_utf8_lossy(opt)
             ));
         }
+    }
+    if let Some(p) = protocol {
+        ctx.client.protocol = p;
     }
     let role = if ctx.shared.is_replica() {
         "replica"
@@ -185,7 +194,6 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let check = match sub.as_str() {
         "id" | "getname" | "info" | "help" => arity(n == 2),
         "setname" => arity(n == 3),
-        "list" => arity(n == 2 || n >= 4),
         "kill" | "no-evict" | "reply" | "pause" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
@@ -210,6 +218,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "list" => {
             let mut ids: Option<Vec<u64>> = None;
             let mut kind: Option<ClientType> = None;
+            if n == 3 {
+                // A filter with no value: Redis's syntax error.
+                return super::util::syntax_error();
+            }
             if n >= 4 {
                 if is(&args[2], "id") {
                     let mut v = Vec::new();

@@ -467,7 +467,14 @@ pub async fn execute_spec(
     };
     let reply = match blocked {
         Ok(frame) => frame,
-        Err(fut) => fut.await,
+        Err(fut) => {
+            // A blocking command (not `DEBUG SLEEP`) counts in `INFO`'s `blocked_clients`
+            // while it waits, until it answers or its connection drops the wait.
+            let _counted = spec
+                .has(BLOCKING)
+                .then(|| BlockedCount::start(&shared.stats.blocked_clients));
+            fut.await
+        }
     };
     if spec.has(SUBSCRIBED_OK) {
         // (Un)subscribing changes what `CLIENT LIST` and `CLIENT KILL TYPE pubsub` see now,
@@ -475,6 +482,22 @@ pub async fn execute_spec(
         client.sync_info(spec.name, now_ms);
     }
     reply
+}
+
+/// One client counted as blocked, for as long as this lives.
+struct BlockedCount<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl<'a> BlockedCount<'a> {
+    fn start(counter: &'a std::sync::atomic::AtomicU64) -> Self {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        BlockedCount(counter)
+    }
+}
+
+impl Drop for BlockedCount<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Whether a connection was killed (by `CLIENT KILL` or a restart, say) while its command

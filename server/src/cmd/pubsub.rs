@@ -217,8 +217,12 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::Array(out)
         }
         "numpat" if args.len() == 2 => Frame::Integer(ps.pattern_count() as i64),
-        "channels" | "shardchannels" | "numpat" => arity_error(&format!("pubsub|{sub}")),
-        "help" => Frame::Array(vec![
+        "channels" | "shardchannels" => Frame::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+        "numpat" => arity_error("pubsub|numpat"),
+        "help" if args.len() == 2 => Frame::Array(vec![
             Frame::simple("PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("CHANNELS [<pattern>]"),
             Frame::simple("NUMPAT"),
@@ -226,6 +230,7 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("SHARDCHANNELS [<pattern>]"),
             Frame::simple("SHARDNUMSUB [<shardchannel> ...]"),
         ]),
+        "help" => arity_error("pubsub|help"),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
             String::from_utf8_lossy(&args[1])

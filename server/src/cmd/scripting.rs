@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::util::{lower, parse_i64};
+use super::util::{is, lower, parse_i64};
 use super::{
     arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, NOSCRIPT, NO_MULTI, STALE,
 };
@@ -143,12 +143,14 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .map(|s| Frame::Integer(scripting.exists(&String::from_utf8_lossy(s)) as i64))
                 .collect(),
         ),
-        "flush" if args.len() <= 3 => {
-            if let Some(mode) = args.get(2) {
-                let m = lower(mode);
-                if m != "async" && m != "sync" {
-                    return Frame::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
-                }
+        "flush" => {
+            // Both modes are done at once: the scripts are gone when `OK` is sent.
+            if args.len() > 3
+                || args
+                    .get(2)
+                    .is_some_and(|m| !is(m, "async") && !is(m, "sync"))
+            {
+                return Frame::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             }
             scripting.flush();
             Frame::ok()
@@ -175,7 +177,7 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .map(|l| Frame::simple(l))
             .collect(),
         ),
-        "load" | "exists" | "flush" | "kill" | "help" => arity_error(&format!("script|{sub}")),
+        "load" | "exists" | "kill" | "help" => arity_error(&format!("script|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
             String::from_utf8_lossy(&args[1])
@@ -237,10 +239,14 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             let mut with_code = false;
             let mut i = 2;
             while i < args.len() {
+                // As in Redis, each option may be given once; a second one is refused.
                 match lower(&args[i]).as_str() {
-                    "withcode" => with_code = true,
-                    "libraryname" if i + 1 < args.len() => {
-                        pattern = Some(args[i + 1].clone());
+                    "withcode" if !with_code => with_code = true,
+                    "libraryname" if pattern.is_none() => {
+                        let Some(p) = args.get(i + 1) else {
+                            return Frame::error("ERR library name argument was not given");
+                        };
+                        pattern = Some(p.clone());
                         i += 1;
                     }
                     _ => {
@@ -262,6 +268,13 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
         }
         "flush" if args.len() <= 3 => {
+            // Both modes are done at once: the libraries are gone when `OK` is sent.
+            if args
+                .get(2)
+                .is_some_and(|m| !is(m, "async") && !is(m, "sync"))
+            {
+                return Frame::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
             scripting.flush_libraries();
             Frame::ok()
         }
@@ -270,7 +283,10 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Ok(()) => Frame::ok(),
             Err(e) => e,
         },
-        "load" | "delete" | "flush" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
+        "flush" => Frame::error(
+            "ERR unknown subcommand or wrong number of arguments for 'FLUSH'. Try FUNCTION HELP.",
+        ),
+        "load" | "delete" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&args[1])

@@ -137,6 +137,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
+            ctx.shared.replication.reset_stats();
             Frame::ok()
         }
         "rewrite" if args.len() == 2 => {
@@ -294,7 +295,8 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
         "count" if args.len() == 2 => Frame::Integer(all_commands().len() as i64),
-        "list" => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
+        "list" if args.len() == 2 => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
+        "list" => command_list_filtered(args),
         "info" => {
             if args.len() == 2 {
                 return Frame::Array(all_commands().into_iter().map(command_info).collect());
@@ -319,22 +321,63 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     .collect(),
             )
         }
-        "getkeys" if args.len() >= 3 => {
+        "getkeys" if args.len() >= 4 => {
             let Some(spec) = lookup(&args[2]) else {
                 return Frame::error("ERR Invalid command specified");
             };
             let inner = &args[2..];
+            // Scripts and functions name their keys with a count (`EVAL script numkeys
+            // key...`), which the table's fixed positions cannot say.
+            let counted = matches!(
+                spec.name,
+                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+            );
+            if spec.first_key <= 0 && !counted {
+                return Frame::error("ERR The command has no key arguments");
+            }
             if !spec.arity_ok(inner.len()) {
                 return Frame::error("ERR Invalid number of arguments specified for command");
             }
+            if counted {
+                // As in Redis, a count that is not a number or names more keys than given
+                // finds no keys (these commands may have none), rather than an error.
+                let keys = super::util::parse_i64(&inner[2])
+                    .ok()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .and_then(|n| inner[3..].get(..n))
+                    .unwrap_or_default();
+                return Frame::bulks(keys.iter().cloned());
+            }
             let keys = spec.key_positions(inner.len());
             if keys.is_empty() {
-                return Frame::error("ERR The command has no key arguments");
+                return Frame::error("ERR Invalid arguments specified for command");
             }
             Frame::bulks(keys.into_iter().map(|i| inner[i].clone()))
         }
         "count" | "getkeys" => arity_error(&format!("command|{sub}")),
         _ => unknown_subcommand(args, "command"),
+    }
+}
+
+/// `COMMAND LIST FILTERBY MODULE name | PATTERN glob` (Redis's only form with arguments).
+/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: latchkey has
+/// no ACLs, and the categories `COMMAND INFO` shows are an approximation of Redis's, too rough
+/// to filter on.
+fn command_list_filtered(args: &[Bytes]) -> Frame {
+    if args.len() != 5 || !is(&args[2], "filterby") {
+        return super::util::syntax_error();
+    }
+    if is(&args[3], "module") {
+        Frame::Array(vec![])
+    } else if is(&args[3], "pattern") {
+        Frame::bulks(
+            all_commands()
+                .into_iter()
+                .filter(|s| crate::glob::matches(&args[4], s.name.as_bytes(), true))
+                .map(|s| s.name),
+        )
+    } else {
+        super::util::syntax_error()
     }
 }
 
@@ -439,22 +482,43 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("SLEEP <seconds>"),
             Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
+            Frame::simple("SET-ACTIVE-EXPIRE <0|1>"),
+            Frame::simple("    Stop or start the background expiry of keys."),
         ]),
         _ => unknown_subcommand(args, "debug"),
     }
 }
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let mut abort = false;
+    let (mut abort, mut save, mut nosave, mut force, mut now) = (false, false, false, false, false);
     for a in &args[1..] {
         if is(a, "abort") {
             abort = true;
-        } else if !(is(a, "nosave") || is(a, "save") || is(a, "now") || is(a, "force")) {
+        } else if is(a, "save") {
+            save = true;
+        } else if is(a, "nosave") {
+            nosave = true;
+        } else if is(a, "force") {
+            force = true;
+        } else if is(a, "now") {
+            // `NOW` skips waiting for lagging replicas, which latchkey never waits for.
+            now = true;
+        } else {
             return super::util::syntax_error();
         }
     }
+    // As in Redis: `ABORT` goes alone, and `SAVE` contradicts `NOSAVE`.
+    if (abort && (save || nosave || force || now)) || (save && nosave) {
+        return super::util::syntax_error();
+    }
     if abort {
         return Frame::error("ERR No shutdown in progress.");
+    }
+    // `SAVE` demands an RDB snapshot, which latchkey cannot write: the save fails, and as in
+    // Redis a failed save stops the shutdown unless `FORCE` says to go on regardless.
+    if save && !force {
+        tracing::warn!("SHUTDOWN SAVE refused: latchkey writes no RDB snapshots");
+        return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
     ctx.shared.request_shutdown();
@@ -508,6 +572,9 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
             ),
         );
     }
+    // A field latchkey does not measure (`keyspace_hits`, `client_recent_max_input_buffer`,
+    // `clients_in_timeout_table`, ...) is left out rather than shown as a made-up 0; see
+    // docs/COMPATIBILITY.md.
     if want("clients") {
         let list = shared.clients.list();
         let pubsub = list
@@ -520,9 +587,10 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Clients",
             format!(
-                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\npubsub_clients:{}\r\nclients_in_timeout_table:0\r\n",
+                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\npubsub_clients:{}\r\n",
                 list.len(),
                 shared.config.maxclients(),
+                shared.stats.blocked_clients.load(Ordering::Relaxed),
                 pubsub,
             ),
         );
@@ -545,7 +613,7 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -560,10 +628,14 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section("Replication", shared.replication_info());
     }
     if want("cpu") {
-        section(
-            "CPU",
-            "used_cpu_sys:0.000000\r\nused_cpu_user:0.000000\r\n".to_string(),
-        );
+        section("CPU", crate::cpu_usage::info_section());
+    }
+    if want("modules") {
+        // latchkey loads no modules: the section is there, empty, as on a Redis without any.
+        section("Modules", String::new());
+    }
+    if want("cluster") {
+        section("Cluster", "cluster_enabled:0\r\n".to_string());
     }
     if want("keyspace") {
         let mut body = String::new();

@@ -137,7 +137,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             get_old = true;
         } else if is(a, "keepttl") && expiry_arg.is_none() {
             keepttl = true;
-        } else if let (Some(n), false, None) = (next, keepttl, expiry_arg) {
+        } else if let (Some(n), false) = (next, keepttl) {
             let (unit, abs) = if is(a, "ex") {
                 (1000, false)
             } else if is(a, "px") {
@@ -149,6 +149,11 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             } else {
                 return syntax_error();
             };
+            // As in Redis, the same option may come again (the last value counts), but two
+            // different ones contradict each other.
+            if expiry_arg.is_some_and(|(_, u, ab)| (u, ab) != (unit, abs)) {
+                return syntax_error();
+            }
             expiry_arg = Some((n, unit, abs));
             i += 1;
         } else {
@@ -247,7 +252,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let mut i = 2;
     while i < args.len() {
         let a = &args[i];
-        if is(a, "persist") && expire.is_none() && !persist {
+        if is(a, "persist") && expire.is_none() {
             persist = true;
             i += 1;
             continue;
@@ -263,9 +268,14 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         } else {
             return syntax_error();
         };
-        let (Some(raw), None, false) = (args.get(i + 1), expire, persist) else {
+        // The same option may come again (the last value counts), as in Redis; two different
+        // ones, or one with PERSIST, contradict each other.
+        let (Some(raw), false) = (args.get(i + 1), persist) else {
             return syntax_error();
         };
+        if expire.is_some_and(|(_, u, ab)| (u, ab) != unit) {
+            return syntax_error();
+        }
         expire = Some((raw, unit.0, unit.1));
         i += 2;
     }

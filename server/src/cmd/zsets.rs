@@ -432,9 +432,10 @@ fn range_options(opts: &[Bytes], allow_by: bool, allow_limit: bool) -> Result<Ra
         let a = &opts[i];
         if is(a, "withscores") {
             scores = true;
-        } else if allow_by && is(a, "byscore") {
+        } else if allow_by && by.is_none() && is(a, "byscore") {
+            // `BYSCORE` and `REV` may each be given once (Redis refuses a second one).
             by = Some(RangeBy::Score);
-        } else if allow_by && is(a, "rev") {
+        } else if allow_by && !rev && is(a, "rev") {
             rev = true;
         } else if allow_limit && is(a, "limit") && i + 2 < opts.len() {
             let (Ok(o), Ok(c)) = (parse_i64(&opts[i + 1]), parse_i64(&opts[i + 2])) else {
@@ -465,10 +466,15 @@ fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (_, _, _, scores) = match range_options(&args[4..], false, false) {
+    let (_, _, limit, scores) = match range_options(&args[4..], false, true) {
         Ok(o) => o,
         Err(e) => return e,
     };
+    if limit.is_some() {
+        return Frame::error(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
+    }
     range_generic(
         ctx,
         &args[1],

@@ -1,5 +1,6 @@
 //! A small TCP fault proxy to put between a replica and its master, so that real
-//! `redis-server` pairs suffer the same faults as latchkey's driven ones.
+//! `redis-server` pairs suffer the same faults as latchkey's driven ones (in the failover
+//! tests, and in `latchkey lesson --against`).
 //!
 //! The replica is started with `--replicaof <proxy address>`; the proxy connects to the master
 //! for each connection it accepts and copies bytes both ways. Faults act on the
