@@ -242,3 +242,27 @@ async fn a_reply_over_the_lua_memory_limit_fails_the_script_only() {
         Frame::Integer(1000)
     );
 }
+
+/// Thousands of different scripts: the cache held an mlua handle for each compiled one, and
+/// past about 8000 the next handle made mlua panic and the process abort (found by the
+/// `lua_eval` fuzz target after 20,000 inputs). Cached scripts now live in Lua's registry.
+#[tokio::test]
+async fn ten_thousand_different_scripts_stay_cached() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    for i in 0..10_000 {
+        let body = format!("return {i}");
+        assert_eq!(c.cmd(["EVAL", body.as_str(), "0"]).await, Frame::Integer(i));
+    }
+    let sha = crate::scripting::sha1_hex(b"return 7");
+    assert_eq!(
+        c.cmd(["EVALSHA", sha.as_str(), "0"]).await,
+        Frame::Integer(7)
+    );
+    assert_eq!(
+        c.cmd(["EVAL", "return cmsgpack.pack({1, {2}})", "0"]).await,
+        Frame::Bulk(bytes::Bytes::from_static(b"\x92\x01\x91\x02"))
+    );
+    assert_eq!(c.cmd(["SCRIPT", "FLUSH"]).await, Frame::ok());
+    assert_eq!(c.cmd(["EVAL", "return 'after'", "0"]).await, bulk("after"));
+}
