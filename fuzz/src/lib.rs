@@ -12,5 +12,6 @@
 pub mod alloc;
 pub mod dispatch;
 pub mod loaders;
+pub mod lua;
 pub mod resp;
 pub mod rt;

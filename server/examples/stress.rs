@@ -166,6 +166,25 @@ const SCRIPTS: &[&str] = &[
     "return string.format('%s', ARGV[1])",
     "return redis.sha1hex(ARGV[1])",
     "local ok, e = pcall(function() return redis.call('INCR', KEYS[1]) end) return tostring(ok)",
+    // The Lua sandbox's doors (see SECURITY.md, "Lua sandbox"): each gets an error or a
+    // bounded reply, never an abort.
+    "local t = {} t[1] = t return t",
+    "local t = {} for i = 1, 7990 do t[i] = {} end return #cmsgpack.pack(unpack(t))",
+    "local t = {} for i = 1, 7990 do t[i] = 'x' .. i end redis.log(redis.LOG_DEBUG, unpack(t)) return bit.bor(unpack(t, 1, 1))",
+    "local p p = setmetatable({}, {__index = function() return cmsgpack.pack({p[1]}) end}) return {pcall(cmsgpack.pack, {p[1]})}",
+    "return cmsgpack.pack(cmsgpack.unpack(ARGV[1]))",
+    "return {pcall(cjson.decode, string.rep('[', 5000))}",
+    "local t = {} t.a = t return {pcall(cjson.encode, t)}",
+    "return struct.pack('i999999999', 1)",
+    "return {pcall(struct.unpack, string.rep('c1', 9000), ARGV[1])}",
+    "return loadstring(string.dump(function() return 1 end))",
+    "return {pcall(loadstring, '\\27Lua')}",
+    "return unpack({}, 1, 1e8)",
+    "return {pcall(setmetatable, _G, {})}",
+    "getmetatable('').__index = {} return 1",
+    "return bit.tohex(tonumber(ARGV[1]) or -1, -2147483648)",
+    "collectgarbage('stop') local t = {} for i = 1, 10000 do t[i] = {} end return #t",
+    "return type(debug)",
 ];
 
 fn encode(args: &[Vec<u8>]) -> Vec<u8> {
@@ -406,6 +425,16 @@ fn main() {
     let pong = command(addr, &[b"PING"]).ok();
     let canary = command(addr, &[b"GET", CANARY]).ok();
     let rss_end = rss_kb(pid).unwrap_or(0);
+    // What the server says it holds: its heap, the Lua interpreter's, and the keys.
+    let info = command(addr, &[b"INFO", b"memory"]).unwrap_or_default();
+    let info = String::from_utf8_lossy(&info);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let dbsize = command(addr, &[b"DBSIZE"]).unwrap_or_default();
     let peak_kb = peak.load(Ordering::Relaxed);
 
     println!(
@@ -425,6 +454,13 @@ fn main() {
         rss_start / 1024,
         peak_kb / 1024,
         rss_end / 1024
+    );
+    println!(
+        "  INFO memory: used_memory {} (human {}), used_memory_lua {}; DBSIZE {}",
+        field("used_memory"),
+        field("used_memory_human"),
+        field("used_memory_lua"),
+        String::from_utf8_lossy(&dbsize).trim()
     );
     println!(
         "  server alive: {alive}; PING: {:?}; canary: {:?}",

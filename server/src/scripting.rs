@@ -28,11 +28,35 @@ use crate::gate::BusyKind;
 
 mod bridge;
 mod functions;
+#[cfg(test)]
+mod hostile_tests;
 mod libs;
+mod msgpack;
+mod reply;
+mod sandbox;
+mod structlib;
+
+pub use reply::lua_to_frame;
 
 use bridge::{lua_redis_call, lua_redis_pcall};
 
 pub use functions::FunctionFlags;
+
+/// How much memory the Lua interpreter may use, all scripts together, unless
+/// [`Scripting::set_memory_limit`] says otherwise. Redis 7.0 sets no limit of its own on Lua
+/// (a script can grow until the machine runs out); here an allocation past the limit fails
+/// the script with Lua's `not enough memory`, which `pcall` can catch as in Redis, and the
+/// server goes on. A lock script uses a few kilobytes.
+pub const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+
+/// The interpreter's memory limit, kept in its app data for the libraries that bound their
+/// output by it.
+struct MemoryLimit(usize);
+
+/// The memory limit of `lua` in bytes (0: none).
+fn current_memory_limit(lua: &Lua) -> usize {
+    lua.app_data_ref::<MemoryLimit>().map_or(0, |m| m.0)
+}
 
 /// The Lua code that wraps calls into Rust and shapes errors like Redis's error handler.
 const PRELUDE: &str = r#"
@@ -166,9 +190,13 @@ thread_local! {
 }
 
 /// A compiled script in the cache.
-#[derive(Debug, Clone)]
+///
+/// The function is kept in Lua's registry, not as an mlua `Function`: every live mlua handle
+/// takes one of about 8000 slots, and a client sending 8000 different scripts ran mlua out of
+/// them, which aborted the process (found by the `lua_eval` fuzz target after 20,000 inputs).
+#[derive(Debug)]
 struct Script {
-    function: Function,
+    function: mlua::RegistryKey,
 }
 
 /// How long a script runs on its tokio worker before that worker's other tasks are handed to
@@ -276,6 +304,8 @@ pub struct Scripting {
     /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
     running: AtomicBool,
     wrote: Arc<AtomicBool>,
+    /// The interpreter's memory limit in bytes (0: none).
+    memory_limit: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Scripting {
@@ -321,6 +351,8 @@ impl Scripting {
         g.raw_set("redis", redis)?;
         g.raw_set("bit", libs::bit_library(&lua)?)?;
         g.raw_set("cjson", libs::cjson_library(&lua)?)?;
+        g.raw_set("cmsgpack", msgpack::library(&lua)?)?;
+        g.raw_set("struct", structlib::library(&lua)?)?;
         lua.load(PRELUDE).set_name("=latchkey").exec()?;
         // `redis.call` and `redis.pcall` are plain C functions (see `lua_redis_call`): a
         // script calls them a few times per run, and mlua's general callback machinery
@@ -339,45 +371,26 @@ impl Scripting {
         redis_table.raw_set("pcall", pcall)?;
         let run_fn: Function = g.raw_get("__lk_run")?;
         let run_with_fn: Function = g.raw_get("__lk_run_with")?;
-        // What a script may see: Redis 7's libraries and nothing more.
+        let sandbox = sandbox::Sandbox::new(&lua)?;
+        g.raw_set("__lk_proxy", sandbox.proxy_function())?;
+        // What a script may see: Redis 7's globals and nothing more.
         let visible = lua.create_table()?;
-        for name in [
-            "assert",
-            "error",
-            "getmetatable",
-            "ipairs",
-            "next",
-            "pairs",
-            "pcall",
-            "rawequal",
-            "rawget",
-            "rawset",
-            "select",
-            "setmetatable",
-            "tonumber",
-            "tostring",
-            "type",
-            "unpack",
-            "xpcall",
-            "_VERSION",
-            "gcinfo",
-            "loadstring",
-            "string",
-            "table",
-            "math",
-            "bit",
-            "cjson",
-            "redis",
-        ] {
+        for name in sandbox::GLOBALS {
             visible.raw_set(name, g.raw_get::<Value>(name)?)?;
         }
         let env = read_only_proxy(&lua, &visible)?;
         // `_G` inside a script is the read-only proxy itself.
         visible.raw_set("_G", env.clone())?;
-        for lib in ["string", "table", "math", "bit", "cjson", "redis"] {
+        for lib in sandbox::LIBRARIES {
             let real: Table = visible.raw_get(lib)?;
             visible.raw_set(lib, read_only_proxy(&lua, &real)?)?;
         }
+        let redis_real: Table = g.raw_get("redis")?;
+        visible.raw_set("redis", read_only_proxy(&lua, &redis_real)?)?;
+        sandbox.install(&lua, &visible, &env)?;
+        sandbox.protect_string_metatable(&lua, &visible.raw_get("string")?)?;
+        lua.set_memory_limit(DEFAULT_MEMORY_LIMIT)?;
+        lua.set_app_data(MemoryLimit(DEFAULT_MEMORY_LIMIT));
         let load_env = functions::load_environment(&lua, &visible)?;
         let kill = Arc::new(AtomicBool::new(false));
         let kill_flag = kill.clone();
@@ -415,7 +428,37 @@ impl Scripting {
             heap_at_start: std::sync::atomic::AtomicUsize::new(0),
             running: AtomicBool::new(false),
             wrote: Arc::new(AtomicBool::new(false)),
+            memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
         })
+    }
+
+    /// Sets how much memory the Lua interpreter may use (all scripts together), in bytes.
+    /// Zero means no limit, as in Redis, where a runaway script can take the whole machine.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        // Only fails for a Lua state mlua does not allocate for, which this one is not.
+        let _ = self.lua.set_memory_limit(bytes);
+        self.lua.set_app_data(MemoryLimit(bytes));
+        self.memory_limit.store(bytes, Ordering::Release);
+    }
+
+    /// The memory the Lua interpreter uses now, in bytes (`used_memory_lua` in `INFO`).
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// After a run: when the interpreter holds more than half its limit (a script built
+    /// something big, or stopped the collector with `collectgarbage('stop')`), collect now,
+    /// so the garbage of one script does not fail the next with `not enough memory` (Lua
+    /// 5.1 does not collect on its own when an allocation fails).
+    fn collect_if_full(&self) {
+        let limit = self.memory_limit.load(Ordering::Acquire);
+        if limit > 0 && self.lua.used_memory() > limit / 2 {
+            // The collection itself needs a little memory (mlua's protected call), which a
+            // full interpreter cannot give: lift the limit while collecting.
+            let _ = self.lua.set_memory_limit(0);
+            let _ = self.lua.gc_collect();
+            let _ = self.lua.set_memory_limit(limit);
+        }
     }
 
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
@@ -429,11 +472,24 @@ impl Scripting {
     fn load_function(&self, body: &[u8]) -> Result<(String, Function), Frame> {
         let sha = sha1_hex(body);
         if let Some(script) = self.cache.lock().get(&sha) {
-            return Ok((sha, script.function.clone()));
+            if let Ok(function) = self.lua.registry_value::<Function>(&script.function) {
+                return Ok((sha, function));
+            }
         }
+        // Bytecode is never loaded (see `sandbox`): a body starting like a precompiled
+        // chunk gets a leading space, so Lua parses it as text and fails on line 1 as
+        // Redis's Lua does.
+        let spaced;
+        let source = if body.first() == Some(&27) {
+            spaced = [b" ".as_slice(), body].concat();
+            spaced.as_slice()
+        } else {
+            body
+        };
         let function = self
             .lua
-            .load(body)
+            .load(source)
+            .set_mode(mlua::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
             .into_function()
@@ -444,12 +500,13 @@ impl Scripting {
                 };
                 Frame::error(format!("ERR Error compiling script (new function): {msg}"))
             })?;
-        self.cache.lock().insert(
-            sha.clone(),
-            Script {
-                function: function.clone(),
-            },
-        );
+        let key = self
+            .lua
+            .create_registry_value(function.clone())
+            .map_err(|e| Frame::error(format!("ERR Error compiling script (new function): {e}")))?;
+        self.cache
+            .lock()
+            .insert(sha.clone(), Script { function: key });
         Ok((sha, function))
     }
 
@@ -496,6 +553,8 @@ impl Scripting {
     /// Forgets every cached script (`SCRIPT FLUSH`).
     pub fn flush(&self) {
         self.cache.lock().clear();
+        // The dropped registry keys' slots are given back to Lua.
+        self.lua.expire_registry_values();
     }
 
     /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
@@ -529,7 +588,12 @@ impl Scripting {
         lower.copy_from_slice(sha);
         lower.make_ascii_lowercase();
         let sha = std::str::from_utf8(&lower).ok()?;
-        let function = self.cache.lock().get(sha)?.function.clone();
+        let function = {
+            let cache = self.cache.lock();
+            self.lua
+                .registry_value::<Function>(&cache.get(sha)?.function)
+                .ok()?
+        };
         ctx.shared.gate.mark_script(BusyKind::Script);
         Some(self.execute(ctx, sha, &function, keys, argv, read_only, false))
     }
@@ -654,16 +718,21 @@ impl Scripting {
                     }
                 })
         };
-        match result {
+        let reply = match result {
             Ok((ok, value)) => {
                 if ok {
-                    lua_to_frame(&value)
+                    lua_to_frame(&self.lua, &value, ctx.client.protocol)
                 } else {
                     script_error(&value, name)
                 }
             }
+            Err(mlua::Error::MemoryError(msg)) => {
+                Frame::error(format!("ERR Error running script {name}, {msg}"))
+            }
             Err(e) => Frame::error(format!("ERR Error running script {name}: {e}")),
-        }
+        };
+        self.collect_if_full();
+        reply
     }
 }
 
@@ -695,9 +764,6 @@ fn note_write(scripting_wrote: &AtomicBool) {
 /// nonexistent-global error (called from the script's own frame, so `error(..., 2)` points
 /// at the script's line, as before).
 fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
-    let proxy = lua.create_table()?;
-    let mt = lua.create_table()?;
-    mt.raw_set("__lk_real", real.clone())?;
     let is_globals = real.raw_get::<Value>("redis").is_ok_and(|v| !v.is_nil());
     if is_globals {
         let missing: Function = lua
@@ -712,15 +778,8 @@ fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
         real_mt.raw_set("__index", missing)?;
         real.set_metatable(Some(real_mt));
     }
-    let newindex: Function = lua
-        .load(r#"return function() error("Attempt to modify a readonly table", 2) end"#)
-        .set_name("=latchkey")
-        .call(())?;
-    mt.raw_set("__index", real.clone())?;
-    mt.raw_set("__newindex", newindex)?;
-    mt.raw_set("__metatable", false)?;
-    proxy.set_metatable(Some(mt));
-    Ok(proxy)
+    let make: Function = lua.globals().raw_get("__lk_proxy")?;
+    make.call(real.clone())
 }
 
 /// Wraps a run's writes the way Redis 7 propagates them.
@@ -737,8 +796,18 @@ fn wrap_effects(effects: Vec<Vec<Bytes>>) -> Vec<Vec<Bytes>> {
 
 /// Formats a script failure as Redis 7 does.
 fn script_error(err: &Value, sha: &str) -> Frame {
-    let Value::Table(t) = err else {
-        return Frame::error("ERR execution failure");
+    let t = match err {
+        Value::Table(t) => t,
+        // Not shaped by the error handler: Lua 5.1 reports running out of memory (and an
+        // error inside the handler) without calling it. Redis 7.0 then answers
+        // `Error running script <sha>, <message cut to 100 bytes>`.
+        Value::String(s) => {
+            let msg = s.as_bytes();
+            let msg =
+                String::from_utf8_lossy(&msg[..msg.len().min(100)]).replace(['\r', '\n'], " ");
+            return Frame::error(format!("ERR Error running script {sha}, {msg}"));
+        }
+        _ => return Frame::error("ERR execution failure"),
     };
     let msg = match t.raw_get::<Value>("err") {
         Ok(Value::String(s)) => s.to_string_lossy().to_string(),
@@ -786,61 +855,6 @@ fn printf_g(n: f64, precision: usize) -> String {
         let sign = if x < 0 { '-' } else { '+' };
         format!("{}e{sign}{:02}", trim(mantissa), x.abs())
     }
-}
-
-/// Converts what a script returned into a reply, following Redis's rules.
-pub fn lua_to_frame(v: &Value) -> Frame {
-    match v {
-        Value::Nil => Frame::Null,
-        Value::Boolean(true) => Frame::Integer(1),
-        Value::Boolean(false) => Frame::Null,
-        Value::Integer(i) => Frame::Integer(*i),
-        Value::Number(n) => Frame::Integer(if n.is_finite() { n.trunc() as i64 } else { 0 }),
-        Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Table(t) => table_to_frame(t),
-        _ => Frame::Null,
-    }
-}
-
-fn table_to_frame(t: &Table) -> Frame {
-    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        return Frame::error(e.to_string_lossy().to_string());
-    }
-    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        let text = s.to_string_lossy().replace(['\r', '\n'], " ");
-        return Frame::Simple(Bytes::from(text));
-    }
-    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-        return Frame::Double(d);
-    }
-    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
-        return Frame::Double(d as f64);
-    }
-    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
-        let mut pairs = Vec::new();
-        for (k, v) in m.pairs::<Value, Value>().flatten() {
-            pairs.push((lua_to_frame(&k), lua_to_frame(&v)));
-        }
-        return Frame::Map(pairs);
-    }
-    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
-        let items = s
-            .pairs::<Value, Value>()
-            .flatten()
-            .map(|(k, _)| lua_to_frame(&k))
-            .collect();
-        return Frame::Set(items);
-    }
-    let mut items = Vec::new();
-    let mut i = 1;
-    loop {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(lua_to_frame(&v)),
-        }
-        i += 1;
-    }
-    Frame::Array(items)
 }
 
 /// Sets the running script's reply protocol (`redis.setresp`).

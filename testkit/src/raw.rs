@@ -65,39 +65,34 @@ impl RawConn {
         Ok(out)
     }
 
+    /// Reads one whole reply, counting the values still to come instead of recursing: a
+    /// script's cyclic table comes back as 7995 nested arrays, too deep for a recursive
+    /// reader on a test thread's stack.
     fn read_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let mut line = Vec::new();
-        let n = self.reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "closed",
-            ));
-        }
-        out.extend_from_slice(&line);
-        let body = std::str::from_utf8(&line[1..line.len().saturating_sub(2)]).unwrap_or("");
-        match line[0] {
-            b'$' | b'=' | b'!' => {
-                let len: i64 = body.parse().unwrap_or(-1);
-                if len >= 0 {
+        let mut pending: u64 = 1;
+        while pending > 0 {
+            pending -= 1;
+            let mut line = Vec::new();
+            let n = self.reader.read_until(b'\n', &mut line)?;
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed",
+                ));
+            }
+            out.extend_from_slice(&line);
+            let body = std::str::from_utf8(&line[1..line.len().saturating_sub(2)]).unwrap_or("");
+            let len: i64 = body.parse().unwrap_or(-1);
+            match line[0] {
+                b'$' | b'=' | b'!' if len >= 0 => {
                     let mut buf = vec![0; len as usize + 2];
                     self.reader.read_exact(&mut buf)?;
                     out.extend_from_slice(&buf);
                 }
+                b'*' | b'~' | b'>' => pending += len.max(0) as u64,
+                b'%' | b'|' => pending += 2 * len.max(0) as u64,
+                _ => {}
             }
-            b'*' | b'~' | b'>' => {
-                let len: i64 = body.parse().unwrap_or(-1);
-                for _ in 0..len.max(0) {
-                    self.read_into(out)?;
-                }
-            }
-            b'%' | b'|' => {
-                let len: i64 = body.parse().unwrap_or(-1);
-                for _ in 0..(2 * len.max(0)) {
-                    self.read_into(out)?;
-                }
-            }
-            _ => {}
         }
         Ok(())
     }

@@ -88,3 +88,18 @@ fn replica_master_bytes() {
         fuzz_checks::loaders::check_master_bytes(b, true)
     });
 }
+
+#[test]
+fn lua_eval() {
+    replay("lua_eval", fuzz_checks::lua::check);
+}
+
+/// Hand-made scripts for the classes `lua_eval` found (thousands of arguments or results
+/// through the libraries, library calls nested through metamethods), written as Lua so
+/// that each states its case plainly; run through the same check as the target's inputs.
+#[test]
+fn lua_eval_scripts() {
+    replay("lua_eval_scripts", |b| {
+        fuzz_checks::lua::run(std::str::from_utf8(b).expect("a Lua script in UTF-8"))
+    });
+}

@@ -9,10 +9,11 @@
 //!
 //! The price is care about Lua errors. Lua 5.1 raises an error with `longjmp`, which skips
 //! Rust destructors, so this code raises one (`lua_error`) only from a frame that holds no
-//! Rust value with a destructor; and it calls no Lua API function that could raise: without
-//! a memory limit (this server sets none), mlua's allocator aborts rather than failing, so
-//! pushing values and creating tables cannot raise, and tables are only keyed by integers
-//! and non-nil values.
+//! Rust value with a destructor. Tables are only keyed by integers and non-nil values, so
+//! setting a field cannot raise; but the interpreter has a memory limit, so creating a table
+//! or a string can (Lua's memory error): the reply is converted inside `lua_cpcall`, where
+//! the Rust side holds only borrowed data, and an error table's text is copied to the stack
+//! first.
 
 use std::os::raw::c_int;
 
@@ -36,39 +37,114 @@ enum Outcome {
 /// Being a C function matters for the error's line: Lua 5.1 does not drop the caller's
 /// frame on a tail call into C, so `return redis.call(...)` still reports the script's line.
 pub(super) unsafe extern "C-unwind" fn lua_redis_call(state: *mut ffi::lua_State) -> c_int {
-    if push_outcome(state) {
-        return 1;
+    match push_outcome(state) {
+        Pushed::Reply => 1,
+        // The error is on the stack and nothing of Rust's is alive here: raise it.
+        Pushed::ErrorTable | Pushed::OutOfMemory => ffi::lua_error(state),
     }
-    // The error table is on the stack and nothing of Rust's is alive here: raise it.
-    ffi::lua_error(state)
 }
 
 /// `redis.pcall(...)`: like `redis.call`, but a failure is returned as `{err = text}`.
 pub(super) unsafe extern "C-unwind" fn lua_redis_pcall(state: *mut ffi::lua_State) -> c_int {
-    push_outcome(state);
-    1
+    match push_outcome(state) {
+        Pushed::Reply | Pushed::ErrorTable => 1,
+        // The interpreter is at its memory limit: that is the script's error, as when any
+        // other allocation of its fails.
+        Pushed::OutOfMemory => ffi::lua_error(state),
+    }
 }
 
-/// Runs the call whose arguments are on the stack and pushes one value: the converted reply
-/// (returns true) or the `{err = text}` table (returns false). Everything with a destructor
-/// is dropped before this returns.
-unsafe fn push_outcome(state: *mut ffi::lua_State) -> bool {
+/// What [`push_outcome`] left on the stack.
+enum Pushed {
+    /// The converted reply.
+    Reply,
+    /// `{err = text}`.
+    ErrorTable,
+    /// Lua's memory error: the reply did not fit under the interpreter's memory limit.
+    OutOfMemory,
+}
+
+/// Runs the call whose arguments are on the stack and pushes one value. Everything with a
+/// destructor is dropped before this returns.
+///
+/// The reply is converted in protected mode (`lua_cpcall`): with a memory limit, any table
+/// or string Lua creates may fail, and Lua fails by `longjmp`, which must not cross a Rust
+/// frame that owns the reply (its destructors would never run). Inside the protected call
+/// only borrowed data is on the Rust side; the result waits in the registry until the
+/// reply is dropped.
+unsafe fn push_outcome(state: *mut ffi::lua_State) -> Pushed {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(state)))
         .unwrap_or_else(|_| Outcome::Error(Bytes::from_static(b"ERR internal error")));
-    match outcome {
+    let text = match outcome {
         Outcome::Reply(frame, resp3) => {
-            if push_frame(state, &frame, resp3) {
-                return true;
+            let mut job = PushJob {
+                frame: &frame,
+                resp3,
+                pushed: false,
+            };
+            let status = ffi::lua_cpcall(state, push_protected, std::ptr::addr_of_mut!(job).cast());
+            let pushed = job.pushed;
+            drop(frame);
+            if status != 0 {
+                // Lua's error object is on the stack. The part of the reply already
+                // converted is garbage now: collect it, so that the script (which may catch
+                // the error) and its own reply have room again.
+                ffi::lua_gc(state, ffi::LUA_GCCOLLECT, 0);
+                return Pushed::OutOfMemory;
+            }
+            if pushed {
+                // Take the value out of the registry (no allocation: the key exists).
+                ffi::lua_pushlightuserdata(state, pushed_key());
+                ffi::lua_rawget(state, ffi::LUA_REGISTRYINDEX);
+                ffi::lua_pushlightuserdata(state, pushed_key());
+                ffi::lua_pushnil(state);
+                ffi::lua_rawset(state, ffi::LUA_REGISTRYINDEX);
+                return Pushed::Reply;
             }
             // Nested too deep for the Lua stack (no command replies like that).
-            push_error_table(state, b"ERR reply too deeply nested for Lua");
-            false
+            Bytes::from_static(b"ERR reply too deeply nested for Lua")
         }
-        Outcome::Error(text) => {
-            push_error_table(state, &text);
-            false
-        }
+        Outcome::Error(text) => text,
+    };
+    // An error text is short; copied to the stack so that no Rust value is alive should
+    // the table's allocation fail.
+    let mut buf = [0u8; 512];
+    let n = text.len().min(buf.len());
+    buf[..n].copy_from_slice(&text[..n]);
+    let long = (text.len() > buf.len()).then(|| text.clone());
+    drop(text);
+    match long {
+        // A long error text (rare: most are one line) is pushed from its own allocation.
+        Some(long) => push_error_table(state, &long),
+        None => push_error_table(state, &buf[..n]),
     }
+    Pushed::ErrorTable
+}
+
+/// The registry key under which [`push_protected`] leaves the converted reply: the address
+/// of a static, unique to this module.
+fn pushed_key() -> *mut std::os::raw::c_void {
+    static KEY: u8 = 0;
+    std::ptr::addr_of!(KEY).cast_mut().cast()
+}
+
+/// A reply to convert in protected mode.
+struct PushJob<'a> {
+    frame: &'a Frame,
+    resp3: bool,
+    pushed: bool,
+}
+
+/// Converts the [`PushJob`] passed as light userdata and stores the result in the registry
+/// under [`pushed_key`]. Holds only borrowed data, so a memory error may unwind through it.
+unsafe extern "C-unwind" fn push_protected(state: *mut ffi::lua_State) -> c_int {
+    let job = &mut *ffi::lua_touserdata(state, 1).cast::<PushJob>();
+    ffi::lua_pushlightuserdata(state, pushed_key());
+    if push_frame(state, job.frame, job.resp3) {
+        ffi::lua_rawset(state, ffi::LUA_REGISTRYINDEX);
+        job.pushed = true;
+    }
+    0
 }
 
 /// Pushes `{err = text}`.

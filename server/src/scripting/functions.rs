@@ -81,7 +81,10 @@ pub(crate) fn load_environment(lua: &Lua, visible: &Table) -> mlua::Result<Table
         let (k, v) = pair?;
         redis.raw_set(k, v)?;
     }
-    redis.raw_set("register_function", lua.create_function(register_function)?)?;
+    redis.raw_set(
+        "register_function",
+        super::libs::variadic(lua, register_function)?,
+    )?;
     load_visible.raw_set("redis", read_only_proxy(lua, &redis)?)?;
     let env = read_only_proxy(lua, &load_visible)?;
     load_visible.raw_set("_G", env.clone())?;
@@ -92,9 +95,9 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn register_function(_lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+fn register_function(_lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
     let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
-    let mut it = args.into_iter();
+    let mut it = args.iter();
     let (name, callback, flags, description) = match (it.next(), it.next()) {
         (Some(Value::String(n)), Some(Value::Function(f))) => (
             n.to_string_lossy().to_string(),

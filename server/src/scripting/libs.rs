@@ -1,6 +1,8 @@
 //! The libraries a script sees besides Lua's own: the `redis` table, `bit` and `cjson`.
 
-use mlua::{Lua, MultiValue, Table, Value};
+use std::os::raw::c_int;
+
+use mlua::{ffi, Lua, MultiValue, Table, Value};
 
 /// Fills the `redis` table with everything except `call`/`pcall` (added by the prelude).
 pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
@@ -36,8 +38,8 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
     }
     redis.raw_set(
         "log",
-        lua.create_function(|_, args: MultiValue| {
-            let mut it = args.into_iter();
+        variadic(lua, |_, args| {
+            let mut it = args.iter();
             let level = match it.next() {
                 Some(Value::Integer(i)) => i,
                 Some(Value::Number(n)) => n as i64,
@@ -94,7 +96,7 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
     }
     redis.raw_set("set_repl", lua.create_function(|_, _v: Value| Ok(()))?)?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
-    redis.raw_set("debug", lua.create_function(|_, _v: MultiValue| Ok(()))?)?;
+    redis.raw_set("debug", variadic(lua, |_, _args| Ok(()))?)?;
     Ok(())
 }
 
@@ -123,10 +125,10 @@ fn num(v: &Value) -> mlua::Result<f64> {
 pub(crate) fn bit_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let fold = |lua: &Lua, f: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, args: MultiValue| {
+        variadic(lua, move |_, args| {
             let mut acc: Option<i32> = None;
             for a in args.iter() {
-                let b = to_bit(num(a)?);
+                let b = to_bit(num(&a)?);
                 acc = Some(match acc {
                     None => b,
                     Some(x) => f(x, b),
@@ -184,17 +186,47 @@ pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(
         "encode",
-        lua.create_function(|_, v: Value| {
-            let json = to_json(&v, 0)?;
-            serde_json::to_string(&json).map_err(mlua::Error::external)
+        lift(lua, |lua, args| {
+            if args.len() != 1 {
+                return Err(fail("bad argument #1 to 'encode' (expected 1 argument)"));
+            }
+            let value = args.get(0).unwrap_or(Value::Nil);
+            // lua-cjson raises its refusals with `luaL_error`: with the caller's position.
+            let json = to_json(lua, &value)?;
+            let text = serde_json::to_string(&json).map_err(|e| fail(&e.to_string()))?;
+            let s = lua.create_string(&text).map_err(Failure::from)?;
+            Results::one(lua, Value::String(s))
         })?,
     )?;
     t.raw_set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
-            let json: serde_json::Value =
-                serde_json::from_slice(&s.as_bytes()).map_err(mlua::Error::external)?;
-            from_json(lua, &json)
+        lift(lua, |lua, args| {
+            if args.len() != 1 {
+                return Err(fail("bad argument #1 to 'decode' (expected 1 argument)"));
+            }
+            let first = args.get(0).unwrap_or(Value::Nil);
+            let bytes = match &first {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(i) => i.to_string().into_bytes(),
+                Value::Number(n) => super::printf_g(*n, 14).into_bytes(),
+                other => {
+                    return Err(fail(&format!(
+                        "bad argument #1 to 'decode' (string expected, got {})",
+                        type_name(Some(other))
+                    )))
+                }
+            };
+            let decode = || {
+                let json = decode_json(&bytes)?;
+                let value = from_json(lua, &json).map_err(Failure::from);
+                drop(json);
+                Results::one(lua, value?)
+            };
+            // Deep texts (up to 1000 levels) recurse on a stack known to be big enough.
+            match json_depth(&bytes) {
+                Ok(depth) if depth <= 64 => decode(),
+                _ => stacker::grow(JSON_STACK, decode),
+            }
         })?,
     )?;
     t.raw_set(
@@ -204,62 +236,199 @@ pub(crate) fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-fn to_json(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
-    use serde_json::Value as J;
-    if depth > 1000 {
-        return Err(mlua::Error::RuntimeError(
-            "Cannot serialise, excessive nesting (1001)".into(),
-        ));
+/// Converts a Lua value to JSON, as `cjson.encode` does, up to cjson's 1000 levels.
+///
+/// Tables are walked on the Lua stack (three slots a level), not through mlua handles: a
+/// handle per level and per iteration took about eight a level, and 1000 levels ran mlua
+/// out of handles, which aborted the process (found by the `lua_eval` fuzz target). The
+/// recursion runs on a stack `stacker` grows on demand.
+fn to_json(lua: &Lua, v: &Value) -> Result<serde_json::Value, Failure> {
+    let mut out = None;
+    // SAFETY: the closure runs in mlua's protected call with the value as its only stack
+    // slot; `json_at` leaves the stack as it found it and raises no Lua error of its own (a
+    // memory error growing the stack is caught by the protected call).
+    let result = unsafe {
+        lua.exec_raw::<()>(v.clone(), |state| {
+            out = Some(json_at(state, ffi::lua_gettop(state), 0));
+        })
+    };
+    result.map_err(Failure::from)?;
+    out.unwrap_or_else(|| Err(fail("Cannot serialise: conversion failed")))
+}
+
+/// A Lua number as JSON: whole numbers as integers, the rest as floats, NaN and infinities
+/// as null.
+fn json_number(n: f64) -> serde_json::Value {
+    if n.fract() == 0.0 && (-9223372036854775808.0..9223372036854775808.0).contains(&n) {
+        serde_json::Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
     }
-    Ok(match v {
-        Value::Nil => J::Null,
-        Value::LightUserData(_) => J::Null,
-        Value::Boolean(b) => J::Bool(*b),
-        Value::Integer(i) => J::from(*i),
-        Value::Number(n) => {
-            if n.fract() == 0.0 && n.abs() < 1e15 {
-                J::from(*n as i64)
-            } else {
-                serde_json::Number::from_f64(*n).map_or(J::Null, J::Number)
+}
+
+/// Lua's name for the type of the value at `idx`.
+unsafe fn lua_type_name(state: *mut ffi::lua_State, idx: std::os::raw::c_int) -> String {
+    let name = ffi::lua_typename(state, ffi::lua_type(state, idx));
+    std::ffi::CStr::from_ptr(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The bytes of the string at `idx` (which must be a string: `lua_tolstring` would convert
+/// a number in place).
+unsafe fn lua_bytes<'a>(state: *mut ffi::lua_State, idx: std::os::raw::c_int) -> &'a [u8] {
+    let mut len = 0usize;
+    let ptr = ffi::lua_tolstring(state, idx, &mut len);
+    std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+}
+
+/// Converts the value at stack index `idx` (absolute), `depth` tables deep.
+unsafe fn json_at(
+    state: *mut ffi::lua_State,
+    idx: std::os::raw::c_int,
+    depth: usize,
+) -> Result<serde_json::Value, Failure> {
+    use serde_json::Value as J;
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, || match ffi::lua_type(state, idx) {
+        ffi::LUA_TNIL | ffi::LUA_TLIGHTUSERDATA => Ok(J::Null),
+        ffi::LUA_TBOOLEAN => Ok(J::Bool(ffi::lua_toboolean(state, idx) != 0)),
+        ffi::LUA_TNUMBER => Ok(json_number(ffi::lua_tonumber(state, idx))),
+        ffi::LUA_TSTRING => Ok(J::String(
+            String::from_utf8_lossy(lua_bytes(state, idx)).into_owned(),
+        )),
+        ffi::LUA_TTABLE => {
+            if depth >= 1000 {
+                return Err(fail("Cannot serialise, excessive nesting (1001)"));
             }
+            let top = ffi::lua_gettop(state);
+            let r = json_table(state, idx, depth);
+            ffi::lua_settop(state, top);
+            r
         }
-        Value::String(s) => J::String(s.to_string_lossy().to_string()),
-        Value::Table(t) => {
-            let len = t.raw_len();
-            let count = t.pairs::<Value, Value>().count();
-            if len > 0 && count == len {
-                let mut arr = Vec::with_capacity(len);
-                for i in 1..=len {
-                    arr.push(to_json(&t.raw_get::<Value>(i)?, depth + 1)?);
-                }
-                J::Array(arr)
-            } else if count == 0 {
-                J::Object(Default::default())
-            } else {
-                let mut map = serde_json::Map::new();
-                for (k, v) in t.pairs::<Value, Value>().flatten() {
-                    let key = match &k {
-                        Value::String(s) => s.to_string_lossy().to_string(),
-                        Value::Integer(i) => i.to_string(),
-                        Value::Number(n) => n.to_string(),
-                        _ => {
-                            return Err(mlua::Error::RuntimeError(
-                                "Cannot serialise table: table key must be a number or string"
-                                    .into(),
-                            ))
-                        }
-                    };
-                    map.insert(key, to_json(&v, depth + 1)?);
-                }
-                J::Object(map)
-            }
-        }
-        _ => {
-            return Err(mlua::Error::RuntimeError(
-                "Cannot serialise: type not supported".into(),
-            ))
-        }
+        _ => Err(fail(&format!(
+            "Cannot serialise {}: type not supported",
+            lua_type_name(state, idx)
+        ))),
     })
+}
+
+/// Converts the table at `idx`: an array when its keys are exactly `1..n`, else an object.
+unsafe fn json_table(
+    state: *mut ffi::lua_State,
+    idx: std::os::raw::c_int,
+    depth: usize,
+) -> Result<serde_json::Value, Failure> {
+    use serde_json::Value as J;
+    if ffi::lua_checkstack(state, 3) == 0 {
+        return Err(fail("Cannot serialise, excessive nesting (1001)"));
+    }
+    let len = ffi::lua_objlen(state, idx);
+    let mut count = 0usize;
+    ffi::lua_pushnil(state);
+    while ffi::lua_next(state, idx) != 0 {
+        count += 1;
+        ffi::lua_pop(state, 1);
+    }
+    if len > 0 && count == len {
+        let mut arr = Vec::with_capacity(len);
+        for i in 1..=len {
+            ffi::lua_rawgeti(state, idx, i as ffi::lua_Integer);
+            let item = json_at(state, ffi::lua_gettop(state), depth + 1);
+            ffi::lua_pop(state, 1);
+            arr.push(item?);
+        }
+        return Ok(J::Array(arr));
+    }
+    let mut map = serde_json::Map::new();
+    ffi::lua_pushnil(state);
+    while ffi::lua_next(state, idx) != 0 {
+        let top = ffi::lua_gettop(state);
+        // Key at top - 1, value at top. A number key is read as a number: converting it to a
+        // string in place would confuse `lua_next`.
+        let key = match ffi::lua_type(state, top - 1) {
+            ffi::LUA_TSTRING => String::from_utf8_lossy(lua_bytes(state, top - 1)).into_owned(),
+            ffi::LUA_TNUMBER => {
+                let n = ffi::lua_tonumber(state, top - 1);
+                match json_number(n) {
+                    J::Number(num) if num.is_i64() => num.to_string(),
+                    _ => n.to_string(),
+                }
+            }
+            _ => {
+                return Err(fail(&format!(
+                    "Cannot serialise {}: table key must be a number or string",
+                    lua_type_name(state, top - 1)
+                )))
+            }
+        };
+        let value = json_at(state, top, depth + 1)?;
+        map.insert(key, value);
+        ffi::lua_pop(state, 1);
+    }
+    Ok(J::Object(map))
+}
+
+/// Redis's `cjson.decode` refuses JSON nested deeper than this (lua-cjson's
+/// `decode_max_depth`).
+const JSON_MAX_DEPTH: usize = 1000;
+
+/// The stack `cjson.decode` parses and converts deep texts on: 1000 levels of serde_json's
+/// and [`from_json`]'s recursion with room to spare.
+const JSON_STACK: usize = 16 << 20;
+
+/// How deep the text nests (brackets inside strings do not count), or where the bracket that
+/// opens nesting level 1001 ends (the offset just past it).
+fn json_depth(bytes: &[u8]) -> Result<usize, usize> {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > JSON_MAX_DEPTH {
+                    return Err(i + 1);
+                }
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(max)
+}
+
+/// Parses JSON as `cjson.decode` does: too deep is Redis's `Found too many nested data
+/// structures (1001) at character N`, unless the text is invalid before that point.
+fn decode_json(bytes: &[u8]) -> Result<serde_json::Value, Failure> {
+    let parse = |b: &[u8]| -> Result<serde_json::Value, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_slice(b);
+        de.disable_recursion_limit();
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(&mut de)?;
+        de.end()?;
+        Ok(v)
+    };
+    if let Err(at) = json_depth(bytes) {
+        // The text up to the offending bracket: an error other than "ends too soon" comes
+        // first in the text, and is the one lua-cjson would report.
+        return match parse(&bytes[..at]) {
+            Err(e) if !e.is_eof() => Err(fail(&e.to_string())),
+            _ => Err(fail(&format!(
+                "Found too many nested data structures ({}) at character {at}",
+                JSON_MAX_DEPTH + 1
+            ))),
+        };
+    }
+    parse(bytes).map_err(|e| fail(&e.to_string()))
 }
 
 fn from_json(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
@@ -284,4 +453,311 @@ fn from_json(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
             Value::Table(t)
         }
     })
+}
+
+/// Lua 5.1's `LUAI_MAXCSTACK`: the most stack slots a C function may use, which bounds
+/// how many values a library function can return or how deep Redis's recursive decoders go.
+pub(crate) const LIBRARY_STACK_LIMIT: usize = 8000;
+
+/// Why a library function failed: the message Lua raises, and whether it carries the
+/// caller's position (`user_script:1: `) as C's `luaL_error` adds it, or none, as Lua's own
+/// runtime errors (`table index is nil`) raised inside a C function have.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    message: String,
+    with_position: bool,
+}
+
+impl Failure {
+    /// A failure raised without a position.
+    pub(crate) fn plain(message: &str) -> Failure {
+        Failure {
+            message: message.to_string(),
+            with_position: false,
+        }
+    }
+
+    /// The interpreter's memory limit was reached.
+    pub(crate) fn memory() -> Failure {
+        Failure::plain("not enough memory")
+    }
+}
+
+impl From<mlua::Error> for Failure {
+    fn from(e: mlua::Error) -> Failure {
+        match e {
+            mlua::Error::MemoryError(_) => Failure::memory(),
+            mlua::Error::RuntimeError(m) => Failure::plain(&m),
+            mlua::Error::CallbackError { cause, .. } => Failure::from((*cause).clone()),
+            other => Failure::plain(&other.to_string()),
+        }
+    }
+}
+
+/// A failure raised like `luaL_error`, with the caller's position.
+pub(crate) fn fail(message: &str) -> Failure {
+    Failure {
+        message: message.to_string(),
+        with_position: true,
+    }
+}
+
+/// Lua's name for the type of an argument (`no value` when it is missing).
+pub(crate) fn type_name(v: Option<&Value>) -> &'static str {
+    match v {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Integer(_)) | Some(Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(Value::LightUserData(_)) | Some(Value::UserData(_)) => "userdata",
+        Some(_) => "userdata",
+    }
+}
+
+/// A string as Lua 5.1 reads it as a number (`lua_tonumber`): decimal or `0x` hex, with
+/// surrounding white space.
+pub(crate) fn lua_str_to_number(s: &str) -> Option<f64> {
+    let t = s.trim_matches(|c: char| c.is_ascii_whitespace());
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).ok().map(|v| v as f64);
+    }
+    if t.is_empty() || t.contains(|c: char| c.is_ascii_alphabetic() && !matches!(c, 'e' | 'E')) {
+        return None;
+    }
+    t.parse::<f64>().ok()
+}
+
+/// The Lua side of [`lift`]: hands the arguments over as one table and their count (see
+/// [`Args`]), and raises a failure as a plain Lua string error at the level the C original
+/// would, so a script's `pcall` gets the same message Redis gives.
+const LIFT_LUA: &str = r##"
+local unpack, error, select, tonumber = unpack, error, select, tonumber
+local getinfo, match = debug.getinfo, string.match
+-- luaL_argerror names the function the way its caller called it: `encode` for
+-- `cjson.encode(...)`, `f` for a local `f`, `?` when called by a C function such as `pcall`;
+-- a method call does not count `self`. Level 3 is the C trampoline the script called.
+local function renamed(message)
+  local n, rest = match(message, "^bad argument #(%d+) to '[^']*' (.*)$")
+  if not n then return message end
+  local info = getinfo(3, 'n')
+  local name = info and info.name or '?'
+  n = tonumber(n)
+  if info and info.namewhat == 'method' then
+    n = n - 1
+    if n == 0 then return "calling '" .. name .. "' on bad self " .. rest end
+  end
+  return "bad argument #" .. n .. " to '" .. name .. "' " .. rest
+end
+return function(f)
+  return function(...)
+    -- Not a tail call: `error(message, 3)` must name the trampoline's caller.
+    local ok, a, b = f(select('#', ...), {...})
+    if ok then return unpack(a, 1, a.n) end
+    error(renamed(a), b)
+  end
+end
+"##;
+
+/// What a script calls for a [`lift`]ed function: a C function that calls the Lua wrapper
+/// (its upvalue) with the same arguments and returns what it returns.
+///
+/// Being a C function matters. Lua 5.1 keeps the caller's frame on a tail call into C
+/// (`return cjson.encode(x, y)`), so the error's position (`user_script:1:`) and the name
+/// in `bad argument ... to 'encode'` are found as Redis's C libraries find them; a tail call
+/// into a Lua function would erase both.
+///
+/// # Safety
+/// Called by Lua only, as a closure with the wrapper as its one upvalue. It holds no Rust
+/// value, so a Lua error may unwind (`longjmp`) through it.
+unsafe extern "C-unwind" fn trampoline(state: *mut ffi::lua_State) -> c_int {
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, ffi::LUA_MULTRET);
+    ffi::lua_gettop(state)
+}
+
+/// The Lua side of [`variadic`]: the arguments as one table and their count.
+const VARIADIC_LUA: &str = r#"
+local select = select
+return function(f)
+  return function(...) return f(select('#', ...), {...}) end
+end
+"#;
+
+/// How many library calls may be running inside one another. Each running call holds some of
+/// mlua's handles (a few per level of the value it walks), and mlua has room for about 8000
+/// in all and aborts the process past that. Today no library function calls back into Lua
+/// (`cmsgpack.pack` reads array elements with `lua_gettable`, but only of tables whose
+/// elements are all present, so `__index` never runs), so calls cannot nest: this bound is a
+/// guard for tomorrow's library, failing with Lua's `C stack overflow` text.
+const MAX_LIBRARY_NESTING: u32 = 32;
+
+thread_local! {
+    /// The library calls running now on this thread (see [`MAX_LIBRARY_NESTING`]).
+    static LIBRARY_NESTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one running library call for as long as it lives.
+struct Nested;
+
+impl Nested {
+    fn enter() -> Option<Nested> {
+        LIBRARY_NESTING.with(|n| {
+            if n.get() >= MAX_LIBRARY_NESTING {
+                None
+            } else {
+                n.set(n.get() + 1);
+                Some(Nested)
+            }
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        LIBRARY_NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// The arguments of a library function: a Lua table holding them at `1..=n`, and `n`.
+///
+/// mlua's usual way, a `MultiValue`, takes one of mlua's handles per argument, and a script
+/// can pass thousands (`cmsgpack.pack(unpack(t))` with 7999 tables): past about 8000 live
+/// handles mlua panics with "cannot create a Lua reference, out of auxiliary stack space",
+/// which aborted the process. Here an argument takes a handle only while it is looked at.
+pub(crate) struct Args {
+    table: Table,
+    n: usize,
+}
+
+impl Args {
+    /// How many arguments were passed (trailing `nil`s included, as `select('#', ...)`).
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no argument was passed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The argument at `i` (from 0), `None` past the last one.
+    pub(crate) fn get(&self, i: usize) -> Option<Value> {
+        if i >= self.n {
+            return None;
+        }
+        Some(self.table.raw_get(i + 1).unwrap_or(Value::Nil))
+    }
+
+    /// Every argument in order, each fetched when the iterator reaches it.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+        (0..self.n).map(|i| self.get(i).unwrap_or(Value::Nil))
+    }
+}
+
+/// Makes a Lua function out of `f` that takes any number of arguments as [`Args`].
+pub(crate) fn variadic<F, R>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, Args) -> mlua::Result<R> + Send + 'static,
+    R: mlua::IntoLuaMulti,
+{
+    let inner = lua.create_function(move |lua, (n, table): (i64, Table)| {
+        let n = usize::try_from(n).unwrap_or(0);
+        f(lua, Args { table, n })
+    })?;
+    let wrap: mlua::Function = lua.load(VARIADIC_LUA).set_name("=latchkey").call(())?;
+    wrap.call(inner)
+}
+
+/// Makes a library function out of `f`: its results are returned as they are, its
+/// [`Failure`] is raised as Lua's `luaL_error` would raise it from a C function (a string,
+/// prefixed with the calling script's position when it has one).
+pub(crate) fn lift<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, Args) -> Result<Table, Failure> + Send + 'static,
+{
+    let inner = lua.create_function(move |lua, (n, table): (i64, Table)| {
+        let args = Args {
+            table,
+            n: usize::try_from(n).unwrap_or(0),
+        };
+        let outcome = match Nested::enter() {
+            Some(_nested) => f(lua, args),
+            None => Err(fail("C stack overflow")),
+        };
+        Ok(match outcome {
+            Ok(results) => MultiValue::from_iter([Value::Boolean(true), Value::Table(results)]),
+            Err(failure) => MultiValue::from_iter([
+                Value::Boolean(false),
+                Value::String(lua.create_string(&failure.message)?),
+                Value::Integer(if failure.with_position { 3 } else { 0 }),
+            ]),
+        })
+    })?;
+    let wrap: mlua::Function = lua.load(LIFT_LUA).set_name("=latchkey").call(())?;
+    let wrapper: mlua::Function = wrap.call(inner)?;
+    // SAFETY: the wrapper is the only value pushed; the closure replaces it with one value.
+    unsafe {
+        lua.exec_raw::<mlua::Function>(wrapper, |state| {
+            ffi::lua_pushcclosure(state, trampoline, 1);
+        })
+    }
+}
+
+/// The results of a library function, as the table [`lift`] unpacks: `1..n` and `n`.
+/// Results go into a Lua table as they are made, never into a Rust list of handles: mlua
+/// has room for fewer live handles than a function may return values.
+pub(crate) struct Results {
+    table: Table,
+    n: i64,
+}
+
+impl Results {
+    pub(crate) fn new(lua: &Lua) -> Result<Results, Failure> {
+        Ok(Results {
+            table: lua.create_table().map_err(Failure::from)?,
+            n: 0,
+        })
+    }
+
+    pub(crate) fn push(&mut self, v: Value) -> Result<(), Failure> {
+        self.n += 1;
+        self.table.raw_set(self.n, v).map_err(Failure::from)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// The last result, removed.
+    pub(crate) fn pop(&mut self) -> Result<Value, Failure> {
+        let v: Value = self.table.raw_get(self.n).map_err(Failure::from)?;
+        self.table
+            .raw_set(self.n, Value::Nil)
+            .map_err(Failure::from)?;
+        self.n -= 1;
+        Ok(v)
+    }
+
+    /// The last result.
+    pub(crate) fn last(&self) -> Option<Value> {
+        self.table.raw_get(self.n).ok()
+    }
+
+    pub(crate) fn finish(self) -> Result<Table, Failure> {
+        self.table.raw_set("n", self.n).map_err(Failure::from)?;
+        Ok(self.table)
+    }
+
+    /// One result.
+    pub(crate) fn one(lua: &Lua, v: Value) -> Result<Table, Failure> {
+        let mut r = Results::new(lua)?;
+        r.push(v)?;
+        r.finish()
+    }
 }
