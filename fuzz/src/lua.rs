@@ -505,7 +505,7 @@ pub fn run(body: &str) {
             super::rt::block_on(async {
                 let server = super::rt::server().await;
                 // A smaller Lua memory limit than the default: runaway scripts fail fast.
-                server.shared().scripting.set_memory_limit(64 << 20);
+                server.shared().scripting().set_memory_limit(64 << 20);
                 let mut client = server.client();
                 let ok = client.cmd(["SET", "canary", CANARY]).await;
                 assert_eq!(ok, Frame::ok());

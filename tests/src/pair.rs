@@ -192,14 +192,20 @@ impl RedisPair {
         // test's own (the first ones after a sync sometimes came only with the once-a-second
         // acknowledgement, after a client's reply timeout).
         let mut probe = crate::RawConn::connect(master.addr()).expect("connect to the master");
-        until("the replica acknowledges a write", Duration::from_secs(20), || {
-            probe.cmd(&["SET", "pair:in-sync", "1"]);
-            probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n"
-        });
+        until(
+            "the replica acknowledges a write",
+            Duration::from_secs(20),
+            || {
+                probe.cmd(&["SET", "pair:in-sync", "1"]);
+                probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n"
+            },
+        );
         probe.cmd(&["DEL", "pair:in-sync"]);
-        until("the replica acknowledges the cleanup", Duration::from_secs(20), || {
-            probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n"
-        });
+        until(
+            "the replica acknowledges the cleanup",
+            Duration::from_secs(20),
+            || probe.cmd(&["WAIT", "1", "100"]) == b":1\r\n",
+        );
         RedisPair {
             proxy,
             master_addr: master.addr(),

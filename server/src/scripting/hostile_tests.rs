@@ -21,7 +21,7 @@ fn error_text(f: &Frame) -> String {
 #[tokio::test]
 async fn runaway_allocation_fails_the_script_not_the_server() {
     let server = Server::builder().no_listener().start().await.unwrap();
-    server.shared().scripting.set_memory_limit(16 << 20);
+    server.shared().scripting().set_memory_limit(16 << 20);
     let mut c = server.client();
     c.cmd(["SET", "canary", "alive"]).await;
     for body in [
@@ -50,7 +50,7 @@ async fn runaway_allocation_fails_the_script_not_the_server() {
         Frame::Array(vec![bulk("false"), bulk("not enough memory")])
     );
     // The garbage was collected: well under the limit again.
-    assert!(server.shared().scripting.used_memory() < 8 << 20);
+    assert!(server.shared().scripting().used_memory() < 8 << 20);
 }
 
 /// A table that contains itself, returned: Redis's 7995 nested arrays around
@@ -205,7 +205,7 @@ async fn library_calls_with_thousands_of_arguments_do_not_run_out_of_handles() {
 #[tokio::test]
 async fn a_reply_over_the_lua_memory_limit_fails_the_script_only() {
     let server = Server::builder().no_listener().start().await.unwrap();
-    server.shared().scripting.set_memory_limit(16 << 20);
+    server.shared().scripting().set_memory_limit(16 << 20);
     let mut c = server.client();
     c.cmd(["SET", "canary", "alive"]).await;
     // Distinct values: Lua interns strings, and one value repeated would take no room.

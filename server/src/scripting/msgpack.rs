@@ -23,7 +23,7 @@ const MAX_NESTING: usize = 16;
 const MAX_OPEN: usize = 3000;
 
 /// Builds the `cmsgpack` table.
-pub fn library(lua: &Lua) -> mlua::Result<Table> {
+pub(crate) fn library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("pack", lift(lua, pack)?)?;
     t.raw_set(

@@ -23,7 +23,7 @@ const MAX_INT_SIZE: i64 = 32;
 const MAX_ALIGN: i64 = 8;
 
 /// Builds the `struct` table.
-pub fn library(lua: &Lua) -> mlua::Result<Table> {
+pub(crate) fn library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("pack", lift(lua, pack)?)?;
     t.raw_set("unpack", lift(lua, unpack)?)?;
