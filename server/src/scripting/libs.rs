@@ -508,12 +508,12 @@ pub(crate) fn type_name(v: Option<&Value>) -> &'static str {
         None => "no value",
         Some(Value::Nil) => "nil",
         Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_)) | Some(Value::Number(_)) => "number",
+        Some(Value::Integer(_) | Value::Number(_)) => "number",
         Some(Value::String(_)) => "string",
         Some(Value::Table(_)) => "table",
         Some(Value::Function(_)) => "function",
         Some(Value::Thread(_)) => "thread",
-        Some(Value::LightUserData(_)) | Some(Value::UserData(_)) => "userdata",
+        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
         Some(_) => "userdata",
     }
 }
