@@ -384,7 +384,35 @@ impl World {
                 w.link_up(i).await?;
             }
         }
+        if count > 1
+            && matches!(setup.topology, Topology::Replicated(_))
+            && matches!(w.nodes[0], Node::Remote { .. })
+        {
+            w.acks_flow(count - 1).await?;
+        }
         Ok(w)
+    }
+
+    /// Waits (real time, bounded) until a write on the master is acknowledged by all its
+    /// `replicas`: after a diskless sync a redis-server master sometimes counts a replica's
+    /// acknowledgements only from its next once-a-second ACK, and a lesson that starts before
+    /// that sees `WAIT` answer 0.
+    async fn acks_flow(&self, replicas: usize) -> Result<(), String> {
+        let probe = format!("{}:in-sync", self.lock_key());
+        let want = replicas.to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            self.admin(0, &["SET", &probe, "1"]).await?;
+            let acked = self.admin(0, &["WAIT", &want, "100"]).await?;
+            if acked == Reply::Int(replicas as i64) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the replicas never acknowledged a write".to_string());
+            }
+        }
+        self.admin(0, &["DEL", &probe]).await?;
+        Ok(())
     }
 
     /// `--against`: every node a master again, and the lesson's keys gone from it.
