@@ -37,7 +37,10 @@ pub(crate) struct RegisteredFunction {
     name: String,
     description: Option<String>,
     flags: FunctionFlags,
-    callback: Function,
+    /// The callback, kept in Lua's registry rather than as an mlua handle: every live handle
+    /// takes one of about 8000 slots, and thousands of loaded functions would run mlua out of
+    /// them and abort the process (as the script cache did).
+    callback: std::sync::Arc<mlua::RegistryKey>,
 }
 
 /// One library: its code and its functions.
@@ -95,7 +98,7 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn register_function(_lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
+fn register_function(lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
     let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
     let mut it = args.iter();
     let (name, callback, flags, description) = match (it.next(), it.next()) {
@@ -138,6 +141,7 @@ fn register_function(_lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
         if list.iter().any(|f| f.name == name) {
             return err("Function already exists in the library");
         }
+        let callback = std::sync::Arc::new(lua.create_registry_value(callback.clone())?);
         list.push(RegisteredFunction {
             name,
             description,
@@ -257,12 +261,16 @@ impl Scripting {
 
     /// `FUNCTION DELETE`.
     pub fn delete_library(&self, name: &str) -> bool {
-        self.libraries.lock().libs.shift_remove(name).is_some()
+        let gone = self.libraries.lock().libs.shift_remove(name).is_some();
+        // The dropped callbacks' registry slots are given back to Lua.
+        self.lua.expire_registry_values();
+        gone
     }
 
     /// `FUNCTION FLUSH`.
     pub fn flush_libraries(&self) {
         self.libraries.lock().libs.clear();
+        self.lua.expire_registry_values();
     }
 
     /// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`.
@@ -354,11 +362,14 @@ impl Scripting {
                 "ERR Can not execute a script with write flag using *_ro command.",
             );
         }
+        let Ok(callback) = self.lua.registry_value::<Function>(&f.callback) else {
+            return Frame::error("ERR Function not found");
+        };
         ctx.shared.gate.mark_script(BusyKind::Function);
         self.execute(
             ctx,
             name,
-            &f.callback,
+            &callback,
             keys,
             argv,
             read_only_call || f.flags.no_writes,

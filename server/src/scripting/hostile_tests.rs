@@ -266,3 +266,42 @@ async fn ten_thousand_different_scripts_stay_cached() {
     assert_eq!(c.cmd(["SCRIPT", "FLUSH"]).await, Frame::ok());
     assert_eq!(c.cmd(["EVAL", "return 'after'", "0"]).await, bulk("after"));
 }
+
+/// The same for functions: every `redis.register_function` kept an mlua handle for its
+/// callback, so about 8000 functions loaded by any client would have aborted the process.
+/// Callbacks now live in Lua's registry too.
+#[tokio::test]
+async fn ten_thousand_functions_stay_loaded() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut c = server.client();
+    for lib in 0..100 {
+        let mut code = format!("#!lua name=lib{lib}\n");
+        for f in 0..100 {
+            code.push_str(&format!(
+                "redis.register_function('f{lib}_{f}', function() return {} end)\n",
+                lib * 100 + f
+            ));
+        }
+        assert_eq!(
+            c.cmd(["FUNCTION", "LOAD", code.as_str()]).await,
+            bulk(&format!("lib{lib}"))
+        );
+    }
+    assert_eq!(c.cmd(["FCALL", "f99_99", "0"]).await, Frame::Integer(9999));
+    assert_eq!(c.cmd(["FCALL", "f0_7", "0"]).await, Frame::Integer(7));
+    // A script still gets handles of its own.
+    assert_eq!(
+        c.cmd(["EVAL", "return cmsgpack.pack({1, {2}})", "0"]).await,
+        Frame::Bulk(bytes::Bytes::from_static(b"\x92\x01\x91\x02"))
+    );
+    assert_eq!(c.cmd(["FUNCTION", "DELETE", "lib0"]).await, Frame::ok());
+    assert_eq!(
+        c.cmd(["FCALL", "f0_7", "0"]).await,
+        Frame::error("ERR Function not found")
+    );
+    assert_eq!(c.cmd(["FUNCTION", "FLUSH"]).await, Frame::ok());
+    assert_eq!(
+        c.cmd(["FCALL", "f99_99", "0"]).await,
+        Frame::error("ERR Function not found")
+    );
+}
