@@ -6,19 +6,14 @@
 //! sleep standing in for one.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latchkey_server::Server;
+use latchkey_tests::pair::until;
 use latchkey_tests::{RawConn, RedisProcess};
 
-/// Polls `probe` until it holds, failing the test after a generous deadline.
-fn until(what: &str, mut probe: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !probe() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+/// How long a state the servers report may take to appear before the test fails.
+const WAIT: Duration = Duration::from_secs(20);
 
 /// The `CLIENT LIST` line of the client named `name`.
 fn line_of(c: &mut RawConn, name: &str) -> Option<String> {
@@ -42,7 +37,7 @@ fn paused_write_waits(addr: SocketAddr) -> Vec<Vec<u8>> {
     out.push(writer.cmd(&["GET", "k"]));
     writer.send_raw(&RawConn::encode(&["SET", "k", "v"]));
     // The server has the SET (the writer's last command is `set`) but holds it.
-    until("the writer's SET reached the server", || {
+    until("the writer's SET reached the server", WAIT, || {
         line_of(&mut admin, "writer").is_some_and(|l| l.contains(" cmd=set "))
     });
     out.push(admin.cmd(&["GET", "k"]));
@@ -107,13 +102,13 @@ fn expiry_waits_for_the_pause(addr: SocketAddr) -> Vec<Vec<u8>> {
         c.cmd(&["SET", "lease", "t", "PX", "200"]),
         c.cmd(&["CLIENT", "PAUSE", "100000", "WRITE"]),
     ];
-    until("the lease's time passed", || {
+    until("the lease's time passed", WAIT, || {
         c.cmd(&["PTTL", "lease"]) == b":-2\r\n"
     });
     out.push(c.cmd(&["GET", "lease"]));
     out.push(c.cmd(&["DBSIZE"]));
     out.push(c.cmd(&["CLIENT", "UNPAUSE"]));
-    until("the expired lease was deleted", || {
+    until("the expired lease was deleted", WAIT, || {
         // A read deletes it now, or the active cycle did.
         let _ = c.cmd(&["GET", "lease"]);
         c.cmd(&["DBSIZE"]) == b":0\r\n"
