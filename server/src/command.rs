@@ -51,6 +51,9 @@ pub const NO_MULTI: u32 = 1 << 14;
 /// it is a single atomic step anyway, but over several it must be one step too, so that no
 /// client sees some of the keys before and some after another client's writes.
 pub const MULTI_KEY: u32 = 1 << 15;
+/// May send something down the replication stream though it is no write (Redis's
+/// `may-replicate`: scripts, `PUBLISH`); a `CLIENT PAUSE WRITE` holds it like a write.
+pub const MAY_REPLICATE: u32 = 1 << 16;
 
 /// How a command runs.
 pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;

@@ -214,16 +214,10 @@ fn pausable(client: &Client) -> bool {
 }
 
 /// Whether a command is one a `CLIENT PAUSE WRITE` holds: it may write, or may send something
-/// down the replication stream (Redis's `may-replicate` commands: scripts, `PUBLISH`,
-/// `PFCOUNT`), or it is the `EXEC` of a transaction that queued one of those.
+/// down the replication stream ([`MAY_REPLICATE`]: scripts, `PUBLISH`), or it is the `EXEC`
+/// of a transaction that queued one of those.
 fn may_replicate(client: &Client, spec: &CommandSpec) -> bool {
-    let one = |spec: &CommandSpec| {
-        spec.has(WRITE)
-            || matches!(
-                spec.name,
-                "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount"
-            )
-    };
+    let one = |spec: &CommandSpec| spec.has(WRITE) || spec.has(MAY_REPLICATE);
     if one(spec) {
         return true;
     }

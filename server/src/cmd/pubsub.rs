@@ -7,7 +7,8 @@ use bytes::Bytes;
 
 use super::util::lower;
 use super::{
-    arity_error, spec, CommandSpec, Ctx, FAST, LOADING, NOSCRIPT, PUBSUB, STALE, SUBSCRIBED_OK,
+    arity_error, spec, CommandSpec, Ctx, FAST, LOADING, MAY_REPLICATE, NOSCRIPT, PUBSUB, STALE,
+    SUBSCRIBED_OK,
 };
 use crate::frame::Frame;
 use crate::pubsub::Kind;
@@ -71,7 +72,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "publish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         0,
         0,
         0,
@@ -80,7 +81,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec(
         "spublish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         1,
         1,
         1,

@@ -8,17 +8,26 @@ use bytes::Bytes;
 
 use super::util::{is, lower, parse_i64};
 use super::{
-    arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, NOSCRIPT, NO_MULTI, STALE,
+    arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, MAY_REPLICATE, NOSCRIPT, NO_MULTI,
+    STALE,
 };
 use crate::frame::Frame;
 
 /// The scripting commands.
 pub const COMMANDS: &[CommandSpec] = &[
-    spec("eval", -3, NOSCRIPT | STALE | EXCLUSIVE, 0, 0, 0, eval),
+    spec(
+        "eval",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
+        0,
+        0,
+        0,
+        eval,
+    ),
     spec(
         "evalsha",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE,
+        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
         0,
         0,
         0,
@@ -51,7 +60,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         script,
     ),
-    spec("fcall", -3, NOSCRIPT | STALE | EXCLUSIVE, 0, 0, 0, fcall),
+    spec(
+        "fcall",
+        -3,
+        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
+        0,
+        0,
+        0,
+        fcall,
+    ),
     spec(
         "fcall_ro",
         -3,
