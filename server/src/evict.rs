@@ -306,8 +306,9 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     gone
 }
 
-/// The body of `INFO memory`: Redis's main fields, from [`used_memory`].
-pub fn info_section(shared: &Shared) -> String {
+/// The body of `INFO memory`: Redis's main fields, from [`used_memory`], with `scripts` (the
+/// scripting engine's lines, which the caller renders) in their place among them.
+pub fn info_section(shared: &Shared, scripts: &str) -> String {
     let used = used_memory(shared) as u64;
     let peak = shared.evictor.note_peak(used as usize) as u64;
     let rss = rss_bytes() as u64;
@@ -319,7 +320,7 @@ pub fn info_section(shared: &Shared) -> String {
         .get("maxmemory-policy")
         .unwrap_or_else(|| "noeviction".into());
     format!(
-        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\n{scripts}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
         human(used),
         human(rss),
         human(peak),

@@ -596,7 +596,10 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         );
     }
     if want("memory") {
-        section("Memory", crate::evict::info_section(shared));
+        section(
+            "Memory",
+            crate::evict::info_section(shared, &shared.scripting().memory_info()),
+        );
     }
     if want("persistence") {
         section(
