@@ -384,19 +384,25 @@ impl Db {
     /// keys with their entries, so the caller can propagate the deletions and then free the
     /// values (see [`crate::lazyfree`]) outside its locks. Costs `O(limit · log n)`, whatever
     /// the number of keys with a TTL.
+    ///
+    /// The keys are deleted as one batch ([`crate::batch_remove`]: one lock per shard, their
+    /// lookups overlapped), and the memory estimate and the TTL count are adjusted once for
+    /// the whole step. The deleted keys come back in no particular order; a key is only
+    /// deleted once, so the order of their `DEL`s does not matter to anyone.
     pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
         let mut due = Vec::with_capacity(limit.min(1024));
         self.expiries.pop_due(now_ms, limit, &mut due);
-        let mut gone = Vec::with_capacity(due.len());
-        for (_, key) in due {
-            // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
-            // decides. An entry expired under another deadline is deleted all the same; its
-            // own pair, also due, is dropped as stale when popped.
-            if let Some((k, e)) = self.map.remove_if(&key, |_, e| e.is_expired(now_ms)) {
-                self.mem.removed(&k, &e);
-                self.expiries.recount(e.expires_at, None);
-                self.signal_modified(&k);
-                gone.push((k, e));
+        // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
+        // decides. An entry expired under another deadline is deleted all the same; its own
+        // pair, also due, is dropped as stale when popped.
+        let keys: Vec<Bytes> = due.into_iter().map(|(_, k)| k).collect();
+        let gone = crate::batch_remove::remove_expired(&self.map, keys, now_ms);
+        self.mem.removed_all(gone.iter().map(|(k, e)| (&k[..], e)));
+        // Every entry deleted here had a deadline.
+        self.expiries.uncount(gone.len());
+        if self.watched_count.load(Ordering::Acquire) != 0 {
+            for (k, _) in &gone {
+                self.signal_modified(k);
             }
         }
         gone

@@ -62,6 +62,13 @@ impl ExpiryIndex {
         }
     }
 
+    /// Counts out `n` entries that had a TTL and are gone (a step of the expiry cycle).
+    pub(crate) fn uncount(&self, n: usize) {
+        if n != 0 {
+            self.with_ttl.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
     /// Takes up to `limit` pairs whose deadline is at or before `now_ms`, earliest first,
     /// appending them to `out`. Costs `O(limit · log n)`.
     pub(crate) fn pop_due(&self, now_ms: u64, limit: usize, out: &mut Vec<(u64, Bytes)>) {
