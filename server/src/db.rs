@@ -379,14 +379,6 @@ impl Db {
         self.expiries.next_deadline().is_some_and(|t| t <= now_ms)
     }
 
-    /// How long ago (in ms) the earliest deadline still in the expiry index passed, 0 when
-    /// none has: how far behind the expiry cycle is.
-    pub fn overdue_ms(&self, now_ms: u64) -> u64 {
-        self.expiries
-            .next_deadline()
-            .map_or(0, |t| now_ms.saturating_sub(t))
-    }
-
     /// Runs one bounded step of active expiry: pops up to `limit` due pairs from the front
     /// of the expiry index and deletes each key that is still expired. Returns the deleted
     /// keys with their entries, so the caller can propagate the deletions and then free the

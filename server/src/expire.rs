@@ -13,7 +13,7 @@
 //!   background freer, [`crate::lazyfree`]), and yields to the scheduler, so clients are served
 //!   between steps and an exclusive command (a script, `EXEC`) waits at most one step;
 //! - a pass runs until nothing is due, but while clients are busy it takes
-//!   [`BUSY_SHARE_PERCENT`] of the worker (more once it falls behind), by account: it yields until the clients have had
+//!   [`BUSY_SHARE_PERCENT`] of the worker, by account: it yields until the clients have had
 //!   the rest of the time (measured, not guessed: a yield returns once the ready tasks ran),
 //!   and when a turn of the clients ran longer than their due, it works correspondingly
 //!   longer next time, in bursts of at most [`MAX_BURST`] and [`MAX_BURST_STEPS`]. When clients are idle a yield
@@ -39,44 +39,21 @@ use crate::state::Shared;
 /// and the step's fixed costs (the gate, the locks, the yield) are spread thin.
 pub const STEP_KEYS: usize = 128;
 
-/// The share of a busy worker (in percent) the cycle takes while clients want the rest,
-/// by how late it is: [`share_percent`] gives [`BUSY_SHARE_PERCENT`] while the earliest due
-/// key is less than [`LATE_MS`] overdue, and up to [`LATE_SHARE_PERCENT`] as it falls further
-/// behind (Redis, too, puts in more effort when it finds many keys expired). The cycle keeps
-/// an account: each time it comes back from letting clients run for `away`, it may work for
-/// `away · share / (100 - share)` (at most [`MAX_BURST`]) before it lets them run again, and
-/// it lets them run at least `spent · (100 - share) / share` after working for `spent`. Idle
-/// clients are not waited for.
+/// The share of a busy worker (in percent) the cycle takes while clients want the rest.
+/// The cycle keeps an account: each time it comes back from letting clients run for `away`,
+/// it may work for `away · share / (100 - share)` (at most [`MAX_BURST`]) before it lets them
+/// run again, and it lets them run at least `spent · (100 - share) / share` after working
+/// for `spent`. Idle clients are not waited for.
 ///
 /// Measured with the `expiry_storm` example (`bench/results/expiry.md`): before the account,
 /// the cycle only waited after each step and never made up for a wait that ran long (a
 /// yield lasts a whole turn of the busy clients, far longer than a step), so a nominal 20%
 /// came to about 10% of the worker, and a million due keys lingered 2–3 s after the last
-/// deadline. With the account kept, a fixed 20% cleared them within 0.1–0.6 s of the last
-/// deadline but took the clients' `GET` rate down to 0.83 of normal in one run; 15%: 0.7–1.5 s
-/// and 0.95–1.06 at a million keys, but 0.76–0.81 at 100k keys, where the whole storm lasts
-/// a quarter of a second and the cycle worked through all of it. Hence a small share while
-/// the cycle is nearly on time, a larger one once it is late; 10% rising to 20% still took
-/// the rate to 0.87 in one run at a million keys, so 10% rising to 15%.
-const BUSY_SHARE_PERCENT: u32 = 10;
-
-/// The share the cycle takes once it is far behind (see [`BUSY_SHARE_PERCENT`]).
-const LATE_SHARE_PERCENT: u32 = 15;
-
-/// How overdue the earliest due key may be before the cycle takes more than
-/// [`BUSY_SHARE_PERCENT`]; at twice this it takes [`LATE_SHARE_PERCENT`].
-const LATE_MS: u64 = 500;
-
-/// The cycle's share of a busy worker when the earliest due key is `late_ms` overdue.
-fn share_percent(late_ms: u64) -> u32 {
-    if late_ms < LATE_MS {
-        BUSY_SHARE_PERCENT
-    } else if late_ms < 2 * LATE_MS {
-        (BUSY_SHARE_PERCENT + LATE_SHARE_PERCENT) / 2
-    } else {
-        LATE_SHARE_PERCENT
-    }
-}
+/// deadline. With the account kept, 20% clears them within about 0.1–0.3 s of the last
+/// deadline (15%: 1.1–1.5 s; 10%: 2.4 s), the clients' `GET` rate staying about 0.9 of
+/// normal or better at each of these shares (the keys got cheaper to delete too:
+/// [`crate::batch_remove`]).
+const BUSY_SHARE_PERCENT: u32 = 20;
 
 /// The longest the cycle works in one go while clients are busy, however long they had the
 /// worker before: a request that arrives meanwhile waits at most this (plus one step).
@@ -128,20 +105,19 @@ pub async fn expire_cycle(shared: &Shared) -> usize {
             if spent < allowed && steps < MAX_BURST_STEPS {
                 continue;
             }
-            let share = share_percent(db.overdue_ms(shared.clock.now_ms()));
-            let away = yield_to_clients(spent, share).await;
-            allowed = (away * share / (100 - share)).min(MAX_BURST);
+            let away = yield_to_clients(spent).await;
+            allowed = (away * BUSY_SHARE_PERCENT / (100 - BUSY_SHARE_PERCENT)).min(MAX_BURST);
             (spent, steps) = (Duration::ZERO, 0);
         }
     }
     total
 }
 
-/// Lets other tasks (clients) run for their share after the cycle worked for `spent` (taking
-/// `share` percent): yields until they have had `spent · (100 - share) / share`, or until a yield finds nobody else
+/// Lets other tasks (clients) run for their share after the cycle worked for `spent`: yields
+/// until they have had `spent · (100 - share) / share`, or until a yield finds nobody else
 /// ready (idle clients are not waited for). Returns how long they had.
-async fn yield_to_clients(spent: Duration, share: u32) -> Duration {
-    let owed = spent * (100 - share) / share;
+async fn yield_to_clients(spent: Duration) -> Duration {
+    let owed = spent * (100 - BUSY_SHARE_PERCENT) / BUSY_SHARE_PERCENT;
     let mut given = Duration::ZERO;
     loop {
         let before = Instant::now();
@@ -217,20 +193,5 @@ pub async fn caught_up(shared: &Shared) {
             r = passes.changed() => if r.is_err() { return },
             _ = shutdown.wait_for(|s| *s) => return,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_share_grows_only_as_the_cycle_falls_behind() {
-        assert_eq!(share_percent(0), BUSY_SHARE_PERCENT);
-        assert_eq!(share_percent(LATE_MS - 1), BUSY_SHARE_PERCENT);
-        let mid = share_percent(LATE_MS);
-        assert!(BUSY_SHARE_PERCENT < mid && mid < LATE_SHARE_PERCENT);
-        assert_eq!(share_percent(2 * LATE_MS), LATE_SHARE_PERCENT);
-        assert_eq!(share_percent(u64::MAX), LATE_SHARE_PERCENT);
     }
 }
