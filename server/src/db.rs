@@ -384,19 +384,25 @@ impl Db {
     /// keys with their entries, so the caller can propagate the deletions and then free the
     /// values (see [`crate::lazyfree`]) outside its locks. Costs `O(limit · log n)`, whatever
     /// the number of keys with a TTL.
+    ///
+    /// The keys are deleted as one batch ([`crate::batch_remove`]: one lock per shard, their
+    /// lookups overlapped), and the memory estimate and the TTL count are adjusted once for
+    /// the whole step. The deleted keys come back in no particular order; a key is only
+    /// deleted once, so the order of their `DEL`s does not matter to anyone.
     pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
         let mut due = Vec::with_capacity(limit.min(1024));
         self.expiries.pop_due(now_ms, limit, &mut due);
-        let mut gone = Vec::with_capacity(due.len());
-        for (_, key) in due {
-            // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
-            // decides. An entry expired under another deadline is deleted all the same; its
-            // own pair, also due, is dropped as stale when popped.
-            if let Some((k, e)) = self.map.remove_if(&key, |_, e| e.is_expired(now_ms)) {
-                self.mem.removed(&k, &e);
-                self.expiries.recount(e.expires_at, None);
-                self.signal_modified(&k);
-                gone.push((k, e));
+        // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
+        // decides. An entry expired under another deadline is deleted all the same; its own
+        // pair, also due, is dropped as stale when popped.
+        let keys: Vec<Bytes> = due.into_iter().map(|(_, k)| k).collect();
+        let gone = crate::batch_remove::remove_expired(&self.map, keys, now_ms);
+        self.mem.removed_all(gone.iter().map(|(k, e)| (&k[..], e)));
+        // Every entry deleted here had a deadline.
+        self.expiries.uncount(gone.len());
+        if self.watched_count.load(Ordering::Acquire) != 0 {
+            for (k, _) in &gone {
+                self.signal_modified(k);
             }
         }
         gone
@@ -750,10 +756,53 @@ mod tests {
         for i in 0..100u64 {
             db.insert(Bytes::from(format!("k{i:03}")), string("v", Some(i)));
         }
-        let gone = gone_keys(db.active_expire(1_000, 10));
+        // The earliest ten, deleted as one batch (in no particular order within it).
+        let mut gone = gone_keys(db.active_expire(1_000, 10));
+        gone.sort();
         let want: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("k{i:03}"))).collect();
         assert_eq!(gone, want);
         assert_eq!(db.len(), 90);
         assert_eq!(db.expires_count(), 90);
+    }
+
+    #[test]
+    fn a_batch_step_keeps_the_counts_and_tells_watchers() {
+        let db = Db::default();
+        db.insert(Bytes::from_static(b"plain"), string("v", None));
+        let baseline = db.memory().entry_bytes();
+        for i in 0..1000u64 {
+            let deadline = if i % 2 == 0 { Some(10) } else { Some(1_000) };
+            db.insert(Bytes::from(format!("k{i}")), string("value", deadline));
+        }
+        // A key renewed after its pair was laid: its old pair is due, the entry is not.
+        db.update(&Bytes::from_static(b"k0"), 0, true, |_| {
+            (Update::Expire(Some(5_000)), ())
+        });
+        let watched = Arc::new(WatchFlag::default());
+        db.watch(Bytes::from_static(b"k2"), watched.clone());
+        let spare = Arc::new(WatchFlag::default());
+        db.watch(Bytes::from_static(b"k1"), spare.clone());
+        let mut gone = 0;
+        loop {
+            let step = db.active_expire(100, 128);
+            if step.is_empty() {
+                break;
+            }
+            assert!(step.len() <= 128);
+            gone += step.len();
+        }
+        assert_eq!(gone, 499, "the even keys but the renewed one");
+        assert_eq!(db.len(), 502);
+        assert_eq!(db.expires_count(), 501);
+        assert_eq!(db.memory().volatile_keys(), 501);
+        assert!(watched.is_dirty(), "a watcher of an expired key is told");
+        assert!(!spare.is_dirty(), "a watcher of a live key is not");
+        assert!(db.contains(b"k0", 100));
+        db.check_expiry_index().unwrap();
+        // Every key gone, the estimate is back where it started.
+        while !db.active_expire(u64::MAX, 128).is_empty() {}
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.expires_count(), 0);
+        assert_eq!(db.memory().entry_bytes(), baseline);
     }
 }

@@ -129,6 +129,21 @@ fn sample(
     }
 }
 
+/// One key of `map` picked at random (see [`sample`]) and whether it is expired at `now_ms`,
+/// or `None` when the map is empty. Visits the buckets from a random one until it finds a
+/// key: a few on a table in normal use.
+pub(crate) fn random_key(
+    map: &DashMap<Bytes, Entry, KeyHasher>,
+    now_ms: u64,
+) -> Option<(Bytes, bool)> {
+    let mut picked = None;
+    sample(map, 1, usize::MAX, |k, e| {
+        picked = Some((k.clone(), e.is_expired(now_ms)));
+        true
+    });
+    picked
+}
+
 /// Fills `pool` with the best candidates among a sample of `db`.
 fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, now_ms: u64) {
     let policy = limits.policy();

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod aof;
+pub(crate) mod batch_remove;
 pub mod client;
 pub mod clock;
 pub mod cmd;
