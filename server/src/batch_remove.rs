@@ -21,14 +21,13 @@
 use bytes::Bytes;
 use dashmap::DashMap;
 
-use crate::db::KeyHasher;
 use crate::value::Entry;
 
 /// Removes those of `keys` whose entry is expired at `now_ms` (a key that got a later
 /// deadline, or none, or is absent, is left alone) and returns them with their entries, in
 /// no particular order. Each key is looked up once, under one lock per shard.
-pub(crate) fn remove_expired(
-    map: &DashMap<Bytes, Entry, KeyHasher>,
+pub(crate) fn remove_expired<S: std::hash::BuildHasher + Clone>(
+    map: &DashMap<Bytes, Entry, S>,
     keys: Vec<Bytes>,
     now_ms: u64,
 ) -> Vec<(Bytes, Entry)> {
@@ -117,7 +116,8 @@ mod tests {
 
     #[test]
     fn removes_exactly_the_expired_keys_of_the_batch() {
-        let map: DashMap<Bytes, Entry, KeyHasher> = DashMap::with_hasher(KeyHasher::new());
+        let map: DashMap<Bytes, Entry, ahash::RandomState> =
+            DashMap::with_hasher(ahash::RandomState::new());
         for i in 0..1000u64 {
             // Even keys expired at 10, odd ones at 1000 or never.
             let deadline = match i % 4 {
