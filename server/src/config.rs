@@ -53,6 +53,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("min-replicas-max-lag", "10"),
     ("cluster-enabled", "no"),
     ("loglevel", "notice"),
+    ("tracking-table-max-keys", "1000000"),
 ];
 
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
@@ -101,6 +102,8 @@ pub struct Config {
     busy_reply_threshold_ms: AtomicU64,
     /// The memory and eviction settings the hot path reads (see [`crate::evict`]).
     pub(crate) limits: Arc<Limits>,
+    /// `tracking-table-max-keys`, shared with the tracking table (see [`crate::tracking`]).
+    pub(crate) tracking_max_keys: Arc<AtomicU64>,
 }
 
 impl Default for Config {
@@ -115,6 +118,7 @@ impl Default for Config {
             proto_max_bulk_len: AtomicU64::new(512 * 1024 * 1024),
             busy_reply_threshold_ms: AtomicU64::new(5000),
             limits: Arc::new(Limits::default()),
+            tracking_max_keys: Arc::new(AtomicU64::new(1_000_000)),
         }
     }
 }
@@ -181,6 +185,12 @@ impl Config {
                 let mut p = self.params.write();
                 p.insert("busy-reply-threshold".into(), ms.to_string());
                 p.insert("lua-time-limit".into(), ms.to_string());
+                return Ok(());
+            }
+            "tracking-table-max-keys" => {
+                let n = int_value(value, 0, i64::MAX)?;
+                self.tracking_max_keys.store(n as u64, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
             "port" | "timeout" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {

@@ -587,10 +587,11 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Clients",
             format!(
-                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\npubsub_clients:{}\r\n",
+                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\npubsub_clients:{}\r\n",
                 list.len(),
                 shared.config.maxclients(),
                 shared.stats.blocked_clients.load(Ordering::Relaxed),
+                shared.tracking.counts().0,
                 pubsub,
             ),
         );
@@ -610,10 +611,11 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     }
     if want("stats") {
         let s = &shared.stats;
+        let (_, tracking_keys, tracking_items, tracking_prefixes) = shared.tracking.counts();
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -621,6 +623,9 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 shared.evictor.evicted_keys.load(Ordering::Relaxed),
                 shared.pubsub.channel_count(),
                 shared.pubsub.pattern_count(),
+                tracking_keys,
+                tracking_items,
+                tracking_prefixes,
             ) + &shared.replication.stats_info(),
         );
     }
