@@ -167,7 +167,7 @@ fn run_handler(
     };
     // Client-side caching (see `crate::tracking`): one relaxed load when nobody tracks.
     let tracking = shared.tracking.armed().then(|| {
-        shared.tracking.enforce_limit();
+        shared.tracking.enforce_limit(client.handle.id);
         Tracking::running(client.handle.id)
     });
     let mut ctx = Ctx::at(shared, client, now_ms);

@@ -288,8 +288,9 @@ impl Tracking {
     }
 
     /// Keeps the table within `tracking-table-max-keys`, invalidating random keys: called
-    /// before a command runs, as Redis does in `processCommand`.
-    pub fn enforce_limit(&self) {
+    /// before client `current`'s command runs, as Redis does in `processCommand` (so its
+    /// messages go out at once, before the command's reply, and `NOLOOP` spares `current`).
+    pub fn enforce_limit(&self, current: u64) {
         let max = self.max_keys() as usize;
         if max == 0 {
             return;
@@ -305,8 +306,7 @@ impl Tracking {
             let i = rand::random_range(0..inner.table.len());
             let key = inner.table.get_index(i).map(|(k, _)| k.clone());
             if let Some(key) = key {
-                // Sent at once: the command that triggered this has not started.
-                self.invalidate_locked(&mut inner, &key, 0, &mut Vec::new());
+                self.invalidate_locked(&mut inner, &key, current, None);
             }
             if inner.table.len() <= max {
                 inner.over_limit_runs = 0;
@@ -318,14 +318,15 @@ impl Tracking {
         self.rearm(&inner);
     }
 
-    /// The default-mode half of a key change: every client that read `key` is told (or, the
-    /// running client itself, told after its reply), and the key is forgotten.
+    /// The default-mode half of a key change: every client that read `key` is told, and the
+    /// key is forgotten. `current` is the client whose command runs (`NOLOOP` spares it);
+    /// with `held`, its own message is kept there, to go after its reply.
     fn invalidate_locked(
         &self,
         inner: &mut Inner,
         key: &Bytes,
         current: u64,
-        held: &mut Vec<Option<Bytes>>,
+        mut held: Option<&mut Vec<Option<Bytes>>>,
     ) {
         let Some(ids) = inner.table.swap_remove(key.as_ref()) else {
             return;
@@ -338,10 +339,9 @@ impl Tracking {
             if t.mode.bcast || (t.mode.noloop && id == current) {
                 continue;
             }
-            if id == current {
-                held.push(Some(key.clone()));
-            } else {
-                self.send(inner, id, Payload::Keys(std::slice::from_ref(key)));
+            match held.as_deref_mut() {
+                Some(held) if id == current => held.push(Some(key.clone())),
+                _ => self.send(inner, id, Payload::Keys(std::slice::from_ref(key))),
             }
         }
     }
@@ -511,7 +511,7 @@ impl KeyChanges for Tracking {
         }
         inner.bcast_pending |= any_bcast;
         let mut held = Vec::new();
-        self.invalidate_locked(&mut inner, &key, current, &mut held);
+        self.invalidate_locked(&mut inner, &key, current, Some(&mut held));
         if !held.is_empty() {
             HELD.with(|h| h.borrow_mut().extend(held));
         }

@@ -412,6 +412,37 @@ fn a_resp2_client_hears_through_a_subscribed_redirection() {
     // A flush: the null of the tracking client's protocol.
     w.cmd(&["FLUSHALL"]);
     r.expect(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n");
+    // Any subscription puts the target in subscribed mode, where it hears the message.
+    let mut other = s.conn();
+    let oid = other.ids();
+    other.cmd(&["SUBSCRIBE", "elsewhere"]);
+    a.cmd_each(|side| {
+        strings(&[
+            "CLIENT",
+            "TRACKING",
+            "ON",
+            "REDIRECT",
+            &oid.of(side).to_string(),
+        ])
+    });
+    a.cmd(&["GET", "k"]);
+    w.cmd(&["SET", "k", "v2"]);
+    other.expect(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$1\r\nk\r\n");
+    // A RESP2 target that is not subscribed hears nothing.
+    let mut plain = s.conn();
+    let pid = plain.ids();
+    a.cmd_each(|side| {
+        strings(&[
+            "CLIENT",
+            "TRACKING",
+            "ON",
+            "REDIRECT",
+            &pid.of(side).to_string(),
+        ])
+    });
+    a.cmd(&["GET", "k"]);
+    w.cmd(&["SET", "k", "v3"]);
+    plain.expect_nothing(b"+PONG\r\n");
     // A RESP3 redirection target needs no subscription.
     let mut r3 = s.conn();
     r3.hello3();
@@ -565,4 +596,57 @@ fn an_expiring_tracked_key_is_invalidated() {
     server.handle().clock().advance(Duration::from_millis(200));
     assert_eq!(show(&a.read_reply()), show(&push(&["active"])));
     assert_eq!(w.cmd(&["EXISTS", "active"]), b":0\r\n");
+}
+
+/// The one deliberate difference (docs/COMPATIBILITY.md): Redis 7.0.15 answers an overlap
+/// found after the first new prefix with the error *and* `+OK`, and turns tracking on with the
+/// overlapping prefixes. latchkey answers the error alone and leaves tracking off.
+#[test]
+fn an_overlap_among_later_prefixes_is_refused_whole() {
+    let server = Server::builder().start_blocking().expect("start latchkey");
+    let mut c = RawConn::connect(server.addr()).unwrap();
+    assert_eq!(
+        show(&c.cmd(&[
+            "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "b", "PREFIX", "bc",
+        ])),
+        show(b"-ERR Prefix 'b' overlaps with another provided prefix 'bc'. Prefixes for a single client must not overlap.\r\n")
+    );
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(c.cmd(&["CLIENT", "GETREDIR"]), b":-1\r\n");
+}
+
+/// Eviction is a change: a tracked key evicted under `maxmemory` sends its invalidation
+/// (latchkey alone: which key Redis evicts, and when, depends on its allocator).
+#[test]
+fn an_evicted_tracked_key_is_invalidated() {
+    let server = Server::builder().start_blocking().expect("start latchkey");
+    let mut a = RawConn::connect(server.addr()).unwrap();
+    let mut w = RawConn::connect(server.addr()).unwrap();
+    let value = "v".repeat(1024);
+    let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        assert_eq!(w.cmd(&["SET", k, &value]), b"+OK\r\n");
+    }
+    a.cmd(&["HELLO", "3"]);
+    assert_eq!(a.cmd(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+    let mut mget = vec!["MGET".to_string()];
+    mget.extend(keys.iter().cloned());
+    a.cmd(&mget);
+    let info = String::from_utf8(w.cmd(&["INFO", "memory"])).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    w.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    let limit = (used - 20 * 1024).to_string();
+    assert_eq!(w.cmd(&["CONFIG", "SET", "maxmemory", &limit]), b"+OK\r\n");
+    assert_eq!(w.cmd(&["SET", "trigger", "x"]), b"+OK\r\n");
+    // The first message names a key that was tracked and is gone now.
+    let first = a.read_reply();
+    let key = keys
+        .iter()
+        .find(|k| first == push(&[k.as_str()]))
+        .unwrap_or_else(|| panic!("not an invalidation of a tracked key: {}", show(&first)));
+    assert_eq!(w.cmd(&["EXISTS", key]), b":0\r\n");
 }
