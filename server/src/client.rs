@@ -38,8 +38,9 @@ pub struct ClientHandle {
     /// When the client last ran a command (server clock, Unix milliseconds), for `idle=`.
     pub last_interaction_ms: AtomicU64,
     /// The sending end of this client's push queue, so that any part of the server that
-    /// finds the client by id (a tracking redirection, say) can send it a message.
-    push_tx: mpsc::UnboundedSender<Frame>,
+    /// finds the client by id (a tracking redirection, say) can send it a message. Weak, so
+    /// that the queue still closes when the client is gone (its receiver then sees the end).
+    push_tx: mpsc::WeakUnboundedSender<Frame>,
 }
 
 /// Whether a connection sends the replies of its commands (`CLIENT REPLY`).
@@ -123,12 +124,13 @@ impl ClientHandle {
         self.killed.load(Ordering::Acquire)
     }
 
-    /// A sender of push messages to this client (see [`PushSender`]).
-    pub fn pusher(self: &Arc<Self>) -> PushSender {
-        PushSender {
-            tx: self.push_tx.clone(),
+    /// A sender of push messages to this client (see [`PushSender`]), while its connection
+    /// lives.
+    pub fn pusher(self: &Arc<Self>) -> Option<PushSender> {
+        Some(PushSender {
+            tx: self.push_tx.upgrade()?,
             handle: self.clone(),
-        }
+        })
     }
 
     /// Resolves once the client has been killed.
@@ -357,7 +359,7 @@ impl Clients {
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
             last_interaction_ms: AtomicU64::new(0),
-            push_tx: tx.clone(),
+            push_tx: tx.downgrade(),
         });
         self.all.insert(id, handle.clone());
         let client = Client {

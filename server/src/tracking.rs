@@ -349,7 +349,13 @@ impl Tracking {
     /// Sends client `id` one invalidation message, through its redirection if it has one,
     /// as Redis's `sendTrackingMessage`. Returns the frame when it is for the client's own
     /// connection and `own` asked to keep it (to go after a reply) instead of queueing it.
-    fn deliver(&self, inner: &mut Inner, id: u64, payload: Payload<'_>, own: bool) -> Option<Frame> {
+    fn deliver(
+        &self,
+        inner: &mut Inner,
+        id: u64,
+        payload: Payload<'_>,
+        own: bool,
+    ) -> Option<Frame> {
         let t = inner.trackers.get_mut(&id)?;
         let tracker_resp3 = t.handle.info.lock().resp > 2;
         let mut target = t.handle.clone();
@@ -413,8 +419,9 @@ impl Tracking {
         if to.is_killed() {
             return None;
         }
+        let sender = to.pusher()?;
         let size = crate::pubsub::approx_size(&frame);
-        let queued = to.pusher().send(frame, size);
+        let queued = sender.send(frame, size);
         if queued >= 1 << 20 {
             let subscribed = {
                 let i = to.info.lock();

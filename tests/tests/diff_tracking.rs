@@ -92,12 +92,8 @@ impl Pair {
 
     /// `CLIENT ID` on each side.
     fn ids(&mut self) -> Ids {
-        let parse = |b: Vec<u8>| -> u64 {
-            String::from_utf8(b).unwrap()[1..]
-                .trim()
-                .parse()
-                .unwrap()
-        };
+        let parse =
+            |b: Vec<u8>| -> u64 { String::from_utf8(b).unwrap()[1..].trim().parse().unwrap() };
         Ids {
             redis: parse(self.r.cmd(&["CLIENT", "ID"])),
             latchkey: parse(self.l.cmd(&["CLIENT", "ID"])),
@@ -237,14 +233,14 @@ fn every_bad_combination_gets_redis_s_error() {
     // Two redirections, even to an existing client.
     c.cmd_each(|side| {
         let id = own.of(side).to_string();
-        strings(&[
-            "CLIENT", "TRACKING", "on", "REDIRECT", &id, "REDIRECT", &id,
-        ])
+        strings(&["CLIENT", "TRACKING", "on", "REDIRECT", &id, "REDIRECT", &id])
     });
     // The same in RESP3, where TRACKINGINFO is a map with a set of flags.
     c.hello3();
     c.cmd(&["CLIENT", "TRACKINGINFO"]);
-    c.cmd(&["CLIENT", "TRACKING", "on", "bcast", "prefix", "p:", "noloop"]);
+    c.cmd(&[
+        "CLIENT", "TRACKING", "on", "bcast", "prefix", "p:", "noloop",
+    ]);
     c.cmd(&["CLIENT", "TRACKINGINFO"]);
     c.cmd_each(|side| {
         strings(&[
@@ -333,7 +329,9 @@ fn bcast_sends_the_changes_under_each_prefix_together() {
     let mut w = s.conn();
     let mut a = tracker(&s, &["BCAST", "PREFIX", "user:", "PREFIX", "obj:"]);
     // Nothing read: every change under a prefix is sent, gathered per prefix and sorted.
-    w.cmd(&["MSET", "user:2", "a", "user:1", "b", "other", "c", "obj:1", "d"]);
+    w.cmd(&[
+        "MSET", "user:2", "a", "user:1", "b", "other", "c", "obj:1", "d",
+    ]);
     a.expect(&push(&["obj:1"]));
     a.expect(&push(&["user:1", "user:2"]));
     w.cmd(&["SET", "other", "x"]);
@@ -372,7 +370,9 @@ fn optin_and_optout_follow_client_caching() {
     a.cmd(&["GET", "k5"]);
     a.cmd(&["EXEC"]);
     a.cmd(&["GET", "k6"]);
-    w.cmd(&["MSET", "k1", "x", "k2", "x", "k3", "x", "k4", "x", "k5", "x", "k6", "x"]);
+    w.cmd(&[
+        "MSET", "k1", "x", "k2", "x", "k3", "x", "k4", "x", "k5", "x", "k6", "x",
+    ]);
     a.expect(&push(&["k2"]));
     a.expect(&push(&["k4"]));
     a.expect(&push(&["k5"]));
