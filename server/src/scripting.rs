@@ -27,6 +27,7 @@ use crate::frame::Frame;
 use crate::gate::BusyKind;
 
 mod bridge;
+mod cjson;
 mod functions;
 #[cfg(test)]
 mod hostile_tests;
@@ -350,7 +351,7 @@ impl Scripting {
         libs::install_redis_table(&lua, &redis)?;
         g.raw_set("redis", redis)?;
         g.raw_set("bit", libs::bit_library(&lua)?)?;
-        g.raw_set("cjson", libs::cjson_library(&lua)?)?;
+        g.raw_set("cjson", cjson::library(&lua)?)?;
         g.raw_set("cmsgpack", msgpack::library(&lua)?)?;
         g.raw_set("struct", structlib::library(&lua)?)?;
         lua.load(PRELUDE).set_name("=latchkey").exec()?;
@@ -553,6 +554,8 @@ impl Scripting {
     /// Forgets every cached script (`SCRIPT FLUSH`).
     pub fn flush(&self) {
         self.cache.lock().clear();
+        // Redis starts a fresh interpreter: what scripts configured is forgotten too.
+        cjson::reset(&self.lua);
         // The dropped registry keys' slots are given back to Lua.
         self.lua.expire_registry_values();
     }
