@@ -303,6 +303,21 @@ fn default_mode_tells_each_reader_once_per_read() {
     w.cmd(&["FLUSHALL"]);
     a.expect(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
     a.expect_nothing(PONG3);
+    // The client's own FLUSHALL: the null comes after its reply.
+    a.r.send_raw(&RawConn::encode(&["FLUSHALL"]));
+    a.l.send_raw(&RawConn::encode(&["FLUSHALL"]));
+    a.expect(b"+OK\r\n");
+    a.expect(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+    // Reads inside a script and a transaction are remembered like any other.
+    a.cmd(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "s"]);
+    a.cmd(&["EVAL_RO", "return redis.call('GET', KEYS[1])", "1", "ro"]);
+    a.cmd(&["MULTI"]);
+    a.cmd(&["GET", "t"]);
+    a.cmd(&["EXEC"]);
+    w.cmd(&["MSET", "s", "1", "ro", "1", "t", "1"]);
+    a.expect(&push(&["s"]));
+    a.expect(&push(&["ro"]));
+    a.expect(&push(&["t"]));
     // Off: nothing more.
     a.cmd(&["GET", "k"]);
     a.cmd(&["CLIENT", "TRACKING", "OFF"]);
