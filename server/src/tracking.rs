@@ -507,8 +507,13 @@ pub fn overlap(a: &[u8], b: &[u8]) -> bool {
 impl KeyChanges for Tracking {
     fn changed(&self, key: &[u8]) {
         let current = CURRENT.with(Cell::get);
-        let key = Bytes::copy_from_slice(key);
         let mut inner = self.inner.lock();
+        let broadcast = inner.prefixes.keys().any(|p| key.starts_with(p));
+        if !broadcast && !inner.table.contains_key(key) {
+            // Nobody reads it, no prefix covers it: no copy of the key, nothing to send.
+            return;
+        }
+        let key = Bytes::copy_from_slice(key);
         let mut any_bcast = false;
         for (prefix, p) in inner.prefixes.iter_mut() {
             if key.starts_with(prefix) {
@@ -548,5 +553,61 @@ impl KeyChanges for Tracking {
         inner.table = IndexMap::default();
         inner.items = 0;
         self.rearm(&inner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(max: u64) -> Tracking {
+        Tracking::new(
+            Arc::default(),
+            ClientDirectory::default(),
+            Arc::default(),
+            Clock::system(),
+            Arc::new(AtomicU64::new(max)),
+        )
+    }
+
+    #[test]
+    fn prefixes_overlap_when_one_starts_the_other() {
+        assert!(overlap(b"user:", b"user:1"));
+        assert!(overlap(b"user:1", b"user:"));
+        assert!(
+            overlap(b"", b"anything"),
+            "the empty prefix covers every key"
+        );
+        assert!(overlap(b"a", b"a"));
+        assert!(!overlap(b"ab", b"ac"));
+    }
+
+    #[test]
+    fn the_bound_is_reached_with_growing_effort() {
+        let t = table(10);
+        let keys: Vec<Bytes> = (0..1000).map(|i| Bytes::from(format!("k{i}"))).collect();
+        t.remember(7, keys.iter());
+        t.remember(8, keys[..5].iter());
+        assert_eq!(t.counts(), (0, 1000, 1005, 0));
+        assert!(t.armed(), "a table with keys listens to changes");
+        // Each call invalidates at most 100 × (calls in a row still over) keys.
+        t.enforce_limit(0);
+        assert_eq!(t.counts().1, 900);
+        let mut calls = 1;
+        while t.counts().1 > 10 {
+            t.enforce_limit(0);
+            calls += 1;
+        }
+        assert_eq!(calls, 4, "100 + 200 + 300, then the last 390 within 400");
+        let (_, keys_left, items, _) = t.counts();
+        assert_eq!(keys_left, 10);
+        assert!((10..=15).contains(&items), "{items} items for 10 keys");
+        // A change forgets the key; with nobody tracking and the table empty, the hook is off.
+        let left: Vec<Bytes> = t.inner.lock().table.keys().cloned().collect();
+        for k in &left {
+            t.changed(k);
+        }
+        assert_eq!(t.counts(), (0, 0, 0, 0));
+        assert!(!t.armed());
     }
 }
