@@ -165,11 +165,9 @@ fn run_handler(
         true => shared.order_guard(),
         false => None,
     };
-    // Client-side caching (see `crate::tracking`): one relaxed load when nobody tracks.
-    let tracking = shared.tracking.armed().then(|| {
-        shared.tracking.enforce_limit(client.handle.id);
-        Tracking::running(client.handle.id)
-    });
+    // Client-side caching (see `crate::tracking`): which client's command runs on this thread
+    // (a thread-local write: no atomic, no lock).
+    let running = Tracking::running(client.handle.id);
     let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
@@ -178,12 +176,14 @@ fn run_handler(
     if dirty > 0 {
         client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
     }
-    if let Some(running) = tracking {
+    if client.tracking.is_some() {
         remember_reads(shared, client, spec, args);
-        let own = shared.tracking.after_command(client.handle.id);
-        client.after_reply.extend(own);
-        drop(running);
     }
+    // Invalidations of this command's own changes, and the broadcasts it gathered (nothing to
+    // do, at the cost of a thread-local read, unless the tracking table found some).
+    let own = shared.tracking.after_command(client.handle.id);
+    client.after_reply.extend(own);
+    drop(running);
     // `CLIENT CACHING` applies to the next command only (a transaction counts as one).
     if client.caching && client.multi.is_none() && spec.name != "client" {
         client.caching = false;

@@ -22,13 +22,14 @@
 //! instead of keys and empty the table.
 //!
 //! The table is bounded by `tracking-table-max-keys` (a million by default; 0 for no bound):
-//! before a command runs, keys picked at random are invalidated until the table fits, with an
-//! effort that grows while it stays over, as Redis's `trackingLimitUsedSlots`.
+//! when reads (or `CONFIG SET`) leave it over, keys picked at random are invalidated until it
+//! fits, as Redis's `trackingLimitUsedSlots` does.
 //!
 //! The cost for everyone else: the keyspace calls in here through
 //! [`ChangeHook`](crate::db::ChangeHook), which while no client tracks and the table is empty
-//! costs one relaxed atomic load per change; the dispatcher reads the same flag once per
-//! command.
+//! costs one relaxed atomic load per change (a `SET`), and nothing for a read (a `GET`). The
+//! dispatcher notes whose command runs in a thread-local and, after it, reads a thread-local
+//! flag that says whether this module left it work.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -88,8 +89,6 @@ struct Inner {
     prefixes: BTreeMap<Bytes, Prefix>,
     /// Whether some prefix has keys pending.
     bcast_pending: bool,
-    /// How many calls in a row found the table over its bound (the effort grows with it).
-    over_limit_runs: u64,
 }
 
 /// The tracking state of a server: the table, the prefixes, the tracking clients.
@@ -112,6 +111,17 @@ thread_local! {
     static CURRENT: Cell<u64> = const { Cell::new(0) };
     /// Invalidations for the running client, sent after its reply (`None`: a flush).
     static HELD: RefCell<Vec<Option<Bytes>>> = const { RefCell::new(Vec::new()) };
+    /// Whether the running command left work for [`Tracking::after_command`]: held
+    /// invalidations, or keys gathered for a broadcast.
+    static WORK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Keeps invalidations for the running client until its reply has gone.
+fn hold(held: Vec<Option<Bytes>>) {
+    if !held.is_empty() {
+        HELD.with(|h| h.borrow_mut().extend(held));
+        WORK.with(|w| w.set(true));
+    }
 }
 
 /// Marks a client's command as running on this thread until dropped (see [`Tracking::running`]).
@@ -147,7 +157,7 @@ impl Tracking {
         }
     }
 
-    /// Whether anything may need tracking work: one relaxed load, read once per command.
+    /// Whether the keyspace calls in on changes: a client tracks, or the table holds keys.
     pub fn armed(&self) -> bool {
         self.armed.load(Ordering::Relaxed)
     }
@@ -162,7 +172,8 @@ impl Tracking {
         self.armed.store(on, Ordering::Relaxed);
     }
 
-    /// Marks `id`'s command as running on this thread until the guard drops.
+    /// Marks `id`'s command as running on this thread until the guard drops: a thread-local
+    /// write, no atomic, so that every command may do it.
     pub fn running(id: u64) -> Running {
         Running {
             previous: CURRENT.with(|c| c.replace(id)),
@@ -274,7 +285,9 @@ impl Tracking {
         )
     }
 
-    /// Remembers that client `id` read `keys` (a read-only command in default mode).
+    /// Remembers that client `id` read `keys` (a read-only command in default mode), then
+    /// brings the table back within `tracking-table-max-keys`. Called while `id`'s command
+    /// runs: invalidations of its own keys go after its reply.
     pub fn remember<'k>(&self, id: u64, keys: impl Iterator<Item = &'k Bytes>) {
         let mut inner = self.inner.lock();
         let mut added = 0;
@@ -284,38 +297,40 @@ impl Tracking {
             }
         }
         inner.items += added;
+        let mut held = Vec::new();
+        self.fit_locked(&mut inner, id, &mut held);
+        hold(held);
         self.rearm(&inner);
     }
 
-    /// Keeps the table within `tracking-table-max-keys`, invalidating random keys: called
-    /// before client `current`'s command runs, as Redis does in `processCommand` (so its
-    /// messages go out at once, before the command's reply, and `NOLOOP` spares `current`).
-    pub fn enforce_limit(&self, current: u64) {
+    /// Brings the table back within `tracking-table-max-keys` (after `CONFIG SET` lowered
+    /// it), on behalf of client `current`.
+    pub fn fit(&self, current: u64) {
+        let mut inner = self.inner.lock();
+        let mut held = Vec::new();
+        self.fit_locked(&mut inner, current, &mut held);
+        hold(held);
+        self.rearm(&inner);
+    }
+
+    /// Invalidates keys picked at random until the table fits its bound, as Redis's
+    /// `trackingLimitUsedSlots` does. Redis runs it before every command with an effort that
+    /// grows while the table stays over, so the table may overshoot for a few commands;
+    /// here it runs where the table grows, to the end: the table never holds more than the
+    /// bound once a command is done, and each remembered key is evicted at most once, so the
+    /// work stays proportional to the reads.
+    fn fit_locked(&self, inner: &mut Inner, current: u64, held: &mut Vec<Option<Bytes>>) {
         let max = self.max_keys() as usize;
         if max == 0 {
             return;
         }
-        let mut inner = self.inner.lock();
-        if inner.table.len() <= max {
-            inner.over_limit_runs = 0;
-            return;
-        }
-        let mut effort = 100 * (inner.over_limit_runs + 1);
-        while effort > 0 && !inner.table.is_empty() {
-            effort -= 1;
+        while inner.table.len() > max {
             let i = rand::random_range(0..inner.table.len());
-            let key = inner.table.get_index(i).map(|(k, _)| k.clone());
-            if let Some(key) = key {
-                self.invalidate_locked(&mut inner, &key, current, None);
-            }
-            if inner.table.len() <= max {
-                inner.over_limit_runs = 0;
-                self.rearm(&inner);
-                return;
-            }
+            let Some(key) = inner.table.get_index(i).map(|(k, _)| k.clone()) else {
+                break;
+            };
+            self.invalidate_locked(inner, &key, current, Some(&mut *held));
         }
-        inner.over_limit_runs += 1;
-        self.rearm(&inner);
     }
 
     /// The default-mode half of a key change: every client that read `key` is told, and the
@@ -442,6 +457,9 @@ impl Tracking {
     /// broadcasts gathered meanwhile go out; the ones for its own connection are returned, to
     /// be written after its reply.
     pub fn after_command(&self, id: u64) -> Vec<Frame> {
+        if !WORK.with(|w| w.replace(false)) {
+            return Vec::new();
+        }
         let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
         let mut own = Vec::new();
         let mut inner = self.inner.lock();
@@ -524,8 +542,9 @@ impl KeyChanges for Tracking {
         inner.bcast_pending |= any_bcast;
         let mut held = Vec::new();
         self.invalidate_locked(&mut inner, &key, current, Some(&mut held));
-        if !held.is_empty() {
-            HELD.with(|h| h.borrow_mut().extend(held));
+        hold(held);
+        if any_bcast && current != 0 {
+            WORK.with(|w| w.set(true));
         }
         // A change outside any command (the expiry cycle, a blocked command's wake-up) has no
         // `after_command` to flush its broadcast: it goes now.
@@ -547,9 +566,7 @@ impl KeyChanges for Tracking {
                 self.send(&mut inner, id, Payload::Null);
             }
         }
-        if !held.is_empty() {
-            HELD.with(|h| h.borrow_mut().extend(held));
-        }
+        hold(held);
         inner.table = IndexMap::default();
         inner.items = 0;
         self.rearm(&inner);
@@ -583,25 +600,25 @@ mod tests {
     }
 
     #[test]
-    fn the_bound_is_reached_with_growing_effort() {
+    fn the_table_never_stays_over_its_bound() {
         let t = table(10);
         let keys: Vec<Bytes> = (0..1000).map(|i| Bytes::from(format!("k{i}"))).collect();
-        t.remember(7, keys.iter());
-        t.remember(8, keys[..5].iter());
-        assert_eq!(t.counts(), (0, 1000, 1005, 0));
+        t.remember(7, keys[..5].iter());
+        assert_eq!(t.counts(), (0, 5, 5, 0));
         assert!(t.armed(), "a table with keys listens to changes");
-        // Each call invalidates at most 100 × (calls in a row still over) keys.
-        t.enforce_limit(0);
-        assert_eq!(t.counts().1, 900);
-        let mut calls = 1;
-        while t.counts().1 > 10 {
-            t.enforce_limit(0);
-            calls += 1;
-        }
-        assert_eq!(calls, 4, "100 + 200 + 300, then the last 390 within 400");
+        // A burst of reads past the bound: random keys go until it fits.
+        t.remember(8, keys.iter());
         let (_, keys_left, items, _) = t.counts();
         assert_eq!(keys_left, 10);
         assert!((10..=15).contains(&items), "{items} items for 10 keys");
+        // Lowering the bound fits the table at once.
+        t.max_keys.store(3, Ordering::Relaxed);
+        t.fit(0);
+        assert_eq!(t.counts().1, 3);
+        // No bound: nothing is evicted.
+        t.max_keys.store(0, Ordering::Relaxed);
+        t.remember(9, keys.iter());
+        assert_eq!(t.counts().1, 1000);
         // A change forgets the key; with nobody tracking and the table empty, the hook is off.
         let left: Vec<Bytes> = t.inner.lock().table.keys().cloned().collect();
         for k in &left {

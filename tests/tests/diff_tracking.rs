@@ -554,7 +554,9 @@ fn the_table_is_bounded_by_tracking_table_max_keys() {
     let mut a = tracker(&s, &[]);
     a.cmd(&["GET", "a"]);
     a.cmd(&["GET", "b"]);
-    // Before the next command runs, one key picked at random is invalidated to fit.
+    // One key picked at random is invalidated to fit: Redis does it before the next command
+    // runs, latchkey once the read that overfilled the table has answered; on the wire both
+    // put the message between GET b's reply and PING's.
     a.r.send_raw(&RawConn::encode(&["PING"]));
     a.l.send_raw(&RawConn::encode(&["PING"]));
     for conn in [&mut a.r, &mut a.l] {

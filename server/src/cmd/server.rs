@@ -128,6 +128,9 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     }
                 }
             }
+            // A lower bound on the tracking table takes effect now, as Redis's next command
+            // would enforce it.
+            ctx.shared.tracking.fit(ctx.client.handle.id);
             Frame::ok()
         }
         "resetstat" if args.len() == 2 => {
