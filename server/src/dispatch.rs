@@ -73,6 +73,14 @@ pub async fn execute_spec(
             }
             return Frame::error("ERR Command not allowed inside a transaction");
         }
+        // Refused now, as Redis refuses it before queueing (a write on a replica, not enough
+        // good replicas): the transaction is then discarded at EXEC.
+        if let Some(err) = shared.precheck(client, spec) {
+            if let Some(m) = client.multi.as_mut() {
+                m.errored = true;
+            }
+            return err;
+        }
         if let Some(m) = client.multi.as_mut() {
             m.queue.push(args);
         }
