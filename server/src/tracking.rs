@@ -417,7 +417,9 @@ impl Tracking {
             // RESP2 without a subscribed redirection: nowhere to say it.
             return None;
         };
-        self.queue(&target, frame, own && !redirected)
+        // Kept for after the reply when it goes to the running connection itself (a
+        // redirection to oneself included).
+        self.queue(&target, frame, own && target.id == id)
     }
 
     fn send(&self, inner: &mut Inner, id: u64, payload: Payload<'_>) {

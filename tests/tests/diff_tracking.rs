@@ -667,3 +667,26 @@ fn an_evicted_tracked_key_is_invalidated() {
         .unwrap_or_else(|| panic!("not an invalidation of a tracked key: {}", show(&first)));
     assert_eq!(w.cmd(&["EXISTS", key]), b":0\r\n");
 }
+
+/// A client may redirect to itself: its own change is still told after its reply.
+#[test]
+fn a_redirection_to_oneself_follows_the_reply() {
+    let s = Servers::start();
+    let mut a = s.conn();
+    a.hello3();
+    let me = a.ids();
+    a.cmd_each(|side| {
+        strings(&[
+            "CLIENT",
+            "TRACKING",
+            "ON",
+            "REDIRECT",
+            &me.of(side).to_string(),
+        ])
+    });
+    a.cmd(&["GET", "k"]);
+    a.r.send_raw(&RawConn::encode(&["SET", "k", "v"]));
+    a.l.send_raw(&RawConn::encode(&["SET", "k", "v"]));
+    a.expect(b"+OK\r\n");
+    a.expect(&push(&["k"]));
+}
