@@ -78,7 +78,15 @@ pub struct CommandSpec {
     pub step: i32,
     /// The function that runs it.
     pub handler: Handler,
+    /// For a command whose flags depend on its arguments (`EVAL` of a script that declares
+    /// its flags, `FCALL` of a function): given the arguments and the command's own flags,
+    /// the flags for these arguments, `None` to keep [`flags`](CommandSpec::flags). Read before the checks that flags decide (memory,
+    /// read-only replica, `min-replicas-to-write`, `CLIENT PAUSE WRITE`).
+    pub flags_of: Option<FlagsOf>,
 }
+
+/// See [`CommandSpec::flags_of`].
+pub type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
 
 impl std::fmt::Debug for CommandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,6 +168,25 @@ pub const fn spec(
         last_key,
         step,
         handler,
+        flags_of: None,
+    }
+}
+
+impl CommandSpec {
+    /// This command, with flags that depend on its arguments (see
+    /// [`CommandSpec::flags_of`]).
+    pub const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
+        CommandSpec {
+            flags_of: Some(f),
+            ..self
+        }
+    }
+
+    /// This command as it runs with these arguments: its flags adjusted by
+    /// [`CommandSpec::flags_of`], or itself.
+    pub fn for_args(&self, shared: &Shared, args: &[Bytes]) -> Option<CommandSpec> {
+        let flags = (self.flags_of?)(shared, args, self.flags)?;
+        Some(CommandSpec { flags, ..*self })
     }
 }
 

@@ -45,6 +45,15 @@ pub async fn execute_spec(
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
+    // A script that declared its flags is judged by them (see `CommandSpec::flags_of`).
+    let adjusted;
+    let spec: &CommandSpec = match spec.for_args(shared, &args) {
+        Some(s) => {
+            adjusted = s;
+            &adjusted
+        }
+        None => spec,
+    };
     // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
     if let Some(oom) = oom::check_command(shared, client, spec).await {
         return oom;
