@@ -47,6 +47,53 @@ impl WatchFlag {
     }
 }
 
+/// What hears of every change of a key besides `WATCH`: client-side caching's tracking
+/// table ([`crate::tracking`]), which sits above this module and is plugged in when a
+/// server starts.
+pub trait KeyChanges: Send + Sync + std::fmt::Debug {
+    /// `key` (of any database) was changed, deleted, expired or evicted.
+    fn changed(&self, key: &[u8]);
+    /// A whole database, or every one, was emptied (`FLUSHDB`, `FLUSHALL`, a full sync).
+    fn flushed(&self);
+}
+
+/// The slot the keyspace calls [`KeyChanges`] through. While nobody listens, a change costs
+/// one relaxed atomic load here.
+#[derive(Debug, Default)]
+pub struct ChangeHook {
+    armed: Arc<AtomicBool>,
+    hook: std::sync::OnceLock<Arc<dyn KeyChanges>>,
+}
+
+impl ChangeHook {
+    /// Plugs the listener in (once; later calls change nothing).
+    pub fn plug(&self, hook: Arc<dyn KeyChanges>) {
+        let _ = self.hook.set(hook);
+    }
+
+    /// The flag that turns the calls on: the listener holds it and sets it while it has
+    /// something to hear about.
+    pub fn armed(&self) -> Arc<AtomicBool> {
+        self.armed.clone()
+    }
+
+    fn changed(&self, key: &[u8]) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.changed(key);
+            }
+        }
+    }
+
+    fn flushed(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.flushed();
+            }
+        }
+    }
+}
+
 /// What [`Db::update`] does with a key once its decision is made.
 #[derive(Debug)]
 pub enum Update {
@@ -85,6 +132,8 @@ pub struct Db {
     mem: DbMemory,
     /// The memory settings; reads stamp keys by the eviction policy's rules.
     limits: Arc<Limits>,
+    /// Who else hears of changes (the tracking table), shared by the sixteen databases.
+    hook: Arc<ChangeHook>,
 }
 
 impl Db {
@@ -472,6 +521,11 @@ impl Db {
     /// Deletes every key, signalling every watcher, and frees the values before returning
     /// (`FLUSHDB SYNC`).
     pub fn clear(&self) {
+        self.clear_keys();
+        self.hook.flushed();
+    }
+
+    fn clear_keys(&self) {
         self.map.clear();
         self.mem.clear();
         drop(self.expiries.take_all());
@@ -482,6 +536,11 @@ impl Db {
     /// background freer (`FLUSHDB ASYNC`): each shard of the map is swapped for an empty one
     /// under its lock, so the work done here does not grow with the number of keys.
     pub fn clear_async(&self) {
+        self.clear_keys_async();
+        self.hook.flushed();
+    }
+
+    fn clear_keys_async(&self) {
         for shard in self.map.shards() {
             let contents = std::mem::take(&mut *shard.write());
             crate::lazyfree::free_in_background(Box::new(contents));
@@ -520,8 +579,10 @@ impl Db {
         }
     }
 
-    /// Tells transactions watching `key` that it changed. Every write goes through here.
+    /// Tells transactions watching `key` that it changed, and the tracking table (see
+    /// [`ChangeHook`]). Every write goes through here.
     pub fn signal_modified(&self, key: &[u8]) {
+        self.hook.changed(key);
         if self.watched_count.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -566,6 +627,7 @@ pub struct Keyspace {
     /// How many databases hold lazily expired keys not yet taken (see
     /// [`may_have_lazily_expired`](Keyspace::may_have_lazily_expired)).
     any_lazily_expired: Arc<AtomicUsize>,
+    hook: Arc<ChangeHook>,
 }
 
 impl Default for Keyspace {
@@ -578,16 +640,24 @@ impl Keyspace {
     /// Sixteen empty databases following these memory settings (the configuration's).
     pub fn with_limits(limits: Arc<Limits>) -> Keyspace {
         let any_lazily_expired = Arc::new(AtomicUsize::new(0));
+        let hook = Arc::new(ChangeHook::default());
         Keyspace {
             dbs: (0..NUM_DBS)
                 .map(|_| Db {
                     keyspace_lazily_expired: any_lazily_expired.clone(),
                     limits: limits.clone(),
+                    hook: hook.clone(),
                     ..Db::default()
                 })
                 .collect(),
             any_lazily_expired,
+            hook,
         }
+    }
+
+    /// The slot through which every change of a key is heard (by the tracking table).
+    pub fn change_hook(&self) -> &ChangeHook {
+        &self.hook
     }
 
     /// Database number `i` (0..16).
@@ -612,16 +682,18 @@ impl Keyspace {
     /// Deletes every key of every database (`FLUSHALL`).
     pub fn clear_all(&self) {
         for db in &self.dbs {
-            db.clear();
+            db.clear_keys();
         }
+        self.hook.flushed();
     }
 
     /// Deletes every key of every database and frees them in the background (`FLUSHALL
     /// ASYNC`): see [`Db::clear_async`].
     pub fn clear_all_async(&self) {
         for db in &self.dbs {
-            db.clear_async();
+            db.clear_keys_async();
         }
+        self.hook.flushed();
     }
 
     /// Whether some database has a key whose deadline is at or before `now_ms` and that the

@@ -46,6 +46,7 @@ pub mod restart;
 pub mod scripting;
 pub mod server;
 pub mod state;
+pub mod tracking;
 pub mod value;
 pub mod zset;
 
