@@ -234,6 +234,10 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn fcall_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Frame {
+    // FCALL words a key count that is not a number its own way (EVAL does not).
+    if parse_i64(&args[2]).is_err() {
+        return Frame::error("ERR Bad number of keys provided");
+    }
     let (keys, argv) = match split_keys(args) {
         Ok(x) => x,
         Err(e) => return e,
@@ -241,7 +245,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Frame {
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     ctx.shared
         .scripting()
-        .call_function(ctx, &name, keys, argv, read_only)
+        .call_function(ctx, args, &name, keys, argv, read_only)
 }
 
 fn fcall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -326,7 +330,14 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             scripting.flush_libraries();
             Frame::ok()
         }
-        "stats" if args.len() == 2 => scripting.function_stats(),
+        "stats" if args.len() == 2 => {
+            let running = ctx.shared.gate.script_running_for();
+            scripting.function_stats(
+                running
+                    .filter(|(kind, _)| *kind == crate::gate::BusyKind::Function)
+                    .map(|(_, ran)| ran),
+            )
+        }
         "kill" if args.len() == 2 => match scripting.request_kill() {
             Ok(()) => Frame::ok(),
             Err(e) => e,

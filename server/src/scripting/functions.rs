@@ -66,6 +66,8 @@ pub(crate) struct Library {
 #[derive(Debug, Default)]
 pub(crate) struct Libraries {
     libs: IndexMap<String, Library>,
+    /// The function running now and the command that called it (`FUNCTION STATS`).
+    running: Option<(String, Vec<Bytes>)>,
 }
 
 impl Libraries {
@@ -73,7 +75,7 @@ impl Libraries {
         self.libs
             .values()
             .flat_map(|l| l.functions.iter())
-            .find(|f| f.name == function)
+            .find(|f| f.name.eq_ignore_ascii_case(function))
     }
 }
 
@@ -150,7 +152,7 @@ fn register_function(lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
         let Some(list) = r.as_mut() else {
             return err("redis.register_function can only be called on FUNCTION LOAD command");
         };
-        if list.iter().any(|f| f.name == name) {
+        if list.iter().any(|f| f.name.eq_ignore_ascii_case(&name)) {
             return err("Function already exists in the library");
         }
         let callback = std::sync::Arc::new(lua.create_registry_value(callback.clone())?);
@@ -253,7 +255,7 @@ impl Scripting {
             let taken = libs
                 .libs
                 .iter()
-                .any(|(lib, l)| *lib != name && l.functions.iter().any(|g| g.name == f.name));
+                .any(|(lib, l)| *lib != name && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name)));
             if taken {
                 return Err(Frame::error(format!(
                     "ERR Function {} already exists",
@@ -342,11 +344,31 @@ impl Scripting {
     }
 
     /// `FUNCTION STATS`.
-    pub fn function_stats(&self) -> Frame {
+    ///
+    /// `running_for` is how long the function running now has run (`None` when no function
+    /// runs; a running `EVAL` script is not shown here, as in Redis).
+    pub fn function_stats(&self, running_for: Option<std::time::Duration>) -> Frame {
         let libs = self.libraries.lock();
         let functions: usize = libs.libs.values().map(|l| l.functions.len()).sum();
+        let running = match (&libs.running, running_for) {
+            (Some((name, command)), Some(ran)) => Frame::Map(vec![
+                (
+                    Frame::bulk("name"),
+                    Frame::Bulk(Bytes::copy_from_slice(name.as_bytes())),
+                ),
+                (
+                    Frame::bulk("command"),
+                    Frame::Array(command.iter().map(|a| Frame::Bulk(a.clone())).collect()),
+                ),
+                (
+                    Frame::bulk("duration_ms"),
+                    Frame::Integer(ran.as_millis() as i64),
+                ),
+            ]),
+            _ => Frame::Null,
+        };
         Frame::Map(vec![
-            (Frame::bulk("running_script"), Frame::Null),
+            (Frame::bulk("running_script"), running),
             (
                 Frame::bulk("engines"),
                 Frame::Map(vec![(
@@ -374,9 +396,13 @@ impl Scripting {
     }
 
     /// `FCALL` / `FCALL_RO`.
+    ///
+    /// `command` is the whole command as the client sent it, which `FUNCTION STATS` shows
+    /// while the function runs.
     pub fn call_function(
         &self,
         ctx: &mut Ctx<'_>,
+        command: &[Bytes],
         name: &str,
         keys: &[Bytes],
         argv: &[Bytes],
@@ -394,7 +420,8 @@ impl Scripting {
             return Frame::error("ERR Function not found");
         };
         ctx.shared.gate.mark_script(BusyKind::Function);
-        self.execute(
+        self.libraries.lock().running = Some((f.name.clone(), command.to_vec()));
+        let reply = self.execute(
             ctx,
             name,
             &callback,
@@ -403,6 +430,8 @@ impl Scripting {
             read_only_call || f.flags.no_writes,
             f.flags.declared().allow_oom,
             true,
-        )
+        );
+        self.libraries.lock().running = None;
+        reply
     }
 }
