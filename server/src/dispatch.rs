@@ -164,6 +164,9 @@ fn run_handler(
         true => shared.order_guard(),
         false => None,
     };
+    // A command about to walk a large collection or the keyspace first moves this worker's
+    // other tasks to another thread (one flag test for every other command).
+    crate::walk::hand_off_if_heavy(shared, client.db, spec, args);
     let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
@@ -193,6 +196,7 @@ pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// Runs an already looked-up command inside a script or a transaction.
 pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
     let before = ctx.dirty;
+    crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     let frame = (spec.handler)(ctx, args);
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;

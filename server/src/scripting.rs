@@ -199,84 +199,6 @@ struct Script {
     function: mlua::RegistryKey,
 }
 
-/// How long a script runs on its tokio worker before that worker's other tasks are handed to
-/// another thread. Short scripts (every lock script) never pay for the hand-off; one that has
-/// run this long, whether in Lua instructions or inside slow `redis.call`s, stops holding up
-/// the timers and tasks of the runtime it is embedded in.
-const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// Where the running script stands with respect to its worker (see [`hand_off_if_long`]).
-#[derive(Clone, Copy)]
-enum HandOff {
-    /// No script is running on this thread.
-    Idle,
-    /// A script started at this instant and still holds its worker.
-    Holding(std::time::Instant),
-    /// The worker's other tasks have moved to another thread (or cannot: a current-thread
-    /// runtime), nothing more to do for this run.
-    Done,
-}
-
-thread_local! {
-    static HAND_OFF: std::cell::Cell<HandOff> = const { std::cell::Cell::new(HandOff::Idle) };
-}
-
-/// Notes that a script starts on this thread now.
-fn hand_off_start() {
-    HAND_OFF.with(|h| h.set(HandOff::Holding(std::time::Instant::now())));
-}
-
-/// Notes that the script on this thread has ended.
-fn hand_off_end() {
-    HAND_OFF.with(|h| h.set(HandOff::Idle));
-}
-
-/// Called from the instruction hook and around every `redis.call`: once the running script
-/// has run for [`HAND_OFF_AFTER`] (by the clock, however that time was spent), hands its
-/// worker's other tasks away. The decision is by elapsed time, so a script that spends its
-/// time in a few slow commands (which run no Lua instructions) is caught as surely as a
-/// busy loop.
-pub(crate) fn hand_off_if_long() {
-    HAND_OFF.with(|h| {
-        if let HandOff::Holding(started) = h.get() {
-            if started.elapsed() >= HAND_OFF_AFTER && hand_off_worker() {
-                h.set(HandOff::Done);
-            }
-        }
-    });
-}
-
-/// Moves the tokio worker this script runs on (its queue of other clients' tasks) to a fresh
-/// thread, and returns whether that took, so that the script can go on here without holding
-/// up those clients. Returns false, having changed nothing, outside a multi-thread runtime.
-///
-/// `block_in_place` hands the worker's core to a new thread, but takes the core back when
-/// its closure returns before that thread has picked it up: a bare sleep inside loses that
-/// race on a loaded machine, and the clients queued here then wait for the whole script. So
-/// the closure waits for a marker task spawned just before, which sits in this worker's
-/// own queue (its LIFO slot, which other workers cannot steal) and so runs only once the core
-/// has moved.
-///
-/// On a current-thread runtime there is no other thread to hand anything to
-/// (`block_in_place` would panic there): the script runs to its end on the only thread, as
-/// every script does in Redis itself.
-fn hand_off_worker() -> bool {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if !multi_thread {
-        return false;
-    }
-    let (moved, picked_up) = std::sync::mpsc::sync_channel::<()>(1);
-    tokio::spawn(async move {
-        let _ = moved.send(());
-    });
-    tokio::task::block_in_place(|| {
-        picked_up
-            .recv_timeout(std::time::Duration::from_millis(50))
-            .is_ok()
-    })
-}
-
 /// The server's scripting engine: one Lua state, the script cache, and the kill switch.
 pub struct Scripting {
     lua: Lua,
@@ -404,7 +326,7 @@ impl Scripting {
                 // A long script hands this worker's other tasks to another thread, so that
                 // other clients are served (and answered -BUSY) and the runtime's timers
                 // fire while it runs. Retried at each firing until it took.
-                hand_off_if_long();
+                crate::hand_off::if_long();
                 if kill_flag.swap(false, Ordering::AcqRel) {
                     return Err(mlua::Error::RuntimeError(
                         "Script killed by user with SCRIPT KILL...".into(),
@@ -642,7 +564,8 @@ impl Scripting {
         as_function: bool,
     ) -> Frame {
         self.kill.store(false, Ordering::Release);
-        hand_off_start();
+        // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
+        let _span = crate::hand_off::start();
         self.heap_at_start
             .store(self.lua.used_memory(), Ordering::Release);
         self.wrote.store(false, Ordering::Release);
@@ -678,7 +601,6 @@ impl Scripting {
                 }
                 self.0.release_run_memory();
                 self.0.running.store(false, Ordering::Release);
-                hand_off_end();
             }
         }
         let _clear = ClearRun(self);

@@ -142,7 +142,10 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let was_in_exec = ctx.in_exec;
     ctx.in_exec = true;
     let mut replies = Vec::with_capacity(state.queue.len());
+    // A long transaction hands its worker off, as a long script does (see `crate::hand_off`).
+    let _span = crate::hand_off::start();
     for args in &state.queue {
+        crate::hand_off::if_long();
         // Queued commands were looked up and arity-checked when queued.
         let reply = match lookup(&args[0]) {
             Some(spec) => match ctx.shared.precheck(ctx.client, spec) {

@@ -216,12 +216,13 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         // never hold the run record across it.
         drop(guard);
         let dirty_before = ctx.dirty;
-        // A script that has already run long hands its worker away before a command that
-        // may be slow, and one whose command was slow does so right after (see
-        // `hand_off_if_long`): slow commands run no Lua instructions for the hook to count.
-        super::hand_off_if_long();
+        // A script that has already run long hands its worker away before the next command,
+        // and one whose command was slow does so right after (see `crate::hand_off`): slow
+        // commands run no Lua instructions for the hook to count. A command about to walk a
+        // large collection or the keyspace hands off before it runs (in `call_spec`).
+        crate::hand_off::if_long();
         let reply = crate::dispatch::call_spec(ctx, spec, &argv);
-        super::hand_off_if_long();
+        crate::hand_off::if_long();
         if ctx.dirty > dirty_before {
             super::record_effect(argv);
         }
