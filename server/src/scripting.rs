@@ -30,6 +30,7 @@ mod bridge;
 mod functions;
 #[cfg(test)]
 mod hostile_tests;
+mod kill;
 mod libs;
 mod msgpack;
 mod reply;
@@ -215,7 +216,11 @@ pub struct Scripting {
     /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
-    kill: Arc<AtomicBool>,
+    /// Whether a script runs, has written, or was killed (see [`kill`]).
+    kill: Arc<kill::KillSwitch>,
+    /// Set once a killed script's hook fires on every line (see [`install_count_hook`]);
+    /// the end of that run puts the count hook back.
+    line_hook: Arc<AtomicBool>,
     /// The effects of the last script or function run, while [`Scripting::record_effects`]
     /// is on (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
@@ -223,9 +228,6 @@ pub struct Scripting {
     recording: AtomicBool,
     /// The Lua heap's size when the running script started (see `release_run_memory`).
     heap_at_start: std::sync::atomic::AtomicUsize,
-    /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
-    running: AtomicBool,
-    wrote: Arc<AtomicBool>,
     /// The interpreter's memory limit in bytes (0: none).
     memory_limit: std::sync::atomic::AtomicUsize,
 }
@@ -314,27 +316,9 @@ impl Scripting {
         lua.set_memory_limit(DEFAULT_MEMORY_LIMIT)?;
         lua.set_app_data(MemoryLimit(DEFAULT_MEMORY_LIMIT));
         let load_env = functions::load_environment(&lua, &visible)?;
-        let kill = Arc::new(AtomicBool::new(false));
-        let kill_flag = kill.clone();
-        // Every 100k instructions (about a millisecond): the hook only looks at the
-        // clock (see `hand_off_if_long`) and at the kill switch. Lua counts instructions
-        // across runs, so the hook may fire early in a short script: harmless, since what
-        // it decides by is the time this run has taken.
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(100_000),
-            move |_lua, _debug| {
-                // A long script hands this worker's other tasks to another thread, so that
-                // other clients are served (and answered -BUSY) and the runtime's timers
-                // fire while it runs. Retried at each firing until it took.
-                crate::hand_off::if_long();
-                if kill_flag.swap(false, Ordering::AcqRel) {
-                    return Err(mlua::Error::RuntimeError(
-                        "Script killed by user with SCRIPT KILL...".into(),
-                    ));
-                }
-                Ok(VmState::Continue)
-            },
-        );
+        let kill = Arc::new(kill::KillSwitch::default());
+        let line_hook = Arc::new(AtomicBool::new(false));
+        install_count_hook(&lua, kill.clone(), line_hook.clone());
         Ok(Scripting {
             lua,
             env,
@@ -345,11 +329,10 @@ impl Scripting {
             load_env,
             cache: Mutex::new(HashMap::default()),
             kill,
+            line_hook,
             last_effects: Mutex::new(Vec::new()),
             recording: AtomicBool::new(false),
             heap_at_start: std::sync::atomic::AtomicUsize::new(0),
-            running: AtomicBool::new(false),
-            wrote: Arc::new(AtomicBool::new(false)),
             memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
         })
     }
@@ -480,16 +463,10 @@ impl Scripting {
     }
 
     /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
-    /// nothing to kill or the script has already written.
+    /// nothing to kill or the script has already written. The script stops at its next
+    /// `redis.call` or at the next firing of the instruction hook, whichever comes first.
     pub fn request_kill(&self) -> Result<(), Frame> {
-        if !self.running.load(Ordering::Acquire) {
-            return Err(Frame::error("NOTBUSY No scripts in execution right now."));
-        }
-        if self.wrote.load(Ordering::Acquire) {
-            return Err(Frame::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
-        }
-        self.kill.store(true, Ordering::Release);
-        Ok(())
+        self.kill.request()
     }
 
     /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
@@ -563,13 +540,11 @@ impl Scripting {
         read_only: bool,
         as_function: bool,
     ) -> Frame {
-        self.kill.store(false, Ordering::Release);
+        self.kill.start();
         // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
         let _span = crate::hand_off::start();
         self.heap_at_start
             .store(self.lua.used_memory(), Ordering::Release);
-        self.wrote.store(false, Ordering::Release);
-        self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
         // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
         // function. It is cleared before this function returns (the guard runs on unwind too).
@@ -600,7 +575,11 @@ impl Scripting {
                     }
                 }
                 self.0.release_run_memory();
-                self.0.running.store(false, Ordering::Release);
+                self.0.kill.end();
+                if self.0.line_hook.swap(false, Ordering::AcqRel) {
+                    // The run was killed: back to the hook that fires every 100k instructions.
+                    install_count_hook(&self.0.lua, self.0.kill.clone(), self.0.line_hook.clone());
+                }
             }
         }
         let _clear = ClearRun(self);
@@ -671,9 +650,36 @@ unsafe fn push_string_array(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
     }
 }
 
-/// Marks a write by the running script (for `SCRIPT KILL`'s UNKILLABLE answer).
-fn note_write(scripting_wrote: &AtomicBool) {
-    scripting_wrote.store(true, Ordering::Release);
+/// Installs the instruction hook every script runs under: every 100k instructions (about a
+/// millisecond) it looks at the clock (see [`crate::hand_off`]) and at the kill switch. Lua
+/// counts instructions across runs, so the hook may fire early in a short script: harmless,
+/// since what it decides by is the time this run has taken.
+///
+/// Once the script is killed the hook raises the kill error and, as Redis does, from then on
+/// fires on every line: a script that catches the error with `pcall` meets it again at its
+/// next line, outside the `pcall`, instead of looping on for another 100k instructions.
+fn install_count_hook(lua: &Lua, kill: Arc<kill::KillSwitch>, line_hook: Arc<AtomicBool>) {
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(100_000),
+        move |lua, _debug| {
+            // A long script hands this worker's other tasks to another thread, so that other
+            // clients are served (and answered -BUSY) and the runtime's timers fire while it
+            // runs. Retried at each firing until it took.
+            crate::hand_off::if_long();
+            if kill.is_killed() {
+                line_hook.store(true, Ordering::Release);
+                let kill = kill.clone();
+                lua.set_hook(HookTriggers::EVERY_LINE, move |_lua, _debug| {
+                    if kill.is_killed() {
+                        return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
+                    }
+                    Ok(VmState::Continue)
+                });
+                return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
+            }
+            Ok(VmState::Continue)
+        },
+    );
 }
 
 /// A table that reads through to `real` and refuses every assignment, with Redis's texts.
