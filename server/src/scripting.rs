@@ -541,6 +541,9 @@ impl Scripting {
         as_function: bool,
     ) -> Frame {
         self.kill.start();
+        let caller_db = ctx.client.db;
+        // More than one write reaches the replicas and the AOF as one transaction.
+        let _unit = ctx.shared.begin_unit();
         // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
         let _span = crate::hand_off::start();
         self.heap_at_start
@@ -619,6 +622,9 @@ impl Scripting {
                     }
                 })
         };
+        // A `SELECT` inside the script changed the database of the script's own calls only:
+        // the caller keeps the one it had, as in Redis.
+        ctx.client.db = caller_db;
         let reply = match result {
             Ok((ok, value)) => {
                 if ok {

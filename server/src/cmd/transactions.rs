@@ -144,6 +144,8 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let mut replies = Vec::with_capacity(state.queue.len());
     // A long transaction hands its worker off, as a long script does (see `crate::hand_off`).
     let _span = crate::hand_off::start();
+    // More than one write reaches the replicas and the AOF as one transaction.
+    let _unit = ctx.shared.begin_unit();
     for args in &state.queue {
         crate::hand_off::if_long();
         // Queued commands were looked up and arity-checked when queued.
