@@ -15,6 +15,7 @@ use crate::frame::Frame;
 use crate::oom;
 use crate::pause::PauseMode;
 use crate::state::Shared;
+use crate::tracking::Tracking;
 
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
 /// subscribed-mode and busy-script rules, then the handler under the gate.
@@ -184,6 +185,9 @@ fn run_handler(
     // A command about to walk a large collection or the keyspace first moves this worker's
     // other tasks to another thread (one flag test for every other command).
     crate::walk::hand_off_if_heavy(shared, client.db, spec, args);
+    // Client-side caching (see `crate::tracking`): which client's command runs on this thread
+    // (a thread-local write: no atomic, no lock).
+    let running = Tracking::running(client.handle.id);
     let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
@@ -191,6 +195,18 @@ fn run_handler(
     shared.propagate_lazy_expired();
     if dirty > 0 {
         client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
+    }
+    if client.tracking.is_some() {
+        remember_reads(shared, client, spec, args);
+    }
+    // Invalidations of this command's own changes, and the broadcasts it gathered (nothing to
+    // do, at the cost of a thread-local read, unless the tracking table found some).
+    let own = shared.tracking.after_command(client.handle.id);
+    client.after_reply.extend(own);
+    drop(running);
+    // `CLIENT CACHING` applies to the next command only (a transaction counts as one).
+    if client.caching && client.multi.is_none() && spec.name != "client" {
+        client.caching = false;
     }
     match blocked {
         Some(fut) => Err(fut),
@@ -215,6 +231,9 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
     let before = ctx.dirty;
     crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     let frame = (spec.handler)(ctx, args);
+    if ctx.client.tracking.is_some() {
+        remember_reads(ctx.shared, ctx.client, spec, args);
+    }
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;
     let dirty = ctx.dirty - before;
@@ -225,6 +244,30 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
             .after_write(ctx.client.db, spec.name, args, dirty);
     }
     frame
+}
+
+/// `CLIENT TRACKING` in default mode: remembers the keys a read-only command read, so that
+/// their next change tells the client (Redis's `trackingRememberKeys`). `OPTIN` remembers only
+/// after `CLIENT CACHING YES`, `OPTOUT` always but after `CLIENT CACHING NO`. A read-only
+/// script's own keys are not remembered, only those of the commands it runs.
+fn remember_reads(shared: &Shared, client: &Client, spec: &CommandSpec, args: &[Bytes]) {
+    let Some(mode) = client.tracking else {
+        return;
+    };
+    if mode.bcast
+        || !spec.has(READONLY)
+        || matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+        || (mode.optin && !client.caching)
+        || (mode.optout && client.caching)
+    {
+        return;
+    }
+    let positions = spec.key_positions(args.len());
+    if !positions.is_empty() {
+        shared
+            .tracking
+            .remember(client.handle.id, positions.iter().map(|&i| &args[i]));
+    }
 }
 
 /// Whether `CLIENT PAUSE` holds this client's commands: the links of replication (our master,

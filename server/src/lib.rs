@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod aof;
+pub(crate) mod batch_remove;
 pub mod client;
 pub mod clock;
 pub mod cmd;
@@ -46,6 +47,7 @@ pub mod restart;
 pub mod scripting;
 pub mod server;
 pub mod state;
+pub mod tracking;
 pub mod value;
 pub(crate) mod walk;
 pub mod zset;

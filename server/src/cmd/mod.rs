@@ -22,6 +22,7 @@ pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod strings;
+pub(crate) mod tracking;
 pub mod transactions;
 pub mod util;
 pub mod zsets;
