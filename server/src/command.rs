@@ -54,6 +54,12 @@ pub const MULTI_KEY: u32 = 1 << 15;
 /// May send something down the replication stream though it is no write (Redis's
 /// `may-replicate`: scripts, `PUBLISH`); a `CLIENT PAUSE WRITE` holds it like a write.
 pub const MAY_REPLICATE: u32 = 1 << 16;
+/// Walks the whole keyspace (`KEYS`, `SCAN`, `FLUSHALL`, a full sync's snapshot): run off its
+/// async worker when the keyspace is large (see [`crate::walk`]).
+pub const WALKS_KEYSPACE: u32 = 1 << 17;
+/// Walks the collection at its key(s) (`LRANGE`, `HGETALL`, `ZRANGE`, ...): run off its async
+/// worker when that collection is large (see [`crate::walk`]).
+pub const WALKS_VALUE: u32 = 1 << 18;
 
 /// How a command runs.
 pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;

@@ -182,6 +182,9 @@ fn run_handler(
         true => shared.order_guard(),
         false => None,
     };
+    // A command about to walk a large collection or the keyspace first moves this worker's
+    // other tasks to another thread (one flag test for every other command).
+    crate::walk::hand_off_if_heavy(shared, client.db, spec, args);
     // Client-side caching (see `crate::tracking`): which client's command runs on this thread
     // (a thread-local write: no atomic, no lock).
     let running = Tracking::running(client.handle.id);
@@ -226,6 +229,7 @@ pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// Runs an already looked-up command inside a script or a transaction.
 pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
     let before = ctx.dirty;
+    crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     let frame = (spec.handler)(ctx, args);
     if ctx.client.tracking.is_some() {
         remember_reads(ctx.shared, ctx.client, spec, args);

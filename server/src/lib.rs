@@ -28,6 +28,7 @@ pub(crate) mod expiry_index;
 pub mod frame;
 pub mod gate;
 pub mod glob;
+pub(crate) mod hand_off;
 pub mod lazyfree;
 pub mod long_double;
 pub mod master;
@@ -48,6 +49,7 @@ pub mod server;
 pub mod state;
 pub mod tracking;
 pub mod value;
+pub(crate) mod walk;
 pub mod zset;
 
 pub use clock::Clock;

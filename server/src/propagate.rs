@@ -5,7 +5,8 @@
 //! Commands call [`Shared::after_write`] once they changed something; the expiry cycle, lazy
 //! expiry and eviction call [`Shared::propagate_expired`] for the keys they deleted. Whoever
 //! changes the keyspace under the shared gate holds [`Shared::order_guard`] from the change
-//! until it is recorded.
+//! until it is recorded. A script, a function or `EXEC` that wrote more than once goes out
+//! between `MULTI` and `EXEC`, as in Redis 7.0 (`unit`).
 
 use std::sync::atomic::Ordering;
 
@@ -14,6 +15,8 @@ use bytes::{Bytes, BytesMut};
 use crate::codec::{encode, stream_chunk};
 use crate::db::{Entry, Value};
 use crate::state::Shared;
+
+mod unit;
 
 impl Shared {
     /// The stream-order lock, while writes are recorded anywhere: fed to replicas or a
@@ -40,6 +43,13 @@ impl Shared {
         // Encoded once; the AOF writes these bytes, and the backlog and every replica share
         // them.
         let effects = stream_chunk(|out| encode_effects(self, db, command, args, out));
+        if effects.is_empty() {
+            return self.replication.offset();
+        }
+        // Inside a script or `EXEC`, the unit decides (see `unit`).
+        if let Some(offset) = unit::route(self, aof.as_ref(), db, &effects) {
+            return offset;
+        }
         if let Some(aof) = aof.as_ref() {
             aof.append_encoded(db, &effects);
         }
@@ -61,6 +71,10 @@ impl Shared {
                 encode(&[&b"DEL"[..], &k[..]], out);
             }
         });
+        // Keys a script or `EXEC` found expired belong to its transaction, as in Redis 7.0.
+        if unit::route(self, aof.as_ref(), db, &dels).is_some() {
+            return;
+        }
         if let Some(aof) = aof.as_ref() {
             aof.append_encoded(db, &dels);
         }
@@ -100,7 +114,8 @@ impl Shared {
 /// with relative expiries made absolute, so a replica applying it later reaches the same
 /// state (`SET k v PXAT t`, `PEXPIREAT k t`, or `DEL k` for a key that is gone); the command
 /// itself for the rest; nothing for scripts and transactions, whose inner writes were fed
-/// one by one as they ran. Reads the key's new state in place, without copying its value.
+/// as they ran (wrapped in `MULTI`/`EXEC` when more than one, see `unit`). Reads the key's
+/// new state in place, without copying its value.
 pub fn encode_effects(
     shared: &Shared,
     db: usize,

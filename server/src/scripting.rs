@@ -31,6 +31,7 @@ mod cjson;
 mod functions;
 #[cfg(test)]
 mod hostile_tests;
+mod kill;
 mod libs;
 mod msgpack;
 mod reply;
@@ -208,84 +209,6 @@ struct Script {
     body_len: usize,
 }
 
-/// How long a script runs on its tokio worker before that worker's other tasks are handed to
-/// another thread. Short scripts (every lock script) never pay for the hand-off; one that has
-/// run this long, whether in Lua instructions or inside slow `redis.call`s, stops holding up
-/// the timers and tasks of the runtime it is embedded in.
-const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// Where the running script stands with respect to its worker (see [`hand_off_if_long`]).
-#[derive(Clone, Copy)]
-enum HandOff {
-    /// No script is running on this thread.
-    Idle,
-    /// A script started at this instant and still holds its worker.
-    Holding(std::time::Instant),
-    /// The worker's other tasks have moved to another thread (or cannot: a current-thread
-    /// runtime), nothing more to do for this run.
-    Done,
-}
-
-thread_local! {
-    static HAND_OFF: std::cell::Cell<HandOff> = const { std::cell::Cell::new(HandOff::Idle) };
-}
-
-/// Notes that a script starts on this thread now.
-fn hand_off_start() {
-    HAND_OFF.with(|h| h.set(HandOff::Holding(std::time::Instant::now())));
-}
-
-/// Notes that the script on this thread has ended.
-fn hand_off_end() {
-    HAND_OFF.with(|h| h.set(HandOff::Idle));
-}
-
-/// Called from the instruction hook and around every `redis.call`: once the running script
-/// has run for [`HAND_OFF_AFTER`] (by the clock, however that time was spent), hands its
-/// worker's other tasks away. The decision is by elapsed time, so a script that spends its
-/// time in a few slow commands (which run no Lua instructions) is caught as surely as a
-/// busy loop.
-pub(crate) fn hand_off_if_long() {
-    HAND_OFF.with(|h| {
-        if let HandOff::Holding(started) = h.get() {
-            if started.elapsed() >= HAND_OFF_AFTER && hand_off_worker() {
-                h.set(HandOff::Done);
-            }
-        }
-    });
-}
-
-/// Moves the tokio worker this script runs on (its queue of other clients' tasks) to a fresh
-/// thread, and returns whether that took, so that the script can go on here without holding
-/// up those clients. Returns false, having changed nothing, outside a multi-thread runtime.
-///
-/// `block_in_place` hands the worker's core to a new thread, but takes the core back when
-/// its closure returns before that thread has picked it up: a bare sleep inside loses that
-/// race on a loaded machine, and the clients queued here then wait for the whole script. So
-/// the closure waits for a marker task spawned just before, which sits in this worker's
-/// own queue (its LIFO slot, which other workers cannot steal) and so runs only once the core
-/// has moved.
-///
-/// On a current-thread runtime there is no other thread to hand anything to
-/// (`block_in_place` would panic there): the script runs to its end on the only thread, as
-/// every script does in Redis itself.
-fn hand_off_worker() -> bool {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if !multi_thread {
-        return false;
-    }
-    let (moved, picked_up) = std::sync::mpsc::sync_channel::<()>(1);
-    tokio::spawn(async move {
-        let _ = moved.send(());
-    });
-    tokio::task::block_in_place(|| {
-        picked_up
-            .recv_timeout(std::time::Duration::from_millis(50))
-            .is_ok()
-    })
-}
-
 /// The server's scripting engine: one Lua state, the script cache, and the kill switch.
 pub struct Scripting {
     lua: Lua,
@@ -302,7 +225,11 @@ pub struct Scripting {
     /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
-    kill: Arc<AtomicBool>,
+    /// Whether a script runs, has written, or was killed (see [`kill`]).
+    kill: Arc<kill::KillSwitch>,
+    /// Set once a killed script's hook fires on every line (see [`install_count_hook`]);
+    /// the end of that run puts the count hook back.
+    line_hook: Arc<AtomicBool>,
     /// The effects of the last script or function run, while [`Scripting::record_effects`]
     /// is on (see [`Scripting::last_effects`]).
     last_effects: Mutex<Vec<Vec<Bytes>>>,
@@ -310,9 +237,6 @@ pub struct Scripting {
     recording: AtomicBool,
     /// The Lua heap's size when the running script started (see `release_run_memory`).
     heap_at_start: std::sync::atomic::AtomicUsize,
-    /// Set while a script runs; `wrote` mirrors the running script's writes for `SCRIPT KILL`.
-    running: AtomicBool,
-    wrote: Arc<AtomicBool>,
     /// The interpreter's memory limit in bytes (0: none).
     memory_limit: std::sync::atomic::AtomicUsize,
 }
@@ -412,27 +336,9 @@ impl Scripting {
         lua.set_memory_limit(DEFAULT_MEMORY_LIMIT)?;
         lua.set_app_data(MemoryLimit(DEFAULT_MEMORY_LIMIT));
         let load_env = functions::load_environment(&lua, &visible)?;
-        let kill = Arc::new(AtomicBool::new(false));
-        let kill_flag = kill.clone();
-        // Every 100k instructions (about a millisecond): the hook only looks at the
-        // clock (see `hand_off_if_long`) and at the kill switch. Lua counts instructions
-        // across runs, so the hook may fire early in a short script: harmless, since what
-        // it decides by is the time this run has taken.
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(100_000),
-            move |_lua, _debug| {
-                // A long script hands this worker's other tasks to another thread, so that
-                // other clients are served (and answered -BUSY) and the runtime's timers
-                // fire while it runs. Retried at each firing until it took.
-                hand_off_if_long();
-                if kill_flag.swap(false, Ordering::AcqRel) {
-                    return Err(mlua::Error::RuntimeError(
-                        "Script killed by user with SCRIPT KILL...".into(),
-                    ));
-                }
-                Ok(VmState::Continue)
-            },
-        );
+        let kill = Arc::new(kill::KillSwitch::default());
+        let line_hook = Arc::new(AtomicBool::new(false));
+        install_count_hook(&lua, kill.clone(), line_hook.clone());
         Ok(Scripting {
             lua,
             env,
@@ -443,11 +349,10 @@ impl Scripting {
             load_env,
             cache: Mutex::new(HashMap::default()),
             kill,
+            line_hook,
             last_effects: Mutex::new(Vec::new()),
             recording: AtomicBool::new(false),
             heap_at_start: std::sync::atomic::AtomicUsize::new(0),
-            running: AtomicBool::new(false),
-            wrote: Arc::new(AtomicBool::new(false)),
             memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
         })
     }
@@ -627,16 +532,10 @@ impl Scripting {
     }
 
     /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
-    /// nothing to kill or the script has already written.
+    /// nothing to kill or the script has already written. The script stops at its next
+    /// `redis.call` or at the next firing of the instruction hook, whichever comes first.
     pub fn request_kill(&self) -> Result<(), Frame> {
-        if !self.running.load(Ordering::Acquire) {
-            return Err(Frame::error("NOTBUSY No scripts in execution right now."));
-        }
-        if self.wrote.load(Ordering::Acquire) {
-            return Err(Frame::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."));
-        }
-        self.kill.store(true, Ordering::Release);
-        Ok(())
+        self.kill.request()
     }
 
     /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
@@ -737,12 +636,13 @@ impl Scripting {
         allow_oom: bool,
         as_function: bool,
     ) -> Frame {
-        self.kill.store(false, Ordering::Release);
-        hand_off_start();
+        self.kill.start();
+        // More than one write reaches the replicas and the AOF as one transaction.
+        let _unit = ctx.shared.begin_unit();
+        // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
+        let _span = crate::hand_off::start();
         self.heap_at_start
             .store(self.lua.used_memory(), Ordering::Release);
-        self.wrote.store(false, Ordering::Release);
-        self.running.store(true, Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
         // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
         // function. It is cleared before this function returns (the guard runs on unwind too).
@@ -777,8 +677,11 @@ impl Scripting {
                     }
                 }
                 self.0.release_run_memory();
-                self.0.running.store(false, Ordering::Release);
-                hand_off_end();
+                self.0.kill.end();
+                if self.0.line_hook.swap(false, Ordering::AcqRel) {
+                    // The run was killed: back to the hook that fires every 100k instructions.
+                    install_count_hook(&self.0.lua, self.0.kill.clone(), self.0.line_hook.clone());
+                }
             }
         }
         let _clear = ClearRun(self);
@@ -850,9 +753,36 @@ unsafe fn push_string_array(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
     }
 }
 
-/// Marks a write by the running script (for `SCRIPT KILL`'s UNKILLABLE answer).
-fn note_write(scripting_wrote: &AtomicBool) {
-    scripting_wrote.store(true, Ordering::Release);
+/// Installs the instruction hook every script runs under: every 100k instructions (about a
+/// millisecond) it looks at the clock (see [`crate::hand_off`]) and at the kill switch. Lua
+/// counts instructions across runs, so the hook may fire early in a short script: harmless,
+/// since what it decides by is the time this run has taken.
+///
+/// Once the script is killed the hook raises the kill error and, as Redis does, from then on
+/// fires on every line: a script that catches the error with `pcall` meets it again at its
+/// next line, outside the `pcall`, instead of looping on for another 100k instructions.
+fn install_count_hook(lua: &Lua, kill: Arc<kill::KillSwitch>, line_hook: Arc<AtomicBool>) {
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(100_000),
+        move |lua, _debug| {
+            // A long script hands this worker's other tasks to another thread, so that other
+            // clients are served (and answered -BUSY) and the runtime's timers fire while it
+            // runs. Retried at each firing until it took.
+            crate::hand_off::if_long();
+            if kill.is_killed() {
+                line_hook.store(true, Ordering::Release);
+                let kill = kill.clone();
+                lua.set_hook(HookTriggers::EVERY_LINE, move |_lua, _debug| {
+                    if kill.is_killed() {
+                        return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
+                    }
+                    Ok(VmState::Continue)
+                });
+                return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
+            }
+            Ok(VmState::Continue)
+        },
+    );
 }
 
 /// A table that reads through to `real` and refuses every assignment, with Redis's texts.

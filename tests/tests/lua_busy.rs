@@ -128,3 +128,67 @@ async fn slow_calls_in_a_script_do_not_freeze_the_runtimes_timers() {
         "the ticker's sleeps stood still while the script ran: {before} ticks before, {after} after"
     );
 }
+
+/// A script that loops over slow `redis.call`s runs a handful of Lua instructions per call,
+/// so Redis's instruction hook (every 100,000 instructions) would not see a `SCRIPT KILL` for
+/// thousands of calls. The kill takes effect at the next call: the script answers the kill
+/// error instead of finishing its loop, and wrote nothing.
+#[test]
+fn a_loop_of_slow_calls_is_killed_at_the_next_call() {
+    let server = busy_server();
+    let addr = server.addr();
+    let mut runner = RawConn::connect(addr).unwrap();
+    // A long list, pushed by one command (no Lua instructions spent on it).
+    let mut push: Vec<String> = vec!["RPUSH".into(), "big".into()];
+    push.extend((0..20_000).map(|i| i.to_string()));
+    assert_eq!(runner.cmd(&push), b":20000\r\n");
+    // About ten instructions per call: 3000 calls stay far below the hook's 100,000.
+    runner.send_raw(&RawConn::encode(&[
+        "EVAL",
+        "local n = 0 for i = 1, 3000 do n = n + #redis.call('lrange', KEYS[1], 0, -1) end return 'finished'",
+        "1",
+        "big",
+    ]));
+    let mut other = RawConn::connect(addr).unwrap();
+    wait_until_busy(&mut other);
+    assert_eq!(other.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let killed = String::from_utf8(runner.read_reply()).unwrap();
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "the script ran on past SCRIPT KILL: {killed}"
+    );
+    assert_eq!(runner.cmd(&["LLEN", "big"]), b":20000\r\n");
+}
+
+/// A killed script that catches the kill error with `pcall` meets it again at its next line,
+/// as in Redis (whose hook fires on every line once a script is killed): it cannot loop on.
+#[test]
+fn a_kill_caught_by_pcall_still_stops_the_script() {
+    let server = busy_server();
+    let addr = server.addr();
+    let mut runner = RawConn::connect(addr).unwrap();
+    // Each round spins inside a pcall (where the hook's kill error lands, and is caught) for
+    // a bounded time; the test ends on its own either way.
+    runner.send_raw(&RawConn::encode(&[
+        "EVAL",
+        "local rounds = 0 while rounds < 40 do pcall(function() local i = 0 while i < 3000000 do i = i + 1 end end) rounds = rounds + 1 end return 'survived'",
+        "0",
+    ]));
+    let mut other = RawConn::connect(addr).unwrap();
+    wait_until_busy(&mut other);
+    assert_eq!(other.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let killed = String::from_utf8(runner.read_reply()).unwrap();
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "pcall caught the kill and the script ran to its end: {killed}"
+    );
+    // The next script runs under the usual hook again, and to its end.
+    assert_eq!(
+        runner.cmd(&[
+            "EVAL",
+            "local i = 0 while i < 300000 do i = i + 1 end return i",
+            "0"
+        ]),
+        b":300000\r\n"
+    );
+}

@@ -8,6 +8,7 @@ use super::keys::{parse_scan, scan_page};
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
+use crate::command::WALKS_VALUE;
 use crate::frame::Frame;
 use crate::long_double::IncrError;
 
@@ -32,10 +33,10 @@ pub const COMMANDS: &[CommandSpec] = &[
         1,
         hincrbyfloat,
     ),
-    spec("hgetall", 2, READONLY, 1, 1, 1, hgetall),
-    spec("hkeys", 2, READONLY, 1, 1, 1, hkeys),
-    spec("hvals", 2, READONLY, 1, 1, 1, hvals),
-    spec("hscan", -3, READONLY, 1, 1, 1, hscan),
+    spec("hgetall", 2, READONLY | WALKS_VALUE, 1, 1, 1, hgetall),
+    spec("hkeys", 2, READONLY | WALKS_VALUE, 1, 1, 1, hkeys),
+    spec("hvals", 2, READONLY | WALKS_VALUE, 1, 1, 1, hvals),
+    spec("hscan", -3, READONLY | WALKS_VALUE, 1, 1, 1, hscan),
 ];
 
 type Hash = IndexMap<Bytes, Bytes>;

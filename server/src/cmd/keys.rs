@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
+use crate::command::WALKS_KEYSPACE;
 use crate::db::{Entry, Update};
 use crate::frame::Frame;
 use crate::glob;
@@ -21,9 +22,17 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("exists", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, exists),
     spec("touch", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, exists),
     spec("type", 2, READONLY | FAST, 1, 1, 1, type_cmd),
-    spec("keys", 2, READONLY, 0, 0, 0, keys),
-    spec("scan", -2, READONLY, 0, 0, 0, scan),
-    spec("randomkey", 1, READONLY, 0, 0, 0, randomkey),
+    spec("keys", 2, READONLY | WALKS_KEYSPACE, 0, 0, 0, keys),
+    spec("scan", -2, READONLY | WALKS_KEYSPACE, 0, 0, 0, scan),
+    spec(
+        "randomkey",
+        1,
+        READONLY | WALKS_KEYSPACE,
+        0,
+        0,
+        0,
+        randomkey,
+    ),
     spec("rename", 3, WRITE | EXCLUSIVE, 1, 2, 1, rename),
     spec("renamenx", 3, WRITE | FAST | EXCLUSIVE, 1, 2, 1, renamenx),
     spec("expire", -3, WRITE | FAST, 1, 1, 1, expire),

@@ -17,6 +17,7 @@ use super::util::{
 use super::{
     lookup, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, FAST, NOSCRIPT, READONLY, WRITE,
 };
+use crate::command::WALKS_VALUE;
 use crate::db::Db;
 use crate::frame::Frame;
 use crate::state::Shared;
@@ -30,13 +31,21 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("lpop", -2, WRITE | FAST, 1, 1, 1, lpop),
     spec("rpop", -2, WRITE | FAST, 1, 1, 1, rpop),
     spec("llen", 2, READONLY | FAST, 1, 1, 1, llen),
-    spec("lrange", 4, READONLY, 1, 1, 1, lrange),
+    spec("lrange", 4, READONLY | WALKS_VALUE, 1, 1, 1, lrange),
     spec("lindex", 3, READONLY, 1, 1, 1, lindex),
     spec("lset", 4, WRITE | DENYOOM, 1, 1, 1, lset),
-    spec("lrem", 4, WRITE, 1, 1, 1, lrem),
-    spec("ltrim", 4, WRITE, 1, 1, 1, ltrim),
-    spec("linsert", 5, WRITE | DENYOOM, 1, 1, 1, linsert),
-    spec("lpos", -3, READONLY, 1, 1, 1, lpos),
+    spec("lrem", 4, WRITE | WALKS_VALUE, 1, 1, 1, lrem),
+    spec("ltrim", 4, WRITE | WALKS_VALUE, 1, 1, 1, ltrim),
+    spec(
+        "linsert",
+        5,
+        WRITE | DENYOOM | WALKS_VALUE,
+        1,
+        1,
+        1,
+        linsert,
+    ),
+    spec("lpos", -3, READONLY | WALKS_VALUE, 1, 1, 1, lpos),
     spec(
         "rpoplpush",
         3,

@@ -9,6 +9,7 @@ use super::util::{is, lower, not_integer, parse_i64};
 use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, BLOCKING, EXCLUSIVE, FAST, LOADING, NOSCRIPT, STALE,
 };
+use crate::command::WALKS_KEYSPACE;
 use crate::frame::Frame;
 
 /// The replication commands.
@@ -27,8 +28,24 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         replconf,
     ),
-    spec("psync", -3, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, psync),
-    spec("sync", 1, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, sync),
+    spec(
+        "psync",
+        -3,
+        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE,
+        0,
+        0,
+        0,
+        psync,
+    ),
+    spec(
+        "sync",
+        1,
+        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE,
+        0,
+        0,
+        0,
+        sync,
+    ),
     spec(
         "latchkey.failover",
         -2,

@@ -15,6 +15,7 @@ use super::{
     all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
     LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
 };
+use crate::command::WALKS_KEYSPACE;
 use crate::config::{ConfigError, Runtime};
 use crate::frame::{Frame, Protocol};
 
@@ -32,8 +33,24 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     spec("command", -1, LOADING | STALE, 0, 0, 0, command),
     spec("dbsize", 1, READONLY | FAST, 0, 0, 0, dbsize),
-    spec("flushdb", -1, WRITE | EXCLUSIVE, 0, 0, 0, flushdb),
-    spec("flushall", -1, WRITE | EXCLUSIVE, 0, 0, 0, flushall),
+    spec(
+        "flushdb",
+        -1,
+        WRITE | EXCLUSIVE | WALKS_KEYSPACE,
+        0,
+        0,
+        0,
+        flushdb,
+    ),
+    spec(
+        "flushall",
+        -1,
+        WRITE | EXCLUSIVE | WALKS_KEYSPACE,
+        0,
+        0,
+        0,
+        flushall,
+    ),
     spec("time", 1, LOADING | STALE | FAST, 0, 0, 0, time),
     spec("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, lastsave),
     spec(

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
+use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Update, Value};
 use crate::frame::Frame;
 use crate::long_double::IncrError;
@@ -40,8 +41,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     spec("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, append),
     spec("strlen", 2, READONLY | FAST, 1, 1, 1, strlen),
-    spec("getrange", 4, READONLY, 1, 1, 1, getrange),
-    spec("substr", 4, READONLY, 1, 1, 1, getrange),
+    spec("getrange", 4, READONLY | WALKS_VALUE, 1, 1, 1, getrange),
+    spec("substr", 4, READONLY | WALKS_VALUE, 1, 1, 1, getrange),
     spec("setrange", 4, WRITE | DENYOOM, 1, 1, 1, setrange),
 ];
 

@@ -153,7 +153,12 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let was_in_exec = ctx.in_exec;
     ctx.in_exec = true;
     let mut replies = Vec::with_capacity(state.queue.len());
+    // A long transaction hands its worker off, as a long script does (see `crate::hand_off`).
+    let _span = crate::hand_off::start();
+    // More than one write reaches the replicas and the AOF as one transaction.
+    let _unit = ctx.shared.begin_unit();
     for (args, spec) in state.queue.iter().zip(specs) {
+        crate::hand_off::if_long();
         // Queued commands were looked up, arity-checked and prechecked when queued.
         let reply = match spec {
             Some(spec) => call_spec(ctx, spec, args),

@@ -9,6 +9,7 @@ use super::util::{
     syntax_error, write_container,
 };
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use crate::command::WALKS_VALUE;
 use crate::frame::{Frame, Protocol};
 use crate::zset::ZSet;
 
@@ -23,12 +24,44 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("zcount", 4, READONLY | FAST, 1, 1, 1, zcount),
     spec("zrank", 3, READONLY | FAST, 1, 1, 1, zrank),
     spec("zrevrank", 3, READONLY | FAST, 1, 1, 1, zrevrank),
-    spec("zrange", -4, READONLY, 1, 1, 1, zrange),
-    spec("zrevrange", -4, READONLY, 1, 1, 1, zrevrange),
-    spec("zrangebyscore", -4, READONLY, 1, 1, 1, zrangebyscore),
-    spec("zrevrangebyscore", -4, READONLY, 1, 1, 1, zrevrangebyscore),
-    spec("zremrangebyscore", 4, WRITE, 1, 1, 1, zremrangebyscore),
-    spec("zremrangebyrank", 4, WRITE, 1, 1, 1, zremrangebyrank),
+    spec("zrange", -4, READONLY | WALKS_VALUE, 1, 1, 1, zrange),
+    spec("zrevrange", -4, READONLY | WALKS_VALUE, 1, 1, 1, zrevrange),
+    spec(
+        "zrangebyscore",
+        -4,
+        READONLY | WALKS_VALUE,
+        1,
+        1,
+        1,
+        zrangebyscore,
+    ),
+    spec(
+        "zrevrangebyscore",
+        -4,
+        READONLY | WALKS_VALUE,
+        1,
+        1,
+        1,
+        zrevrangebyscore,
+    ),
+    spec(
+        "zremrangebyscore",
+        4,
+        WRITE | WALKS_VALUE,
+        1,
+        1,
+        1,
+        zremrangebyscore,
+    ),
+    spec(
+        "zremrangebyrank",
+        4,
+        WRITE | WALKS_VALUE,
+        1,
+        1,
+        1,
+        zremrangebyrank,
+    ),
     spec("zpopmin", -2, WRITE | FAST, 1, 1, 1, zpopmin),
     spec("zpopmax", -2, WRITE | FAST, 1, 1, 1, zpopmax),
 ];

@@ -20,7 +20,7 @@ use std::os::raw::c_int;
 use bytes::Bytes;
 use mlua::ffi;
 
-use super::{note_write, RUN};
+use super::RUN;
 use crate::command as cmd;
 use crate::frame::{format_double, Frame};
 
@@ -29,6 +29,8 @@ use crate::frame::{format_double, Frame};
 enum Outcome {
     Reply(Frame, bool),
     Error(Bytes),
+    /// The script was killed (`SCRIPT KILL`): raised even by `redis.pcall`.
+    Killed,
 }
 
 /// `redis.call(...)`: runs a command; a failure raises `{err = text}` as a Lua error, which
@@ -40,7 +42,7 @@ pub(super) unsafe extern "C-unwind" fn lua_redis_call(state: *mut ffi::lua_State
     match push_outcome(state) {
         Pushed::Reply => 1,
         // The error is on the stack and nothing of Rust's is alive here: raise it.
-        Pushed::ErrorTable | Pushed::OutOfMemory => ffi::lua_error(state),
+        Pushed::ErrorTable | Pushed::OutOfMemory | Pushed::Killed => ffi::lua_error(state),
     }
 }
 
@@ -49,8 +51,8 @@ pub(super) unsafe extern "C-unwind" fn lua_redis_pcall(state: *mut ffi::lua_Stat
     match push_outcome(state) {
         Pushed::Reply | Pushed::ErrorTable => 1,
         // The interpreter is at its memory limit: that is the script's error, as when any
-        // other allocation of its fails.
-        Pushed::OutOfMemory => ffi::lua_error(state),
+        // other allocation of its fails. A killed script stops, whatever it calls with.
+        Pushed::OutOfMemory | Pushed::Killed => ffi::lua_error(state),
     }
 }
 
@@ -62,6 +64,8 @@ enum Pushed {
     ErrorTable,
     /// Lua's memory error: the reply did not fit under the interpreter's memory limit.
     OutOfMemory,
+    /// `{err = <the kill message>}`: the script was killed.
+    Killed,
 }
 
 /// Runs the call whose arguments are on the stack and pushes one value. Everything with a
@@ -105,6 +109,10 @@ unsafe fn push_outcome(state: *mut ffi::lua_State) -> Pushed {
             Bytes::from_static(b"ERR reply too deeply nested for Lua")
         }
         Outcome::Error(text) => text,
+        Outcome::Killed => {
+            push_error_table(state, KILLED.as_bytes());
+            return Pushed::Killed;
+        }
     };
     // An error text is short; copied to the stack so that no Rust value is alive should
     // the table's allocation fail.
@@ -154,6 +162,9 @@ unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
     ffi::lua_setfield(state, -2, c"err".as_ptr());
 }
 
+/// The error a killed script meets, as the error handler shapes a Rust error (`ERR ...`).
+const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
 fn fail(msg: &'static str) -> Outcome {
     Outcome::Error(Bytes::from_static(msg.as_bytes()))
 }
@@ -192,6 +203,12 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         if !spec.arity_ok(argv.len()) {
             return fail("ERR Wrong number of args calling Redis command from script");
         }
+        // `SCRIPT KILL` takes effect here too, not only in the instruction hook: a loop of
+        // slow calls runs too few instructions for the hook to fire for a long time.
+        let kill = &ctx.shared.scripting().kill;
+        if kill.is_killed() {
+            return Outcome::Killed;
+        }
         if spec.has(cmd::NOSCRIPT) {
             return fail("ERR This Redis command is not allowed from script");
         }
@@ -210,20 +227,24 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                     return Outcome::Error(Bytes::from(oom));
                 }
             }
+            // The first write and a kill exclude each other (see `kill`).
+            if !kill.note_write() {
+                return Outcome::Killed;
+            }
             run.wrote = true;
-            note_write(&ctx.shared.scripting().wrote);
         }
         let resp3 = run.resp3;
         // The command may run a script-visible hook (`redis.setresp` cannot, but be safe):
         // never hold the run record across it.
         drop(guard);
         let dirty_before = ctx.dirty;
-        // A script that has already run long hands its worker away before a command that
-        // may be slow, and one whose command was slow does so right after (see
-        // `hand_off_if_long`): slow commands run no Lua instructions for the hook to count.
-        super::hand_off_if_long();
+        // A script that has already run long hands its worker away before the next command,
+        // and one whose command was slow does so right after (see `crate::hand_off`): slow
+        // commands run no Lua instructions for the hook to count. A command about to walk a
+        // large collection or the keyspace hands off before it runs (in `call_spec`).
+        crate::hand_off::if_long();
         let reply = crate::dispatch::call_spec(ctx, spec, &argv);
-        super::hand_off_if_long();
+        crate::hand_off::if_long();
         if ctx.dirty > dirty_before {
             super::record_effect(argv);
         }

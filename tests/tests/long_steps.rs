@@ -1,0 +1,174 @@
+//! One long synchronous command never freezes the runtime the server is embedded in.
+//!
+//! Each test embeds the server in a multi-thread tokio runtime with a single worker, the
+//! harshest case: while that worker is inside a long synchronous step, nothing else of the
+//! runtime runs unless the step handed the worker off first. A ticker task sleeps in 1 ms
+//! steps and counts its wake-ups; the long step is one command that walks a large keyspace
+//! (`KEYS` with a pattern that matches nothing: a cheap reply, a long walk), sent by an
+//! in-process client, over a socket, or as a script's first and only `redis.call`. What is
+//! asserted is counts and order, not speed: the ticker keeps counting while the command runs,
+//! and a second client's `BLPOP` with a short timeout answers before the long command does.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use latchkey_server::{Frame, Server, ServerHandle};
+use latchkey_tests::RawConn;
+
+/// Keys in the keyspace: far past the server's hand-off threshold, enough that walking them
+/// takes many of the ticker's steps.
+const KEYS: i64 = 300_000;
+
+/// A server whose keyspace holds [`KEYS`] keys (filled by one script: one round trip).
+async fn large_keyspace(listener: bool) -> ServerHandle {
+    let builder = Server::builder();
+    let builder = if listener {
+        builder
+    } else {
+        builder.no_listener()
+    };
+    let server = builder.start().await.unwrap();
+    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('set', 'k' .. i, 'v') end return redis.call('dbsize')";
+    assert_eq!(
+        server
+            .client()
+            .cmd(["EVAL", fill, "0", &KEYS.to_string()])
+            .await,
+        Frame::Integer(KEYS)
+    );
+    server
+}
+
+/// A task that wakes every millisecond and counts its wake-ups.
+fn ticker() -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let ticks = Arc::new(AtomicU64::new(0));
+    let task = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                ticks.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    });
+    (ticks, task)
+}
+
+/// Waits until the ticker has ticked `n` times.
+async fn ticked(ticks: &AtomicU64, n: u64) {
+    while ticks.load(Ordering::Acquire) < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The long command, from an in-process client, on the runtime's only worker (a spawned task,
+/// as a connection is): the ticker keeps ticking while it runs, and a second client's
+/// `BLPOP` with a 10 ms timeout answers (nil) before `KEYS` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn keys_over_a_large_keyspace_leaves_the_runtimes_timers_running() {
+    let server = large_keyspace(false).await;
+    let (ticks, ticker) = ticker();
+    ticked(&ticks, 2).await;
+    // Who answered first: each task takes the next number when its command answers.
+    let order = Arc::new(AtomicU64::new(0));
+    let blpop = tokio::spawn({
+        let mut c = server.client();
+        let order = order.clone();
+        async move {
+            let reply = c.cmd(["BLPOP", "nothing", "0.01"]).await;
+            (order.fetch_add(1, Ordering::AcqRel), reply)
+        }
+    });
+    // The BLPOP is waiting before KEYS starts.
+    while server
+        .shared()
+        .stats
+        .blocked_clients
+        .load(Ordering::Acquire)
+        == 0
+    {
+        tokio::task::yield_now().await;
+    }
+    let keys = tokio::spawn({
+        let ticks = ticks.clone();
+        let order = order.clone();
+        let mut c = server.client();
+        async move {
+            let before = ticks.load(Ordering::Acquire);
+            let reply = c.cmd(["KEYS", "nomatch*"]).await;
+            let after = ticks.load(Ordering::Acquire);
+            (order.fetch_add(1, Ordering::AcqRel), before, after, reply)
+        }
+    });
+    let (keys_order, before, after, reply) = keys.await.unwrap();
+    let (blpop_order, blpop_reply) = blpop.await.unwrap();
+    ticker.abort();
+    assert_eq!(reply, Frame::Array(vec![]));
+    assert_eq!(blpop_reply, Frame::NullArray);
+    assert!(
+        after >= before + 3,
+        "the ticker stood still while KEYS ran: {before} ticks before, {after} after"
+    );
+    assert!(
+        blpop_order < keys_order,
+        "the BLPOP's 10 ms timeout fired only after KEYS over {KEYS} keys had answered"
+    );
+}
+
+/// The same command from a client over TCP: the connection's task is the one that walks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn keys_from_a_socket_leaves_the_runtimes_timers_running() {
+    let server = large_keyspace(true).await;
+    let addr = server.addr();
+    let (ticks, ticker) = ticker();
+    ticked(&ticks, 2).await;
+    // The client blocks on its socket: it runs on a thread of its own, outside the runtime.
+    let client = std::thread::spawn({
+        let ticks = ticks.clone();
+        move || {
+            let mut conn = RawConn::connect(addr).unwrap();
+            assert_eq!(conn.cmd(&["PING"]), b"+PONG\r\n");
+            let before = ticks.load(Ordering::Acquire);
+            let reply = conn.cmd(&["KEYS", "nomatch*"]);
+            (before, ticks.load(Ordering::Acquire), reply)
+        }
+    });
+    let (before, after, reply) = tokio::task::spawn_blocking(move || client.join().unwrap())
+        .await
+        .unwrap();
+    ticker.abort();
+    assert_eq!(reply, b"*0\r\n");
+    assert!(
+        after >= before + 3,
+        "the ticker stood still while the socket's KEYS ran: {before} ticks before, {after} after"
+    );
+}
+
+/// A script whose first (and only) `redis.call` is the long one: no time has passed yet when
+/// the call starts, so nothing that waits for the script to have run a while can help; the
+/// call itself must hand the worker off before it walks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_scripts_first_slow_call_leaves_the_runtimes_timers_running() {
+    let server = large_keyspace(false).await;
+    let (ticks, ticker) = ticker();
+    ticked(&ticks, 2).await;
+    let script = tokio::spawn({
+        let ticks = ticks.clone();
+        let mut c = server.client();
+        async move {
+            let before = ticks.load(Ordering::Acquire);
+            let reply = c
+                .cmd(["EVAL", "return #redis.call('keys', 'nomatch*')", "0"])
+                .await;
+            (before, ticks.load(Ordering::Acquire), reply)
+        }
+    });
+    let (before, after, reply) = script.await.unwrap();
+    ticker.abort();
+    assert_eq!(reply, Frame::Integer(0));
+    assert!(
+        after >= before + 3,
+        "the ticker stood still during the script's one slow call: {before} ticks before, {after} after"
+    );
+}
