@@ -101,6 +101,8 @@ pub struct Config {
     busy_reply_threshold_ms: AtomicU64,
     /// The memory and eviction settings the hot path reads (see [`crate::evict`]).
     pub(crate) limits: Arc<Limits>,
+    /// The encoding parameters (see [`crate::encodings`]).
+    pub encodings: crate::encodings::Encodings,
 }
 
 impl Default for Config {
@@ -108,6 +110,11 @@ impl Default for Config {
         let params = DEFAULTS
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain(
+                crate::encodings::Encodings::defaults()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            )
             .collect();
         Config {
             params: RwLock::new(params),
@@ -115,6 +122,7 @@ impl Default for Config {
             proto_max_bulk_len: AtomicU64::new(512 * 1024 * 1024),
             busy_reply_threshold_ms: AtomicU64::new(5000),
             limits: Arc::new(Limits::default()),
+            encodings: Default::default(),
         }
     }
 }
@@ -155,6 +163,13 @@ impl Config {
                 ConfigError::Invalid("argument couldn't be parsed into an integer".into())
             })
         };
+        if let Some((names, stored)) = self.encodings.set(&name, value)? {
+            let mut p = self.params.write();
+            for n in names {
+                p.insert(n.to_string(), stored.clone());
+            }
+            return Ok(());
+        }
         if let Some(stored) = self.limits.set(&name, value)? {
             self.params.write().insert(name, stored);
             return Ok(());
@@ -217,6 +232,11 @@ impl Config {
     /// `client-query-buffer-limit` in bytes.
     pub fn query_buffer_limit(&self) -> u64 {
         self.limits.query_buffer_limit()
+    }
+
+    /// `set-max-intset-entries`.
+    pub fn set_max_intset_entries(&self) -> usize {
+        self.encodings.set_max_intset_entries()
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).

@@ -168,9 +168,13 @@ fn run_handler(
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
+    let rewritten = ctx.rewritten.take();
     shared.propagate_lazy_expired();
     if dirty > 0 {
-        client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
+        client.repl_offset = match rewritten {
+            Some(cmds) => shared.after_write_as(client.db, &cmds, dirty),
+            None => shared.after_write(client.db, spec.name, args, dirty),
+        };
     }
     match blocked {
         Some(fut) => Err(fut),
@@ -193,15 +197,20 @@ pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// Runs an already looked-up command inside a script or a transaction.
 pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
     let before = ctx.dirty;
+    ctx.rewritten = None;
     let frame = (spec.handler)(ctx, args);
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;
+    let rewritten = ctx.rewritten.take();
     let dirty = ctx.dirty - before;
     ctx.shared.propagate_lazy_expired();
     if dirty > 0 {
-        ctx.client.repl_offset = ctx
-            .shared
-            .after_write(ctx.client.db, spec.name, args, dirty);
+        ctx.client.repl_offset = match rewritten {
+            Some(cmds) => ctx.shared.after_write_as(ctx.client.db, &cmds, dirty),
+            None => ctx
+                .shared
+                .after_write(ctx.client.db, spec.name, args, dirty),
+        };
     }
     frame
 }

@@ -17,25 +17,29 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod object;
 pub mod pubsub;
 pub mod replication;
 pub mod scripting;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod transactions;
 pub mod util;
 pub mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 11] {
+fn tables() -> [&'static [CommandSpec]; 13] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
         keys::COMMANDS,
+        object::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
+        sets::COMMANDS,
         zsets::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
