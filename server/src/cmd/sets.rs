@@ -209,17 +209,12 @@ fn spop_one(ctx: &mut Ctx<'_>, key: &Bytes) -> Frame {
 
 fn spop_count(ctx: &mut Ctx<'_>, key: &Bytes, count: &[u8]) -> Frame {
     let count = match parse_i64(count) {
-        Ok(n) if n < 0 => return Frame::error("ERR value is out of range, must be positive"),
-        Ok(n) => n as u64,
-        Err(e) => return e,
+        Ok(n) if n >= 0 => n as u64,
+        _ => return Frame::error("ERR value is out of range, must be positive"),
     };
-    // Redis answers a zero count before it looks at the key.
-    if count == 0 {
-        return Frame::Set(vec![]);
-    }
     let mut e = match write(ctx, key, false) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Frame::Set(vec![]),
+        Ok(Some(e)) if count > 0 => e,
+        Ok(_) => return Frame::Set(vec![]),
         Err(err) => return err,
     };
     let s: &mut Set = container_mut(&mut e);
@@ -341,16 +336,14 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::Integer(1)
 }
 
-/// The sets at `keys` for an intersection: `Ok(None)` as soon as one is missing (Redis stops
-/// there, so a later key of the wrong type goes unreported), WRONGTYPE for one of another type.
+/// The sets at `keys` for an intersection: WRONGTYPE when one holds another type (every key
+/// is checked, as Redis 7.0.15 does), else `Ok(None)` when one is missing (the intersection
+/// is empty).
 fn sets_for_inter(ctx: &Ctx<'_>, keys: &[Bytes]) -> Result<Option<Vec<Set>>, Frame> {
-    let mut sets = Vec::with_capacity(keys.len());
-    for k in keys {
-        match read(ctx, k, |s| s.clone())? {
-            Some(s) => sets.push(s),
-            None => return Ok(None),
-        }
-    }
+    let Some(mut sets) = sets_for_union(ctx, keys)?.into_iter().collect::<Option<Vec<Set>>>()
+    else {
+        return Ok(None);
+    };
     // Smallest first: its members are the candidates, in its order.
     sets.sort_by_key(|s| s.len());
     Ok(Some(sets))
@@ -396,9 +389,8 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     while i < args.len() {
         if super::util::is(&args[i], "limit") && i + 1 < args.len() {
             match parse_i64(&args[i + 1]) {
-                Ok(n) if n < 0 => return Frame::error("ERR LIMIT can't be negative"),
-                Ok(n) => limit = n as usize,
-                Err(e) => return e,
+                Ok(n) if n >= 0 => limit = n as usize,
+                _ => return Frame::error("ERR LIMIT can't be negative"),
             }
             i += 2;
         } else {
