@@ -4,8 +4,9 @@
 //! replies, is [`crate::set::Set`].
 //!
 //! Multi-key commands carry [`MULTI_KEY`], so they run alone: they read several keys and may
-//! write one, as one step. `SPOP` picks at random, so it reaches replicas and the AOF as the
-//! `SREM` (or `DEL`) of what it took, never as itself.
+//! write one, as one step. `SPOP` picks at random, so it reaches replicas and the AOF as what
+//! it did, in Redis 7.0's form: `SREM key member` for one, `MULTI`, one `SREM` per member and
+//! `EXEC` for a count, `DEL key` when the count took the whole set.
 
 use bytes::Bytes;
 use rand::Rng;
@@ -63,10 +64,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     spec("sscan", -3, READONLY, 1, 1, 1, sscan),
 ];
-
-/// How many members one propagated `SREM` of an `SPOP` with a count names at most, as in
-/// Redis, so that one huge pop does not become one huge command.
-const SREM_BATCH: usize = 1024;
 
 /// The largest `SRANDMEMBER` negative count (members may repeat, so the reply does not shrink
 /// to the set's size): the reply is built whole before it is sent, so an unbounded count
@@ -230,15 +227,20 @@ fn spop_count(ctx: &mut Ctx<'_>, key: &Bytes, count: &[u8]) -> Frame {
     let popped: Vec<Bytes> = (0..count).filter_map(|_| pop_one(s)).collect();
     drop(e);
     ctx.modified(key);
-    let srems = popped
-        .chunks(SREM_BATCH)
-        .map(|batch| {
-            let mut c = vec![Bytes::from_static(b"SREM"), key.clone()];
-            c.extend(batch.iter().cloned());
-            c
-        })
-        .collect();
-    ctx.propagate_as(srems);
+    // As Redis 7.0 does: one `SREM` per member, in a `MULTI`/`EXEC` so a replica applies the
+    // pop as one step (inside a transaction or a script, which is one step already, without).
+    let wrap = !ctx.in_exec && !ctx.in_script;
+    let mut effects = Vec::with_capacity(popped.len() + 2);
+    if wrap {
+        effects.push(vec![Bytes::from_static(b"MULTI")]);
+    }
+    for m in &popped {
+        effects.push(vec![Bytes::from_static(b"SREM"), key.clone(), m.clone()]);
+    }
+    if wrap {
+        effects.push(vec![Bytes::from_static(b"EXEC")]);
+    }
+    ctx.propagate_as(effects);
     set_reply(popped)
 }
 
