@@ -283,3 +283,34 @@ fn wrong_arity() {
         "OBJECT",
     ]);
 }
+
+/// `MEMORY USAGE`: its errors and its answer for a missing key are Redis's; the number itself
+/// is latchkey's own estimate, so it is checked to be positive and to grow with the value.
+#[test]
+fn memory_usage() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SADD s 1 2 3",
+        "MEMORY USAGE nokey",
+        "MEMORY USAGE s SAMPLES",
+        "MEMORY USAGE s SAMPLES x",
+        "MEMORY USAGE s SAMPLES -1",
+        "MEMORY USAGE s FOO 1",
+        "MEMORY USAGE",
+        "MEMORY BOGUS",
+    ]);
+    let usage = |d: &mut Diff, key: &str| -> i64 {
+        let (_, l) = d.both(&["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+        let text = String::from_utf8(l).unwrap();
+        text.trim()
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not an integer: {text:?}"))
+    };
+    let small = usage(&mut d, "s");
+    assert!(small > 0);
+    let mut sadd = vec!["SADD".to_string(), "s".into()];
+    sadd.extend((0..1000).map(|i| format!("member-{i}")));
+    d.both(&sadd);
+    assert!(usage(&mut d, "s") > small + 1000 * 8);
+}

@@ -17,6 +17,7 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod memory;
 pub mod object;
 pub mod pubsub;
 pub mod replication;
@@ -29,7 +30,7 @@ pub mod util;
 pub mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 13] {
+fn tables() -> [&'static [CommandSpec]; 14] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -37,6 +38,7 @@ fn tables() -> [&'static [CommandSpec]; 13] {
         strings::COMMANDS,
         keys::COMMANDS,
         object::COMMANDS,
+        memory::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         sets::COMMANDS,
