@@ -22,7 +22,12 @@ struct Param {
 const INT: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 const SIZE: (i64, i64) = (0, i64::MAX);
 
-const fn param(name: &'static str, alias: Option<&'static str>, range: (i64, i64), default: i64) -> Param {
+const fn param(
+    name: &'static str,
+    alias: Option<&'static str>,
+    range: (i64, i64),
+    default: i64,
+) -> Param {
     Param {
         name,
         alias,
@@ -34,12 +39,37 @@ const fn param(name: &'static str, alias: Option<&'static str>, range: (i64, i64
 
 /// The parameters, in the order of [`Encodings::values`].
 const PARAMS: &[Param] = &[
-    param("list-max-listpack-size", Some("list-max-ziplist-size"), INT, -2),
+    param(
+        "list-max-listpack-size",
+        Some("list-max-ziplist-size"),
+        INT,
+        -2,
+    ),
     param("list-compress-depth", None, (0, i32::MAX as i64), 0),
-    param("hash-max-listpack-entries", Some("hash-max-ziplist-entries"), SIZE, 512),
-    param("hash-max-listpack-value", Some("hash-max-ziplist-value"), SIZE, 64),
-    param("zset-max-listpack-entries", Some("zset-max-ziplist-entries"), SIZE, 128),
-    param("zset-max-listpack-value", Some("zset-max-ziplist-value"), SIZE, 64),
+    param(
+        "hash-max-listpack-entries",
+        Some("hash-max-ziplist-entries"),
+        SIZE,
+        512,
+    ),
+    param(
+        "hash-max-listpack-value",
+        Some("hash-max-ziplist-value"),
+        SIZE,
+        64,
+    ),
+    param(
+        "zset-max-listpack-entries",
+        Some("zset-max-ziplist-entries"),
+        SIZE,
+        128,
+    ),
+    param(
+        "zset-max-listpack-value",
+        Some("zset-max-ziplist-value"),
+        SIZE,
+        64,
+    ),
     param("set-max-intset-entries", None, SIZE, 512),
 ];
 
@@ -144,7 +174,10 @@ mod tests {
     fn aliases_set_both_names_and_ranges_are_redis_s() {
         let e = Encodings::default();
         let (names, text) = e.set("hash-max-ziplist-entries", "3").unwrap().unwrap();
-        assert_eq!(names, ["hash-max-listpack-entries", "hash-max-ziplist-entries"]);
+        assert_eq!(
+            names,
+            ["hash-max-listpack-entries", "hash-max-ziplist-entries"]
+        );
         assert_eq!(text, "3");
         assert_eq!(e.hash_encoding(3, 10), "listpack");
         assert_eq!(e.hash_encoding(4, 10), "hashtable");

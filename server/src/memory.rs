@@ -164,7 +164,8 @@ pub(crate) fn value_size(v: &Value) -> usize {
             // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
             None => {
                 let n = s.len();
-                n * (8 + 32) + n * 8 / 7 * (8 + 1)
+                n * (8 + 32)
+                    + n * 8 / 7 * (8 + 1)
                     + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
             }
         },

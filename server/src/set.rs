@@ -71,7 +71,7 @@ impl Set {
     }
 
     /// Moves every member into the hashtable shape.
-    fn to_table(&mut self) {
+    fn become_table(&mut self) {
         if let Set::Ints(v) = self {
             let t: IndexSet<Bytes> = v.iter().map(|i| int_bytes(*i)).collect();
             *self = Set::Table(t);
@@ -89,13 +89,13 @@ impl Set {
                         Err(pos) => {
                             v.insert(pos, i);
                             if v.len() > max_intset {
-                                self.to_table();
+                                self.become_table();
                             }
                             true
                         }
                     };
                 }
-                None => self.to_table(),
+                None => self.become_table(),
             }
         }
         match self {
@@ -162,7 +162,7 @@ impl Set {
     /// written under a larger setting does this, as Redis does).
     pub fn fit(&mut self, max_intset: usize) {
         if matches!(self, Set::Ints(v) if v.len() > max_intset) {
-            self.to_table();
+            self.become_table();
         }
     }
 

@@ -174,7 +174,10 @@ fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
     });
     assert_eq!(cmd(replica, &["EXISTS", "gone"]), ":0\r\n");
     // SPOP picks at random: the replica gets what was taken (SREM), or DEL for all of it.
-    cmd(master, &["SADD", "pop", "1", "2", "3", "4", "5", "6", "7", "8"]);
+    cmd(
+        master,
+        &["SADD", "pop", "1", "2", "3", "4", "5", "6", "7", "8"],
+    );
     cmd(master, &["SPOP", "pop"]);
     cmd(master, &["SPOP", "pop", "3"]);
     until("the SPOPs on the replica", || {

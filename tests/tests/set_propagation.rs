@@ -77,14 +77,22 @@ fn pops(addr: SocketAddr) -> Vec<Vec<String>> {
     let one = c.cmd(&["SPOP", "s"]);
     let three = c.cmd(&["SPOP", "s", "3"]);
     let rest = c.cmd(&["SPOP", "s", "100"]);
-    assert!(rest.starts_with(b"*4\r\n"), "{}", String::from_utf8_lossy(&rest));
+    assert!(
+        rest.starts_with(b"*4\r\n"),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
     assert_eq!(stream.next()[0], "SADD");
     let mut got = Vec::new();
     for _ in 0..7 {
         got.push(stream.next());
     }
     // The single pop is the SREM of the member the client got.
-    let member = String::from_utf8_lossy(&one).lines().nth(1).unwrap().to_string();
+    let member = String::from_utf8_lossy(&one)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
     assert_eq!(got[0], ["SREM", "s", member.as_str()]);
     // The three the client got are the three SREMs in the transaction.
     let text = String::from_utf8_lossy(&three).into_owned();
@@ -98,7 +106,13 @@ fn pops(addr: SocketAddr) -> Vec<Vec<String>> {
         .map(|c| {
             c.iter()
                 .enumerate()
-                .map(|(i, a)| if i == 2 { "<member>".to_string() } else { a.clone() })
+                .map(|(i, a)| {
+                    if i == 2 {
+                        "<member>".to_string()
+                    } else {
+                        a.clone()
+                    }
+                })
                 .collect()
         })
         .collect()

@@ -342,7 +342,9 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// is checked, as Redis 7.0.15 does), else `Ok(None)` when one is missing (the intersection
 /// is empty).
 fn sets_for_inter(ctx: &Ctx<'_>, keys: &[Bytes]) -> Result<Option<Vec<Set>>, Frame> {
-    let Some(mut sets) = sets_for_union(ctx, keys)?.into_iter().collect::<Option<Vec<Set>>>()
+    let Some(mut sets) = sets_for_union(ctx, keys)?
+        .into_iter()
+        .collect::<Option<Vec<Set>>>()
     else {
         return Ok(None);
     };
@@ -409,9 +411,7 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// The sets at `keys` for a union or difference: every key's type is checked; a missing key
 /// is an empty set.
 fn sets_for_union(ctx: &Ctx<'_>, keys: &[Bytes]) -> Result<Vec<Option<Set>>, Frame> {
-    keys.iter()
-        .map(|k| read(ctx, k, |s| s.clone()))
-        .collect()
+    keys.iter().map(|k| read(ctx, k, |s| s.clone())).collect()
 }
 
 /// The union or (with `diff`) the difference of `sets`, shaped as Redis shapes the set it
@@ -524,4 +524,3 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Frame::Array(out),
     ])
 }
-

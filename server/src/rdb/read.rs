@@ -12,8 +12,8 @@ use indexmap::IndexMap;
 
 use super::{kind, opcode, packed, RdbError, CRC64};
 use crate::db::{Entry, Value, NUM_DBS};
-use crate::state::Shared;
 use crate::set::Set;
+use crate::state::Shared;
 use crate::zset::ZSet;
 
 /// One thing an RDB file holds.
@@ -509,7 +509,10 @@ mod tests {
         assert_eq!(set(0).1.len(), 2);
         assert_eq!(
             set(1),
-            ("intset", vec!["-70000".into(), "3".into(), "1099511627776".into()])
+            (
+                "intset",
+                vec!["-70000".into(), "3".into(), "1099511627776".into()]
+            )
         );
         assert_eq!(set(2), ("intset", vec!["-1".into(), "9".into()]));
     }
