@@ -136,3 +136,24 @@ fn blpop_timeout_follows_the_virtual_clock() {
     clock.advance(Duration::from_secs(31));
     assert_eq!(second.read_reply(), b"*-1\r\n");
 }
+
+/// A list renamed onto the key a `BLPOP` waits for serves it, as a push would (Redis's Tcl
+/// suite, `unit/type/list` "BLPOP when new key is moved into place": latchkey once left the
+/// client blocked for good).
+#[test]
+fn blpop_is_woken_by_a_list_renamed_into_place() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut waiter = RawConn::connect(addr).unwrap();
+        waiter.send_raw(&RawConn::encode(&["BLPOP", "foo", "0"]));
+        wait_blocked(addr, 1);
+        let mut other = RawConn::connect(addr).unwrap();
+        assert_eq!(other.cmd(&["LPUSH", "bob", "abc", "def", "hij"]), b":3\r\n");
+        assert_eq!(other.cmd(&["RENAME", "bob", "foo"]), b"+OK\r\n");
+        assert_eq!(waiter.read_reply(), b"*2\r\n$3\r\nfoo\r\n$3\r\nhij\r\n");
+        assert_eq!(
+            other.cmd(&["LRANGE", "foo", "0", "-1"]),
+            b"*2\r\n$3\r\ndef\r\n$3\r\nabc\r\n"
+        );
+    }
+}
