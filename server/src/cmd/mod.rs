@@ -20,6 +20,7 @@ pub mod lists;
 pub mod memory;
 pub mod object;
 pub mod pubsub;
+pub mod relocate;
 pub mod replication;
 pub mod scripting;
 pub mod server;
@@ -30,7 +31,7 @@ pub mod util;
 pub mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 14] {
+fn tables() -> [&'static [CommandSpec]; 15] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -39,6 +40,7 @@ fn tables() -> [&'static [CommandSpec]; 14] {
         keys::COMMANDS,
         object::COMMANDS,
         memory::COMMANDS,
+        relocate::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
         sets::COMMANDS,

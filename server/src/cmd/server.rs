@@ -174,7 +174,10 @@ fn group_of(spec: &CommandSpec) -> &'static str {
     let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
     if find(super::strings::COMMANDS) {
         "string"
-    } else if find(super::keys::COMMANDS) || find(super::object::COMMANDS) {
+    } else if find(super::keys::COMMANDS)
+        || find(super::object::COMMANDS)
+        || find(super::relocate::COMMANDS)
+    {
         "generic"
     } else if find(super::hashes::COMMANDS) {
         "hash"
