@@ -57,7 +57,7 @@ fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Opti
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
-fn write_in<'a>(
+pub(super) fn write_in<'a>(
     db: &'a Db,
     key: &Bytes,
     now_ms: u64,
@@ -71,7 +71,7 @@ fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut
     write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
+pub(super) fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
     container_mut(e)
 }
 
@@ -115,7 +115,7 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Pops up to `count` elements from one end of a list, deleting the key when it empties.
 /// `Ok(None)` when the key does not exist.
-fn pop_from(
+pub(super) fn pop_from(
     db: &Db,
     key: &Bytes,
     now_ms: u64,
@@ -496,7 +496,7 @@ fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// Parses a blocking timeout in seconds (fractions allowed) into milliseconds; 0 = forever.
-fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
+pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     let Some(secs) = super::util::parse_double(arg) else {
         return Err(Frame::error("ERR timeout is not a float or out of range"));
     };
@@ -539,11 +539,11 @@ fn try_pop_any(
 }
 
 /// Unregisters a blocked client's notifier when its wait ends or is abandoned.
-struct BlockGuard {
-    shared: Arc<Shared>,
-    db: usize,
-    keys: Vec<Bytes>,
-    notify: Arc<Notify>,
+pub(super) struct BlockGuard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) db: usize,
+    pub(super) keys: Vec<Bytes>,
+    pub(super) notify: Arc<Notify>,
 }
 
 impl Drop for BlockGuard {

@@ -16,6 +16,7 @@ pub use crate::dispatch::{call, call_spec, execute, execute_spec};
 pub mod connection;
 pub mod hashes;
 pub mod keys;
+pub mod list_multi;
 pub mod lists;
 pub mod memory;
 pub mod object;
@@ -31,7 +32,7 @@ pub mod util;
 pub mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 15] {
+fn tables() -> [&'static [CommandSpec]; 16] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -43,6 +44,7 @@ fn tables() -> [&'static [CommandSpec]; 15] {
         relocate::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
+        list_multi::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         pubsub::COMMANDS,

@@ -181,7 +181,7 @@ fn group_of(spec: &CommandSpec) -> &'static str {
         "generic"
     } else if find(super::hashes::COMMANDS) {
         "hash"
-    } else if find(super::lists::COMMANDS) {
+    } else if find(super::lists::COMMANDS) || find(super::list_multi::COMMANDS) {
         "list"
     } else if find(super::sets::COMMANDS) {
         "set"

@@ -1,12 +1,15 @@
-//! What `SPOP` sends down the replication stream, read from the stream itself on latchkey and
-//! on a real redis-server: a test connection says `SYNC`, skips the snapshot and parses the
-//! commands that follow. `SPOP` picks at random, so a replica must get what it took, in Redis
-//! 7.0's form: `SREM key member` for one member, `MULTI`, one `SREM` per member and `EXEC` for
-//! a count, `DEL key` when the count takes the whole set.
+//! What commands whose effect their arguments do not fix send down the replication stream,
+//! read from the stream itself on latchkey and on a real redis-server: a test connection says
+//! `SYNC`, skips the snapshot and parses the commands that follow.
+//!
+//! `SPOP` picks at random, so a replica must get what it took, in Redis 7.0's form: `SREM key
+//! member` for one member, `MULTI`, one `SREM` per member and `EXEC` for a count, `DEL key`
+//! when the count takes the whole set. The blocking list commands send what they did when
+//! they were served: `LPOP key n` with the number taken, `LMOVE`, `RPOPLPUSH`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use latchkey_server::Server;
 use latchkey_tests::{RawConn, RedisProcess};
@@ -138,4 +141,73 @@ fn spop_reaches_the_stream_as_redis_sends_it() {
         "redis-server's own stream"
     );
     assert_eq!(pops(latchkey.addr()), expected);
+}
+
+/// Waits until a client of the server at `addr` is inside command `name`.
+fn wait_blocked_in(addr: SocketAddr, name: &str) {
+    let mut c = RawConn::connect(addr).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let needle = format!("cmd={name} ");
+    while !String::from_utf8_lossy(&c.cmd(&["CLIENT", "LIST"])).contains(&needle) {
+        assert!(Instant::now() < deadline, "no client in {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The list pops and moves on the server at `addr`, served at once and after a wait, and what
+/// the stream carried for them.
+fn list_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    let mut waiter = RawConn::connect(addr).expect("connect");
+    c.cmd(&["RPUSH", "q", "a"]);
+    c.cmd(&["LMPOP", "1", "q", "LEFT", "COUNT", "10"]);
+    waiter.send_raw(&RawConn::encode(&[
+        "BLMPOP", "0", "1", "q", "RIGHT", "COUNT", "5",
+    ]));
+    wait_blocked_in(addr, "blmpop");
+    c.cmd(&["RPUSH", "q", "b", "c"]);
+    waiter.read_reply();
+    waiter.send_raw(&RawConn::encode(&[
+        "BLMOVE", "s", "d", "RIGHT", "LEFT", "0",
+    ]));
+    wait_blocked_in(addr, "blmove");
+    c.cmd(&["RPUSH", "s", "x"]);
+    waiter.read_reply();
+    waiter.send_raw(&RawConn::encode(&["BRPOPLPUSH", "s", "d", "0"]));
+    wait_blocked_in(addr, "brpoplpush");
+    c.cmd(&["RPUSH", "s", "y"]);
+    waiter.read_reply();
+    c.cmd(&["RPUSH", "s", "z"]);
+    c.cmd(&["BRPOPLPUSH", "s", "d", "0"]);
+    c.cmd(&["RPUSH", "s", "w"]);
+    c.cmd(&["BLMOVE", "s", "d", "Left", "RIGHT", "0"]);
+    (0..12).map(|_| stream.next()).collect()
+}
+
+#[test]
+fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = list_effects(redis.addr());
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("RPUSH q a"),
+            cmd("LPOP q 1"),
+            cmd("RPUSH q b c"),
+            cmd("RPOP q 2"),
+            cmd("RPUSH s x"),
+            cmd("LMOVE s d right left"),
+            cmd("RPUSH s y"),
+            cmd("RPOPLPUSH s d"),
+            cmd("RPUSH s z"),
+            cmd("RPOPLPUSH s d"),
+            cmd("RPUSH s w"),
+            cmd("LMOVE s d Left RIGHT"),
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(list_effects(latchkey.addr()), expected);
 }
