@@ -78,7 +78,15 @@ pub struct CommandSpec {
     pub step: i32,
     /// The function that runs it.
     pub handler: Handler,
+    /// For a command whose flags depend on its arguments (`EVAL` of a script that declares
+    /// its flags, `FCALL` of a function): given the arguments and the command's own flags,
+    /// the flags for these arguments, `None` to keep [`flags`](CommandSpec::flags). Read before the checks that flags decide (memory,
+    /// read-only replica, `min-replicas-to-write`, `CLIENT PAUSE WRITE`).
+    pub flags_of: Option<FlagsOf>,
 }
+
+/// See [`CommandSpec::flags_of`].
+pub type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
 
 impl std::fmt::Debug for CommandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,6 +168,25 @@ pub const fn spec(
         last_key,
         step,
         handler,
+        flags_of: None,
+    }
+}
+
+impl CommandSpec {
+    /// This command, with flags that depend on its arguments (see
+    /// [`CommandSpec::flags_of`]).
+    pub const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
+        CommandSpec {
+            flags_of: Some(f),
+            ..self
+        }
+    }
+
+    /// This command as it runs with these arguments: its flags adjusted by
+    /// [`CommandSpec::flags_of`], or itself.
+    pub fn for_args(&self, shared: &Shared, args: &[Bytes]) -> Option<CommandSpec> {
+        let flags = (self.flags_of?)(shared, args, self.flags)?;
+        Some(CommandSpec { flags, ..*self })
     }
 }
 
@@ -274,16 +301,37 @@ impl<'a> Ctx<'a> {
 }
 
 impl Shared {
-    /// Checks that apply before a command runs (read-only replica, ...). `Some(error)` refuses.
+    /// Checks that apply before a command runs (read-only replica, not enough good
+    /// replicas). `Some(error)` refuses.
     pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
-        if spec.has(WRITE) && self.is_replica() && !client.is_replication_link {
-            return Some(Frame::error(
-                "READONLY You can't write against a read only replica.",
-            ));
+        if spec.has(WRITE) {
+            if self.is_replica() && !client.is_replication_link {
+                return Some(Frame::error(
+                    "READONLY You can't write against a read only replica.",
+                ));
+            }
+            if !self.enough_good_replicas() {
+                return Some(Frame::error(NOREPLICAS));
+            }
         }
         None
     }
+
+    /// Whether `min-replicas-to-write` lets writes through now: the rule is off, this server
+    /// is a replica, or enough replicas acknowledged within `min-replicas-max-lag` seconds.
+    /// This is what keeps a master cut off from its replicas from taking writes (a lock
+    /// among them) that a failover would lose — for as long as the lag allows.
+    pub fn enough_good_replicas(&self) -> bool {
+        let (to_write, max_lag) = self.config.min_replicas();
+        if to_write == 0 || max_lag == 0 || self.is_replica() {
+            return true;
+        }
+        self.replication.good_replicas(max_lag) >= to_write
+    }
 }
+
+/// Redis's refusal of a write when `min-replicas-to-write` is not met.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// Redis's reply to a command name it does not know.
 pub fn unknown_command_error(args: &[Bytes]) -> Frame {

@@ -50,7 +50,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("repl-backlog-size", "1048576"),
     ("repl-backlog-ttl", "3600"),
     ("min-replicas-to-write", "0"),
+    ("min-slaves-to-write", "0"),
     ("min-replicas-max-lag", "10"),
+    ("min-slaves-max-lag", "10"),
     ("cluster-enabled", "no"),
     ("loglevel", "notice"),
 ];
@@ -85,9 +87,6 @@ pub fn runtime_rule(name: &str) -> Runtime {
         "replica-read-only" | "slave-read-only" => {
             Runtime::Fixed("latchkey replicas are always read-only")
         }
-        "min-replicas-to-write" | "min-replicas-max-lag" => {
-            Runtime::Fixed("latchkey does not implement min-replicas-to-write")
-        }
         _ => Runtime::Applied,
     }
 }
@@ -99,6 +98,12 @@ pub struct Config {
     maxclients: AtomicU64,
     proto_max_bulk_len: AtomicU64,
     busy_reply_threshold_ms: AtomicU64,
+    /// `min-replicas-to-write`: writes are refused unless this many replicas are good (0:
+    /// no such rule).
+    min_replicas_to_write: AtomicU64,
+    /// `min-replicas-max-lag`: a replica is good while its last acknowledgement is at most
+    /// this many seconds old (0 turns the rule off).
+    min_replicas_max_lag: AtomicU64,
     /// The memory and eviction settings the hot path reads (see [`crate::evict`]).
     pub(crate) limits: Arc<Limits>,
     /// The encoding parameters (see [`crate::encodings`]).
@@ -121,6 +126,8 @@ impl Default for Config {
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 * 1024 * 1024),
             busy_reply_threshold_ms: AtomicU64::new(5000),
+            min_replicas_to_write: AtomicU64::new(0),
+            min_replicas_max_lag: AtomicU64::new(10),
             limits: Arc::new(Limits::default()),
             encodings: Default::default(),
         }
@@ -198,6 +205,29 @@ impl Config {
                 p.insert("lua-time-limit".into(), ms.to_string());
                 return Ok(());
             }
+            "min-replicas-to-write"
+            | "min-slaves-to-write"
+            | "min-replicas-max-lag"
+            | "min-slaves-max-lag" => {
+                let n = int_value(value, 0, i32::MAX as i64)? as u64;
+                let (slot, names) = if name.ends_with("to-write") {
+                    (
+                        &self.min_replicas_to_write,
+                        ["min-replicas-to-write", "min-slaves-to-write"],
+                    )
+                } else {
+                    (
+                        &self.min_replicas_max_lag,
+                        ["min-replicas-max-lag", "min-slaves-max-lag"],
+                    )
+                };
+                slot.store(n, Ordering::Release);
+                let mut p = self.params.write();
+                for alias in names {
+                    p.insert(alias.into(), n.to_string());
+                }
+                return Ok(());
+            }
             "port" | "timeout" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {
                 number()?;
             }
@@ -242,6 +272,16 @@ impl Config {
     /// `busy-reply-threshold` (alias `lua-time-limit`).
     pub fn busy_reply_threshold(&self) -> Duration {
         Duration::from_millis(self.busy_reply_threshold_ms.load(Ordering::Acquire))
+    }
+
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (aliases `min-slaves-*`): how many
+    /// replicas must be good, and how many seconds old a good replica's last
+    /// acknowledgement may be. The rule is on only when both are above 0.
+    pub fn min_replicas(&self) -> (u64, u64) {
+        (
+            self.min_replicas_to_write.load(Ordering::Acquire),
+            self.min_replicas_max_lag.load(Ordering::Acquire),
+        )
     }
 }
 

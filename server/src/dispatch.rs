@@ -44,6 +44,15 @@ pub async fn execute_spec(
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
+    // A script that declared its flags is judged by them (see `CommandSpec::flags_of`).
+    let adjusted;
+    let spec: &CommandSpec = match spec.for_args(shared, &args) {
+        Some(s) => {
+            adjusted = s;
+            &adjusted
+        }
+        None => spec,
+    };
     // Out of memory: evict, or refuse a command that may grow memory (see `evict`).
     if let Some(oom) = oom::check_command(shared, client, spec).await {
         return oom;
@@ -71,6 +80,14 @@ pub async fn execute_spec(
                 m.errored = true;
             }
             return Frame::error("ERR Command not allowed inside a transaction");
+        }
+        // Refused now, as Redis refuses it before queueing (a write on a replica, not enough
+        // good replicas): the transaction is then discarded at EXEC.
+        if let Some(err) = shared.precheck(client, spec) {
+            if let Some(m) = client.multi.as_mut() {
+                m.errored = true;
+            }
+            return err;
         }
         if let Some(m) = client.multi.as_mut() {
             m.queue.push(args);

@@ -336,6 +336,16 @@ impl Replication {
             .count() as i64
     }
 
+    /// How many attached replicas acknowledged within the last `max_lag_s` seconds (Redis's
+    /// "good" replicas, which `min-replicas-to-write` counts).
+    pub fn good_replicas(&self, max_lag_s: u64) -> u64 {
+        let down = self.downstream.lock();
+        down.links
+            .iter()
+            .filter(|r| self.seconds_since(r.last_ack_ms.load(Ordering::Acquire)) <= max_lag_s)
+            .count() as u64
+    }
+
     /// Records `REPLCONF ACK offset [FACK aof-offset]` from the replica connected as
     /// `client_id`.
     pub fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
@@ -419,7 +429,10 @@ impl Replication {
     }
 
     /// The body of `INFO replication`.
-    pub fn info(&self) -> String {
+    ///
+    /// `good_replicas` is the count `min-replicas-to-write` compares with, shown as
+    /// `min_slaves_good_slaves` when that rule is on.
+    pub fn info(&self, good_replicas: Option<u64>) -> String {
         let mut s = String::new();
         match self.master_link() {
             Some((host, port, up, offset)) => {
@@ -441,6 +454,9 @@ impl Replication {
                     s.push_str(&format!("master_link_down_since_seconds:{since}\r\n"));
                 }
                 s.push_str("slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n");
+                if let Some(good) = good_replicas {
+                    s.push_str(&format!("min_slaves_good_slaves:{good}\r\n"));
+                }
             }
             None => {
                 let down = self.downstream.lock();
@@ -448,6 +464,9 @@ impl Replication {
                     "role:master\r\nconnected_slaves:{}\r\n",
                     down.links.len()
                 ));
+                if let Some(good) = good_replicas {
+                    s.push_str(&format!("min_slaves_good_slaves:{good}\r\n"));
+                }
                 for (i, r) in down.links.iter().enumerate() {
                     let ack = r.ack.load(Ordering::Acquire);
                     let lag = self.seconds_since(r.last_ack_ms.load(Ordering::Acquire));

@@ -27,6 +27,7 @@ use crate::frame::Frame;
 use crate::gate::BusyKind;
 
 mod bridge;
+mod cjson;
 mod functions;
 #[cfg(test)]
 mod hostile_tests;
@@ -34,6 +35,7 @@ mod libs;
 mod msgpack;
 mod reply;
 mod sandbox;
+mod shebang;
 mod structlib;
 
 pub use reply::lua_to_frame;
@@ -41,6 +43,7 @@ pub use reply::lua_to_frame;
 use bridge::{lua_redis_call, lua_redis_pcall};
 
 pub use functions::FunctionFlags;
+pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 
 /// How much memory the Lua interpreter may use, all scripts together, unless
 /// [`Scripting::set_memory_limit`] says otherwise. Redis 7.0 sets no limit of its own on Lua
@@ -104,6 +107,8 @@ struct Run {
     resp3: bool,
     /// Started by `EVAL_RO`/`EVALSHA_RO`/`FCALL_RO` or a `no-writes` function.
     read_only: bool,
+    /// Declared `allow-oom`: its writes are not refused for memory.
+    allow_oom: bool,
     /// Whether the script has written (then `SCRIPT KILL` must refuse).
     wrote: bool,
     /// The write commands that changed data, in order, kept only while
@@ -197,6 +202,8 @@ thread_local! {
 #[derive(Debug)]
 struct Script {
     function: mlua::RegistryKey,
+    /// What its shebang declared ([`ScriptFlags::COMPAT`] without one).
+    flags: ScriptFlags,
 }
 
 /// How long a script runs on its tokio worker before that worker's other tasks are handed to
@@ -329,6 +336,17 @@ impl crate::state::Shared {
     }
 }
 
+/// The check a script's declared flags make before it runs: one that may write cannot be
+/// sent with a read-only command (`EVAL_RO`, `FCALL_RO`), as in Redis 7.0.
+fn check_declared(flags: ScriptFlags, read_only_call: bool) -> Result<(), Frame> {
+    if read_only_call && !flags.compat && !flags.no_writes {
+        return Err(Frame::error(
+            "ERR Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    Ok(())
+}
+
 /// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
 pub fn sha1_hex(body: &[u8]) -> String {
     hex::encode(Sha1::digest(body))
@@ -350,7 +368,7 @@ impl Scripting {
         libs::install_redis_table(&lua, &redis)?;
         g.raw_set("redis", redis)?;
         g.raw_set("bit", libs::bit_library(&lua)?)?;
-        g.raw_set("cjson", libs::cjson_library(&lua)?)?;
+        g.raw_set("cjson", cjson::library(&lua)?)?;
         g.raw_set("cmsgpack", msgpack::library(&lua)?)?;
         g.raw_set("struct", structlib::library(&lua)?)?;
         lua.load(PRELUDE).set_name("=latchkey").exec()?;
@@ -464,18 +482,22 @@ impl Scripting {
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
     /// returned as Redis's reply.
     pub fn load(&self, body: &[u8]) -> Result<String, Frame> {
-        self.load_function(body).map(|(sha, _)| sha)
+        self.load_function(body).map(|(sha, _, _)| sha)
     }
 
     /// Like [`load`](Scripting::load), also handing back the compiled function, so that
     /// `EVAL` runs it without looking it up again.
-    fn load_function(&self, body: &[u8]) -> Result<(String, Function), Frame> {
+    fn load_function(&self, body: &[u8]) -> Result<(String, Function, ScriptFlags), Frame> {
         let sha = sha1_hex(body);
         if let Some(script) = self.cache.lock().get(&sha) {
             if let Ok(function) = self.lua.registry_value::<Function>(&script.function) {
-                return Ok((sha, function));
+                return Ok((sha, function, script.flags));
             }
         }
+        // The shebang is not Lua: the source starts at the newline that ends it.
+        let (flags, shebang_len) =
+            shebang::parse(body).map_err(|e| Frame::error(format!("ERR {e}")))?;
+        let body = &body[shebang_len..];
         // Bytecode is never loaded (see `sandbox`): a body starting like a precompiled
         // chunk gets a leading space, so Lua parses it as text and fails on line 1 as
         // Redis's Lua does.
@@ -504,10 +526,14 @@ impl Scripting {
             .lua
             .create_registry_value(function.clone())
             .map_err(|e| Frame::error(format!("ERR Error compiling script (new function): {e}")))?;
-        self.cache
-            .lock()
-            .insert(sha.clone(), Script { function: key });
-        Ok((sha, function))
+        self.cache.lock().insert(
+            sha.clone(),
+            Script {
+                function: key,
+                flags,
+            },
+        );
+        Ok((sha, function, flags))
     }
 
     /// The write commands the last script (or function) run performed, as Redis 7 replicates
@@ -545,6 +571,20 @@ impl Scripting {
         self.lua.used_memory() + effects
     }
 
+    /// What the cached script with this SHA1 (either case) declared in its shebang, for the
+    /// checks made before `EVALSHA` runs it; `None` when no such script is cached.
+    pub(crate) fn declared_flags(&self, sha: &[u8]) -> Option<ScriptFlags> {
+        // Lowercased on the stack: `EVALSHA` is the lock path, no allocation here.
+        let mut lower = [0u8; 40];
+        if sha.len() != lower.len() {
+            return None;
+        }
+        lower.copy_from_slice(sha);
+        lower.make_ascii_lowercase();
+        let sha = std::str::from_utf8(&lower).ok()?;
+        self.cache.lock().get(sha).map(|s| s.flags)
+    }
+
     /// Whether a script with this SHA1 is cached.
     pub fn exists(&self, sha: &str) -> bool {
         self.cache.lock().contains_key(&sha.to_ascii_lowercase())
@@ -553,6 +593,8 @@ impl Scripting {
     /// Forgets every cached script (`SCRIPT FLUSH`).
     pub fn flush(&self) {
         self.cache.lock().clear();
+        // Redis starts a fresh interpreter: what scripts configured is forgotten too.
+        cjson::reset(&self.lua);
         // The dropped registry keys' slots are given back to Lua.
         self.lua.expire_registry_values();
     }
@@ -588,14 +630,28 @@ impl Scripting {
         lower.copy_from_slice(sha);
         lower.make_ascii_lowercase();
         let sha = std::str::from_utf8(&lower).ok()?;
-        let function = {
+        let (function, flags) = {
             let cache = self.cache.lock();
-            self.lua
-                .registry_value::<Function>(&cache.get(sha)?.function)
-                .ok()?
+            let script = cache.get(sha)?;
+            (
+                self.lua.registry_value::<Function>(&script.function).ok()?,
+                script.flags,
+            )
         };
+        if let Err(e) = check_declared(flags, read_only) {
+            return Some(e);
+        }
         ctx.shared.gate.mark_script(BusyKind::Script);
-        Some(self.execute(ctx, sha, &function, keys, argv, read_only, false))
+        Some(self.execute(
+            ctx,
+            sha,
+            &function,
+            keys,
+            argv,
+            read_only || flags.no_writes,
+            flags.allow_oom,
+            false,
+        ))
     }
 
     /// Compiles (or finds in the cache) and runs a script body, as `EVAL` does.
@@ -608,9 +664,21 @@ impl Scripting {
         read_only: bool,
     ) -> Frame {
         match self.load_function(body) {
-            Ok((sha, function)) => {
+            Ok((sha, function, flags)) => {
+                if let Err(e) = check_declared(flags, read_only) {
+                    return e;
+                }
                 ctx.shared.gate.mark_script(BusyKind::Script);
-                self.execute(ctx, &sha, &function, keys, argv, read_only, false)
+                self.execute(
+                    ctx,
+                    &sha,
+                    &function,
+                    keys,
+                    argv,
+                    read_only || flags.no_writes,
+                    flags.allow_oom,
+                    false,
+                )
             }
             Err(e) => e,
         }
@@ -639,6 +707,7 @@ impl Scripting {
         keys: &[Bytes],
         argv: &[Bytes],
         read_only: bool,
+        allow_oom: bool,
         as_function: bool,
     ) -> Frame {
         self.kill.store(false, Ordering::Release);
@@ -656,6 +725,7 @@ impl Scripting {
                 ctx: ptr,
                 resp3: false,
                 read_only,
+                allow_oom,
                 wrote: false,
                 effects: self
                     .recording

@@ -147,7 +147,10 @@ impl Shared {
 
     /// The body of `INFO replication`.
     pub fn replication_info(&self) -> String {
-        self.replication.info()
+        let (to_write, max_lag) = self.config.min_replicas();
+        let good = (to_write > 0 && max_lag > 0)
+            .then(|| self.replication.good_replicas(max_lag) * u64::from(!self.is_replica()));
+        self.replication.info(good)
     }
 
     /// Asks the server to shut down: the listener stops and every connection closes.

@@ -24,4 +24,5 @@ pub use pair::{LatchkeyPair, RedisPair, ReplicatedPair};
 pub use raw::RawConn;
 pub use redis_proc::RedisProcess;
 
+pub use latchkey_testkit::{RedisCluster, RedisSentinel};
 pub use testkit::{require_tool, tool_available};

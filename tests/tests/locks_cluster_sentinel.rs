@@ -2,64 +2,18 @@
 //! hash-tagged keys keep every multi-key script in one slot, and waiters are woken across
 //! nodes (a Cluster broadcasts PUBLISH).
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latchkey_client::locks::{
     Backoff, FencedLock, MultiLock, ReentrantLock, Released, Semaphore, SimpleLock,
 };
 use latchkey_client::native::RedisTransport;
-use latchkey_tests::redis_proc::free_port;
-use latchkey_tests::{RawConn, RedisProcess};
-
-fn cluster() -> Vec<RedisProcess> {
-    let nodes: Vec<RedisProcess> = (0..3)
-        .map(|_| {
-            RedisProcess::spawn(&[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-            ])
-        })
-        .collect();
-    let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()
-        .expect("redis-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for n in &nodes {
-        loop {
-            let info = String::from_utf8(
-                RawConn::connect(n.addr())
-                    .unwrap()
-                    .cmd(&["CLUSTER", "INFO"]),
-            )
-            .unwrap();
-            if info.contains("cluster_state:ok") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "cluster never became ok: {info}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    nodes
-}
+use latchkey_tests::{RawConn, RedisCluster, RedisProcess, RedisSentinel};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_on_a_real_cluster() {
-    let nodes = cluster();
-    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let cluster = RedisCluster::spawn(3);
+    let urls = cluster.urls();
     let t = RedisTransport::connect_cluster(&urls).await.unwrap();
     let ttl = Duration::from_secs(30);
 
@@ -114,53 +68,11 @@ async fn locks_on_a_real_cluster() {
     assert!(got.is_some());
 }
 
-struct Sentinel(Child, std::path::PathBuf);
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_through_sentinel() {
     let master = RedisProcess::spawn(&[]);
-    let port = free_port();
-    let dir = std::env::temp_dir().join(format!("latchkey-sentinel-{port}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("sentinel.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "port {port}\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 {} 1\nsentinel down-after-milliseconds mymaster 1000\n",
-            master.addr().port()
-        ),
-    )
-    .unwrap();
-    let child = Command::new("redis-server")
-        .arg(&conf)
-        .arg("--sentinel")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server --sentinel");
-    let _sentinel = Sentinel(child, dir);
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut c) = RawConn::connect(addr) {
-            if c.cmd(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"])
-                .starts_with(b"*2")
-            {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "sentinel never answered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let t = RedisTransport::connect_sentinel(&[format!("redis://{addr}")], "mymaster")
+    let sentinel = RedisSentinel::spawn(master.addr(), "mymaster");
+    let t = RedisTransport::connect_sentinel(&[sentinel.url()], "mymaster")
         .await
         .unwrap();
     let lock = SimpleLock::new(t, "via-sentinel");

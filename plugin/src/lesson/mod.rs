@@ -14,6 +14,7 @@
 //! - [`verdict`]: what a run shows, derived from its events;
 //! - [`text`], [`html`]: the terminal timeline and the self-contained HTML page.
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod event;
 pub mod html;

@@ -12,6 +12,7 @@ use super::{
     STALE,
 };
 use crate::frame::Frame;
+use crate::state::Shared;
 
 /// The scripting commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -23,7 +24,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         eval,
-    ),
+    )
+    .with_flags_of(eval_flags),
     spec(
         "evalsha",
         -3,
@@ -32,7 +34,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         evalsha,
-    ),
+    )
+    .with_flags_of(evalsha_flags),
     spec(
         "eval_ro",
         -3,
@@ -41,7 +44,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         eval_ro,
-    ),
+    )
+    .with_flags_of(eval_flags),
     spec(
         "evalsha_ro",
         -3,
@@ -50,7 +54,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         evalsha_ro,
-    ),
+    )
+    .with_flags_of(evalsha_flags),
     spec(
         "script",
         -2,
@@ -68,7 +73,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         fcall,
-    ),
+    )
+    .with_flags_of(fcall_flags),
     spec(
         "fcall_ro",
         -3,
@@ -77,7 +83,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         fcall_ro,
-    ),
+    )
+    .with_flags_of(fcall_flags),
     spec(
         "function",
         -2,
@@ -88,6 +95,30 @@ pub const COMMANDS: &[CommandSpec] = &[
         function,
     ),
 ];
+
+/// The flags `EVAL`/`EVAL_RO` run with: the script's own when its shebang declares them
+/// (read from the body, without compiling it); a body without one keeps the command's.
+fn eval_flags(_shared: &Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let body = args.get(1)?;
+    if !body.starts_with(b"#!") {
+        return None;
+    }
+    let (declared, _) = crate::scripting::parse_shebang(body).ok()?;
+    Some(declared.command_flags(command))
+}
+
+/// The flags `EVALSHA`/`EVALSHA_RO` run with: those the cached script declared.
+fn evalsha_flags(shared: &Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let declared = shared.scripting().declared_flags(args.get(1)?)?;
+    Some(declared.command_flags(command))
+}
+
+/// The flags `FCALL`/`FCALL_RO` run with: those the function declared (a function is never
+/// in compatibility mode).
+fn fcall_flags(shared: &Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let declared = shared.scripting().function_flags(args.get(1)?)?;
+    Some(declared.command_flags(command))
+}
 
 /// Splits `numkeys key... arg...` (starting at `args[2]`) into keys and arguments.
 fn split_keys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Frame> {

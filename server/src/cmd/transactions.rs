@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::{
     call_spec, lookup, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, FAST, LOADING, NOSCRIPT,
-    NO_QUEUE, STALE,
+    NO_QUEUE, STALE, WRITE,
 };
 use crate::client::MultiState;
 use crate::frame::Frame;
@@ -139,16 +139,24 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     }
     // Unwatch before running: our own writes must not count as a change.
     ctx.client.unwatch_all(&ctx.shared.keyspace);
+    // A transaction that writes is checked as one write when it runs, as Redis checks the
+    // EXEC by what it queued: the replicas that were good at queueing time may be gone.
+    let specs: Vec<_> = state.queue.iter().map(|args| lookup(&args[0])).collect();
+    if let Some(write) = specs.iter().flatten().find(|spec| spec.has(WRITE)) {
+        if let Some(Frame::Error(e)) = ctx.shared.precheck(ctx.client, write) {
+            return Frame::error(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                String::from_utf8_lossy(&e)
+            ));
+        }
+    }
     let was_in_exec = ctx.in_exec;
     ctx.in_exec = true;
     let mut replies = Vec::with_capacity(state.queue.len());
-    for args in &state.queue {
-        // Queued commands were looked up and arity-checked when queued.
-        let reply = match lookup(&args[0]) {
-            Some(spec) => match ctx.shared.precheck(ctx.client, spec) {
-                Some(err) => err,
-                None => call_spec(ctx, spec, args),
-            },
+    for (args, spec) in state.queue.iter().zip(specs) {
+        // Queued commands were looked up, arity-checked and prechecked when queued.
+        let reply = match spec {
+            Some(spec) => call_spec(ctx, spec, args),
             None => super::unknown_command_error(args),
         };
         replies.push(reply);

@@ -205,8 +205,10 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                     _ => fail("ERR execution failure"),
                 };
             }
-            if let Some(oom) = crate::oom::check_script_call(ctx, spec, run.wrote) {
-                return Outcome::Error(Bytes::from(oom));
+            if !run.allow_oom {
+                if let Some(oom) = crate::oom::check_script_call(ctx, spec, run.wrote) {
+                    return Outcome::Error(Bytes::from(oom));
+                }
             }
             run.wrote = true;
             note_write(&ctx.shared.scripting().wrote);

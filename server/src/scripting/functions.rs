@@ -21,6 +21,18 @@ pub struct FunctionFlags {
     pub names: Vec<String>,
 }
 
+impl FunctionFlags {
+    /// The flags as the checks before a run read them (a function is never in
+    /// compatibility mode: a function without flags may write and is refused for memory).
+    pub(crate) fn declared(&self) -> super::ScriptFlags {
+        let mut flags = super::ScriptFlags::default();
+        for name in &self.names {
+            flags.set(name.as_bytes());
+        }
+        flags
+    }
+}
+
 /// The function flags Redis knows, in the order of its `scripts_flags_def` table, which is
 /// the order `FUNCTION LIST` shows them in.
 const FLAG_ORDER: [&str; 5] = [
@@ -345,6 +357,13 @@ impl Scripting {
         ])
     }
 
+    /// What the function `name` declared, for the checks made before `FCALL` runs it;
+    /// `None` when there is no such function.
+    pub(crate) fn function_flags(&self, name: &[u8]) -> Option<super::ScriptFlags> {
+        let name = std::str::from_utf8(name).ok()?;
+        self.libraries.lock().find(name).map(|f| f.flags.declared())
+    }
+
     /// `FCALL` / `FCALL_RO`.
     pub fn call_function(
         &self,
@@ -373,6 +392,7 @@ impl Scripting {
             keys,
             argv,
             read_only_call || f.flags.no_writes,
+            f.flags.declared().allow_oom,
             true,
         )
     }

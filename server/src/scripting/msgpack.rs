@@ -46,7 +46,7 @@ pub(crate) fn library(lua: &Lua) -> mlua::Result<Table> {
 }
 
 /// Bytes the encoder may still produce before the interpreter would be out of memory.
-fn output_budget(lua: &Lua) -> usize {
+pub(super) fn output_budget(lua: &Lua) -> usize {
     let limit = super::current_memory_limit(lua);
     if limit == 0 {
         usize::MAX
