@@ -218,3 +218,37 @@ fn blmpop_blmove_and_brpoplpush_are_woken_by_a_push() {
         );
     }
 }
+
+/// A waiting `BLPOP` or `BLMPOP` whose key becomes a string stays blocked (Redis serves a
+/// blocked client only from a list), and is served by the list that comes next. latchkey once
+/// answered it WRONGTYPE (Redis's Tcl suite, "LPUSH + DEL + SET should not awake blocked
+/// client").
+#[test]
+fn a_key_recreated_as_a_string_does_not_wake_a_blocked_pop() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        for (pop, name) in [
+            (&["BLPOP", "k", "0"][..], "blpop"),
+            (&["BLMPOP", "0", "1", "k", "LEFT"][..], "blmpop"),
+        ] {
+            let mut other = RawConn::connect(addr).unwrap();
+            let mut waiter = RawConn::connect(addr).unwrap();
+            other.cmd(&["DEL", "k"]);
+            waiter.send_raw(&RawConn::encode(pop));
+            wait_blocked_in(addr, name, 1);
+            other.cmd(&["MULTI"]);
+            other.cmd(&["LPUSH", "k", "a"]);
+            other.cmd(&["DEL", "k"]);
+            other.cmd(&["SET", "k", "foo"]);
+            assert_eq!(other.cmd(&["EXEC"]), b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+            other.cmd(&["DEL", "k"]);
+            other.cmd(&["LPUSH", "k", "b"]);
+            let reply = waiter.read_reply();
+            assert!(
+                reply.ends_with(b"$1\r\nb\r\n"),
+                "{name}: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+    }
+}

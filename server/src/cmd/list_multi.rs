@@ -176,11 +176,23 @@ fn parse_mpop(args: &[Bytes]) -> Result<MPop, Frame> {
 }
 
 /// Pops up to `count` elements from the first non-empty list of `keys`: `[key, [elements]]`.
-fn try_mpop(shared: &Shared, db_index: usize, now: u64, p: &MPop) -> Result<Option<Served>, Frame> {
+/// A key of another type is an error, except for a client already `waiting`, for which it is
+/// not ready (as Redis leaves a blocked client blocked on it).
+fn try_mpop(
+    shared: &Shared,
+    db_index: usize,
+    now: u64,
+    p: &MPop,
+    waiting: bool,
+) -> Result<Option<Served>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     for key in &p.keys {
-        let Some(popped) = pop_from(db, key, now, lazy, p.left, p.count)? else {
+        let popped = match pop_from(db, key, now, lazy, p.left, p.count) {
+            Err(_) if waiting => continue,
+            r => r?,
+        };
+        let Some(popped) = popped else {
             continue;
         };
         if popped.is_empty() {
@@ -200,7 +212,7 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p);
+    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p, false);
     serve_now(ctx, served).unwrap_or(Frame::NullArray)
 }
 
@@ -213,7 +225,7 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p);
+    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p, false);
     if let Some(f) = serve_now(ctx, served) {
         return f;
     }
@@ -226,7 +238,7 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         keys,
         timeout_ms,
         false,
-        Box::new(move |shared, db, now| try_mpop(shared, db, now, &p)),
+        Box::new(move |shared, db, now| try_mpop(shared, db, now, &p, true)),
     );
     Frame::NullArray
 }
@@ -260,8 +272,12 @@ fn try_move(
 ) -> Result<Option<Served>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
-    let has =
-        write_in(db, &m.src, now, lazy, false)?.is_some_and(|mut e| !list_of(&mut e).is_empty());
+    // A source of another type leaves a waiting client waiting, as in Redis.
+    let src = match write_in(db, &m.src, now, lazy, false) {
+        Err(_) if later => return Ok(None),
+        r => r?,
+    };
+    let has = src.is_some_and(|mut e| !list_of(&mut e).is_empty());
     if !has {
         return Ok(None);
     }

@@ -506,20 +506,28 @@ pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     Ok((secs * 1000.0).round() as u64)
 }
 
-/// Tries each key in order; the first non-empty list gives `[key, element]`.
+/// Tries each key in order; the first non-empty list gives `[key, element]`. A key of another
+/// type is an error for a client that just arrived; for one already `waiting` it is not ready
+/// yet (Redis serves a blocked client only from a list: a key deleted and recreated as a
+/// string leaves it blocked).
 fn try_pop_any(
     shared: &Shared,
     db_index: usize,
     keys: &[Bytes],
     left: bool,
     now_ms: u64,
+    waiting: bool,
 ) -> Result<Option<Frame>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     // The pop and its feed are one step for the stream (see `order_guard`).
     let _order = shared.order_guard();
     for key in keys {
-        if let Some(v) = pop_from(db, key, now_ms, lazy, left, 1)? {
+        let popped = match pop_from(db, key, now_ms, lazy, left, 1) {
+            Err(_) if waiting => continue,
+            r => r?,
+        };
+        if let Some(v) = popped {
             if let Some(el) = v.into_iter().next() {
                 // Replicas and the AOF see the pop that happened, not the blocking command.
                 let name: &[u8] = if left { b"lpop" } else { b"rpop" };
@@ -561,7 +569,7 @@ fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
         Err(e) => return e,
     };
     let keys: Vec<Bytes> = args[1..args.len() - 1].to_vec();
-    match try_pop_any(ctx.shared, ctx.client.db, &keys, left, ctx.now_ms) {
+    match try_pop_any(ctx.shared, ctx.client.db, &keys, left, ctx.now_ms, false) {
         Ok(Some(f)) => {
             ctx.changed();
             return f;
@@ -596,7 +604,7 @@ fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
                     continue;
                 };
                 let now = shared.clock.now_ms();
-                match try_pop_any(&shared, db_index, &keys, left, now) {
+                match try_pop_any(&shared, db_index, &keys, left, now, true) {
                     Ok(Some(f)) => return f,
                     Ok(None) => {}
                     Err(e) => return e,
