@@ -37,6 +37,10 @@ pub struct ClientHandle {
     pub soft_limit_since: AtomicU64,
     /// When the client last ran a command (server clock, Unix milliseconds), for `idle=`.
     pub last_interaction_ms: AtomicU64,
+    /// The sending end of this client's push queue, so that any part of the server that
+    /// finds the client by id (a tracking redirection, say) can send it a message. Weak, so
+    /// that the queue still closes when the client is gone (its receiver then sees the end).
+    push_tx: mpsc::WeakUnboundedSender<Frame>,
 }
 
 /// Whether a connection sends the replies of its commands (`CLIENT REPLY`).
@@ -120,6 +124,15 @@ impl ClientHandle {
         self.killed.load(Ordering::Acquire)
     }
 
+    /// A sender of push messages to this client (see [`PushSender`]), while its connection
+    /// lives.
+    pub fn pusher(self: &Arc<Self>) -> Option<PushSender> {
+        Some(PushSender {
+            tx: self.push_tx.upgrade()?,
+            handle: self.clone(),
+        })
+    }
+
     /// Resolves once the client has been killed.
     pub async fn killed(&self) {
         loop {
@@ -187,6 +200,20 @@ impl PushReceiver {
     }
 }
 
+/// The options of a client whose `CLIENT TRACKING` is on (the table is
+/// [`crate::tracking`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrackingMode {
+    /// `BCAST`: prefixes instead of remembered reads.
+    pub bcast: bool,
+    /// `OPTIN`: remember reads only after `CLIENT CACHING YES`.
+    pub optin: bool,
+    /// `OPTOUT`: remember reads except after `CLIENT CACHING NO`.
+    pub optout: bool,
+    /// `NOLOOP`: no message for the client's own changes.
+    pub noloop: bool,
+}
+
 /// A `MULTI` in progress.
 #[derive(Debug, Default)]
 pub struct MultiState {
@@ -224,6 +251,14 @@ pub struct Client {
     pub close_after_reply: bool,
     /// Whether the connection sends replies (`CLIENT REPLY`).
     pub reply_mode: ReplyMode,
+    /// `CLIENT TRACKING`: this client's mode while tracking is on (the tracking table itself
+    /// is [`crate::tracking::Tracking`]); kept here too so that a read checks it for free.
+    pub tracking: Option<TrackingMode>,
+    /// `CLIENT CACHING YES|NO` was given for the next command (OPTIN/OPTOUT tracking).
+    pub caching: bool,
+    /// Push messages that go out right after the current command's reply (an invalidation
+    /// of a key the command itself changed, as Redis sends it).
+    pub after_reply: Vec<Frame>,
     /// Close the connection at once, without writing the current reply: a `SHUTDOWN` that
     /// succeeds is never answered, as Redis exits first.
     pub close_without_reply: bool,
@@ -294,8 +329,11 @@ impl Client {
 #[derive(Debug, Default)]
 pub struct Clients {
     next_id: AtomicU64,
-    all: DashMap<u64, Arc<ClientHandle>>,
+    all: ClientDirectory,
 }
+
+/// The clients by id, shareable: what the tracking table looks its targets up in.
+pub type ClientDirectory = Arc<DashMap<u64, Arc<ClientHandle>>>;
 
 impl Clients {
     /// Registers a new connection and returns its state plus the receiving end of its pushes.
@@ -305,6 +343,7 @@ impl Clients {
         laddr: Option<SocketAddr>,
     ) -> (Client, PushReceiver) {
         let id = self.next_id.fetch_add(1, Ordering::AcqRel) + 1;
+        let (tx, rx) = mpsc::unbounded_channel();
         let handle = Arc::new(ClientHandle {
             id,
             addr,
@@ -320,9 +359,9 @@ impl Clients {
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
             last_interaction_ms: AtomicU64::new(0),
+            push_tx: tx.downgrade(),
         });
         self.all.insert(id, handle.clone());
-        let (tx, rx) = mpsc::unbounded_channel();
         let client = Client {
             handle: handle.clone(),
             db: 0,
@@ -339,6 +378,9 @@ impl Clients {
             },
             close_after_reply: false,
             reply_mode: ReplyMode::On,
+            tracking: None,
+            caching: false,
+            after_reply: Vec::new(),
             close_without_reply: false,
             is_replication_link: false,
             deny_blocking: false,
@@ -347,6 +389,11 @@ impl Clients {
             info_fingerprint: None,
         };
         (client, PushReceiver { rx, handle })
+    }
+
+    /// The registry itself, for parts that look clients up by id on their own.
+    pub fn directory(&self) -> ClientDirectory {
+        self.all.clone()
     }
 
     /// Forgets a closed connection.

@@ -55,6 +55,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("min-slaves-max-lag", "10"),
     ("cluster-enabled", "no"),
     ("loglevel", "notice"),
+    ("tracking-table-max-keys", "1000000"),
 ];
 
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
@@ -108,6 +109,8 @@ pub struct Config {
     pub(crate) limits: Arc<Limits>,
     /// The encoding parameters (see [`crate::encodings`]).
     pub encodings: crate::encodings::Encodings,
+    /// `tracking-table-max-keys`, shared with the tracking table (see [`crate::tracking`]).
+    pub(crate) tracking_max_keys: Arc<AtomicU64>,
 }
 
 impl Default for Config {
@@ -130,6 +133,7 @@ impl Default for Config {
             min_replicas_max_lag: AtomicU64::new(10),
             limits: Arc::new(Limits::default()),
             encodings: Default::default(),
+            tracking_max_keys: Arc::new(AtomicU64::new(1_000_000)),
         }
     }
 }
@@ -203,6 +207,12 @@ impl Config {
                 let mut p = self.params.write();
                 p.insert("busy-reply-threshold".into(), ms.to_string());
                 p.insert("lua-time-limit".into(), ms.to_string());
+                return Ok(());
+            }
+            "tracking-table-max-keys" => {
+                let n = int_value(value, 0, i64::MAX)?;
+                self.tracking_max_keys.store(n as u64, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
             "min-replicas-to-write"

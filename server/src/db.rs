@@ -47,6 +47,53 @@ impl WatchFlag {
     }
 }
 
+/// What hears of every change of a key besides `WATCH`: client-side caching's tracking
+/// table ([`crate::tracking`]), which sits above this module and is plugged in when a
+/// server starts.
+pub trait KeyChanges: Send + Sync + std::fmt::Debug {
+    /// `key` (of any database) was changed, deleted, expired or evicted.
+    fn changed(&self, key: &[u8]);
+    /// A whole database, or every one, was emptied (`FLUSHDB`, `FLUSHALL`, a full sync).
+    fn flushed(&self);
+}
+
+/// The slot the keyspace calls [`KeyChanges`] through. While nobody listens, a change costs
+/// one relaxed atomic load here.
+#[derive(Debug, Default)]
+pub struct ChangeHook {
+    armed: Arc<AtomicBool>,
+    hook: std::sync::OnceLock<Arc<dyn KeyChanges>>,
+}
+
+impl ChangeHook {
+    /// Plugs the listener in (once; later calls change nothing).
+    pub fn plug(&self, hook: Arc<dyn KeyChanges>) {
+        let _ = self.hook.set(hook);
+    }
+
+    /// The flag that turns the calls on: the listener holds it and sets it while it has
+    /// something to hear about.
+    pub fn armed(&self) -> Arc<AtomicBool> {
+        self.armed.clone()
+    }
+
+    fn changed(&self, key: &[u8]) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.changed(key);
+            }
+        }
+    }
+
+    fn flushed(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.flushed();
+            }
+        }
+    }
+}
+
 /// What [`Db::update`] does with a key once its decision is made.
 #[derive(Debug)]
 pub enum Update {
@@ -85,6 +132,8 @@ pub struct Db {
     mem: DbMemory,
     /// The memory settings; reads stamp keys by the eviction policy's rules.
     limits: Arc<Limits>,
+    /// Who else hears of changes (the tracking table), shared by the sixteen databases.
+    hook: Arc<ChangeHook>,
 }
 
 impl Db {
@@ -384,19 +433,25 @@ impl Db {
     /// keys with their entries, so the caller can propagate the deletions and then free the
     /// values (see [`crate::lazyfree`]) outside its locks. Costs `O(limit · log n)`, whatever
     /// the number of keys with a TTL.
+    ///
+    /// The keys are deleted as one batch ([`crate::batch_remove`]: one lock per shard, their
+    /// lookups overlapped), and the memory estimate and the TTL count are adjusted once for
+    /// the whole step. The deleted keys come back in no particular order; a key is only
+    /// deleted once, so the order of their `DEL`s does not matter to anyone.
     pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
         let mut due = Vec::with_capacity(limit.min(1024));
         self.expiries.pop_due(now_ms, limit, &mut due);
-        let mut gone = Vec::with_capacity(due.len());
-        for (_, key) in due {
-            // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
-            // decides. An entry expired under another deadline is deleted all the same; its
-            // own pair, also due, is dropped as stale when popped.
-            if let Some((k, e)) = self.map.remove_if(&key, |_, e| e.is_expired(now_ms)) {
-                self.mem.removed(&k, &e);
-                self.expiries.recount(e.expires_at, None);
-                self.signal_modified(&k);
-                gone.push((k, e));
+        // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
+        // decides. An entry expired under another deadline is deleted all the same; its own
+        // pair, also due, is dropped as stale when popped.
+        let keys: Vec<Bytes> = due.into_iter().map(|(_, k)| k).collect();
+        let gone = crate::batch_remove::remove_expired(&self.map, keys, now_ms);
+        self.mem.removed_all(gone.iter().map(|(k, e)| (&k[..], e)));
+        // Every entry deleted here had a deadline.
+        self.expiries.uncount(gone.len());
+        if self.watched_count.load(Ordering::Acquire) != 0 {
+            for (k, _) in &gone {
+                self.signal_modified(k);
             }
         }
         gone
@@ -466,6 +521,11 @@ impl Db {
     /// Deletes every key, signalling every watcher, and frees the values before returning
     /// (`FLUSHDB SYNC`).
     pub fn clear(&self) {
+        self.clear_keys();
+        self.hook.flushed();
+    }
+
+    fn clear_keys(&self) {
         self.map.clear();
         self.mem.clear();
         drop(self.expiries.take_all());
@@ -476,6 +536,11 @@ impl Db {
     /// background freer (`FLUSHDB ASYNC`): each shard of the map is swapped for an empty one
     /// under its lock, so the work done here does not grow with the number of keys.
     pub fn clear_async(&self) {
+        self.clear_keys_async();
+        self.hook.flushed();
+    }
+
+    fn clear_keys_async(&self) {
         for shard in self.map.shards() {
             let contents = std::mem::take(&mut *shard.write());
             crate::lazyfree::free_in_background(Box::new(contents));
@@ -514,8 +579,10 @@ impl Db {
         }
     }
 
-    /// Tells transactions watching `key` that it changed. Every write goes through here.
+    /// Tells transactions watching `key` that it changed, and the tracking table (see
+    /// [`ChangeHook`]). Every write goes through here.
     pub fn signal_modified(&self, key: &[u8]) {
+        self.hook.changed(key);
         if self.watched_count.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -560,6 +627,7 @@ pub struct Keyspace {
     /// How many databases hold lazily expired keys not yet taken (see
     /// [`may_have_lazily_expired`](Keyspace::may_have_lazily_expired)).
     any_lazily_expired: Arc<AtomicUsize>,
+    hook: Arc<ChangeHook>,
 }
 
 impl Default for Keyspace {
@@ -572,16 +640,24 @@ impl Keyspace {
     /// Sixteen empty databases following these memory settings (the configuration's).
     pub fn with_limits(limits: Arc<Limits>) -> Keyspace {
         let any_lazily_expired = Arc::new(AtomicUsize::new(0));
+        let hook = Arc::new(ChangeHook::default());
         Keyspace {
             dbs: (0..NUM_DBS)
                 .map(|_| Db {
                     keyspace_lazily_expired: any_lazily_expired.clone(),
                     limits: limits.clone(),
+                    hook: hook.clone(),
                     ..Db::default()
                 })
                 .collect(),
             any_lazily_expired,
+            hook,
         }
+    }
+
+    /// The slot through which every change of a key is heard (by the tracking table).
+    pub fn change_hook(&self) -> &ChangeHook {
+        &self.hook
     }
 
     /// Database number `i` (0..16).
@@ -606,16 +682,18 @@ impl Keyspace {
     /// Deletes every key of every database (`FLUSHALL`).
     pub fn clear_all(&self) {
         for db in &self.dbs {
-            db.clear();
+            db.clear_keys();
         }
+        self.hook.flushed();
     }
 
     /// Deletes every key of every database and frees them in the background (`FLUSHALL
     /// ASYNC`): see [`Db::clear_async`].
     pub fn clear_all_async(&self) {
         for db in &self.dbs {
-            db.clear_async();
+            db.clear_keys_async();
         }
+        self.hook.flushed();
     }
 
     /// Whether some database has a key whose deadline is at or before `now_ms` and that the
@@ -750,10 +828,53 @@ mod tests {
         for i in 0..100u64 {
             db.insert(Bytes::from(format!("k{i:03}")), string("v", Some(i)));
         }
-        let gone = gone_keys(db.active_expire(1_000, 10));
+        // The earliest ten, deleted as one batch (in no particular order within it).
+        let mut gone = gone_keys(db.active_expire(1_000, 10));
+        gone.sort();
         let want: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("k{i:03}"))).collect();
         assert_eq!(gone, want);
         assert_eq!(db.len(), 90);
         assert_eq!(db.expires_count(), 90);
+    }
+
+    #[test]
+    fn a_batch_step_keeps_the_counts_and_tells_watchers() {
+        let db = Db::default();
+        db.insert(Bytes::from_static(b"plain"), string("v", None));
+        let baseline = db.memory().entry_bytes();
+        for i in 0..1000u64 {
+            let deadline = if i % 2 == 0 { Some(10) } else { Some(1_000) };
+            db.insert(Bytes::from(format!("k{i}")), string("value", deadline));
+        }
+        // A key renewed after its pair was laid: its old pair is due, the entry is not.
+        db.update(&Bytes::from_static(b"k0"), 0, true, |_| {
+            (Update::Expire(Some(5_000)), ())
+        });
+        let watched = Arc::new(WatchFlag::default());
+        db.watch(Bytes::from_static(b"k2"), watched.clone());
+        let spare = Arc::new(WatchFlag::default());
+        db.watch(Bytes::from_static(b"k1"), spare.clone());
+        let mut gone = 0;
+        loop {
+            let step = db.active_expire(100, 128);
+            if step.is_empty() {
+                break;
+            }
+            assert!(step.len() <= 128);
+            gone += step.len();
+        }
+        assert_eq!(gone, 499, "the even keys but the renewed one");
+        assert_eq!(db.len(), 502);
+        assert_eq!(db.expires_count(), 501);
+        assert_eq!(db.memory().volatile_keys(), 501);
+        assert!(watched.is_dirty(), "a watcher of an expired key is told");
+        assert!(!spare.is_dirty(), "a watcher of a live key is not");
+        assert!(db.contains(b"k0", 100));
+        db.check_expiry_index().unwrap();
+        // Every key gone, the estimate is back where it started.
+        while !db.active_expire(u64::MAX, 128).is_empty() {}
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.expires_count(), 0);
+        assert_eq!(db.memory().entry_bytes(), baseline);
     }
 }

@@ -15,6 +15,7 @@ use crate::frame::Frame;
 use crate::oom;
 use crate::pause::PauseMode;
 use crate::state::Shared;
+use crate::tracking::Tracking;
 
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
 /// subscribed-mode and busy-script rules, then the handler under the gate.
@@ -181,6 +182,9 @@ fn run_handler(
         true => shared.order_guard(),
         false => None,
     };
+    // Client-side caching (see `crate::tracking`): which client's command runs on this thread
+    // (a thread-local write: no atomic, no lock).
+    let running = Tracking::running(client.handle.id);
     let mut ctx = Ctx::at(shared, client, now_ms);
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
@@ -192,6 +196,18 @@ fn run_handler(
             Some(cmds) => shared.after_write_as(client.db, &cmds, dirty),
             None => shared.after_write(client.db, spec.name, args, dirty),
         };
+    }
+    if client.tracking.is_some() {
+        remember_reads(shared, client, spec, args);
+    }
+    // Invalidations of this command's own changes, and the broadcasts it gathered (nothing to
+    // do, at the cost of a thread-local read, unless the tracking table found some).
+    let own = shared.tracking.after_command(client.handle.id);
+    client.after_reply.extend(own);
+    drop(running);
+    // `CLIENT CACHING` applies to the next command only (a transaction counts as one).
+    if client.caching && client.multi.is_none() && spec.name != "client" {
+        client.caching = false;
     }
     match blocked {
         Some(fut) => Err(fut),
@@ -216,6 +232,9 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
     let before = ctx.dirty;
     ctx.rewritten = None;
     let frame = (spec.handler)(ctx, args);
+    if ctx.client.tracking.is_some() {
+        remember_reads(ctx.shared, ctx.client, spec, args);
+    }
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;
     let rewritten = ctx.rewritten.take();
@@ -230,6 +249,30 @@ pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame
         };
     }
     frame
+}
+
+/// `CLIENT TRACKING` in default mode: remembers the keys a read-only command read, so that
+/// their next change tells the client (Redis's `trackingRememberKeys`). `OPTIN` remembers only
+/// after `CLIENT CACHING YES`, `OPTOUT` always but after `CLIENT CACHING NO`. A read-only
+/// script's own keys are not remembered, only those of the commands it runs.
+fn remember_reads(shared: &Shared, client: &Client, spec: &CommandSpec, args: &[Bytes]) {
+    let Some(mode) = client.tracking else {
+        return;
+    };
+    if mode.bcast
+        || !spec.has(READONLY)
+        || matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+        || (mode.optin && !client.caching)
+        || (mode.optout && client.caching)
+    {
+        return;
+    }
+    let positions = spec.key_positions(args.len());
+    if !positions.is_empty() {
+        shared
+            .tracking
+            .remember(client.handle.id, positions.iter().map(|&i| &args[i]));
+    }
 }
 
 /// Whether `CLIENT PAUSE` holds this client's commands: the links of replication (our master,

@@ -129,6 +129,21 @@ fn sample(
     }
 }
 
+/// One key of `map` picked at random (see [`sample`]) and whether it is expired at `now_ms`,
+/// or `None` when the map is empty. Visits the buckets from a random one until it finds a
+/// key: a few on a table in normal use.
+pub(crate) fn random_key(
+    map: &DashMap<Bytes, Entry, KeyHasher>,
+    now_ms: u64,
+) -> Option<(Bytes, bool)> {
+    let mut picked = None;
+    sample(map, 1, usize::MAX, |k, e| {
+        picked = Some((k.clone(), e.is_expired(now_ms)));
+        true
+    });
+    picked
+}
+
 /// Fills `pool` with the best candidates among a sample of `db`.
 fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, now_ms: u64) {
     let policy = limits.policy();
@@ -306,8 +321,9 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     gone
 }
 
-/// The body of `INFO memory`: Redis's main fields, from [`used_memory`].
-pub fn info_section(shared: &Shared) -> String {
+/// The body of `INFO memory`: Redis's main fields, from [`used_memory`], with `scripts` (the
+/// scripting engine's lines, which the caller renders) in their place among them.
+pub fn info_section(shared: &Shared, scripts: &str) -> String {
     let used = used_memory(shared) as u64;
     let peak = shared.evictor.note_peak(used as usize) as u64;
     let rss = rss_bytes() as u64;
@@ -319,7 +335,7 @@ pub fn info_section(shared: &Shared) -> String {
         .get("maxmemory-policy")
         .unwrap_or_else(|| "noeviction".into());
     format!(
-        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\n{scripts}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
         human(used),
         human(rss),
         human(peak),

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod aof;
+pub(crate) mod batch_remove;
 pub mod client;
 pub mod clock;
 pub mod cmd;
@@ -47,6 +48,7 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod state;
+pub mod tracking;
 pub mod value;
 pub mod zset;
 

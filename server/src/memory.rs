@@ -210,6 +210,22 @@ impl DbMemory {
         }
     }
 
+    /// Discharges many entries that left together (a step of the expiry cycle): one update
+    /// of the counters for the lot.
+    pub(crate) fn removed_all<'a>(&self, gone: impl Iterator<Item = (&'a [u8], &'a Entry)>) {
+        let (mut bytes, mut volatile) = (0i64, 0i64);
+        for (key, e) in gone {
+            bytes += entry_size(key, e) as i64;
+            volatile += i64::from(e.expires_at.is_some());
+        }
+        if bytes != 0 {
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        if volatile != 0 {
+            self.volatile.fetch_sub(volatile, Ordering::Relaxed);
+        }
+    }
+
     /// Applies the change of an entry: `before` is what [`measure`](DbMemory::measure) said
     /// of it then.
     pub(crate) fn changed(&self, before: Measure, key: &[u8], e: &Entry) {

@@ -137,6 +137,10 @@ pub async fn serve(
                     if client.reply_mode.take_reply() {
                         reply.encode(client.protocol, &mut wbuf);
                     }
+                    // Invalidations of keys this command changed go out after its reply.
+                    for f in client.after_reply.drain(..) {
+                        f.encode(client.protocol, &mut wbuf);
+                    }
                     if over_output_hard_limit(&shared, &client, wbuf.len()) {
                         break 'conn;
                     }

@@ -204,6 +204,8 @@ struct Script {
     function: mlua::RegistryKey,
     /// What its shebang declared ([`ScriptFlags::COMPAT`] without one).
     flags: ScriptFlags,
+    /// The length of its body, for `INFO memory`'s `used_memory_scripts_eval`.
+    body_len: usize,
 }
 
 /// How long a script runs on its tokio worker before that worker's other tasks are handed to
@@ -459,6 +461,29 @@ impl Scripting {
         self.memory_limit.store(bytes, Ordering::Release);
     }
 
+    /// The scripting lines of `INFO memory`, in Redis 7.0's order. One interpreter serves
+    /// both scripts and functions here, so all of its memory is reported as the scripts'
+    /// (`used_memory_vm_eval`) and none as the functions' VM.
+    pub fn memory_info(&self) -> String {
+        let lua = self.lua.used_memory() as u64;
+        let (cached, eval_bytes) = {
+            let cache = self.cache.lock();
+            // Each script: its SHA1 key and its body, as Redis counts its `lua_scripts_mem`.
+            let bytes: usize = cache.values().map(|s| s.body_len + 40).sum();
+            (cache.len(), bytes as u64)
+        };
+        let (libraries, functions, code) = self.function_counts();
+        let code = code as u64;
+        let human = crate::memory::human;
+        format!(
+            "used_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{eval_bytes}\r\nnumber_of_cached_scripts:{cached}\r\nnumber_of_functions:{functions}\r\nnumber_of_libraries:{libraries}\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:{lua}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:{code}\r\nused_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n",
+            human(lua),
+            human(lua),
+            eval_bytes + code,
+            human(eval_bytes + code),
+        )
+    }
+
     /// The memory the Lua interpreter uses now, in bytes (`used_memory_lua` in `INFO`).
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
@@ -494,6 +519,7 @@ impl Scripting {
                 return Ok((sha, function, script.flags));
             }
         }
+        let body_len = body.len();
         // The shebang is not Lua: the source starts at the newline that ends it.
         let (flags, shebang_len) =
             shebang::parse(body).map_err(|e| Frame::error(format!("ERR {e}")))?;
@@ -531,6 +557,7 @@ impl Scripting {
             Script {
                 function: key,
                 flags,
+                body_len,
             },
         );
         Ok((sha, function, flags))
@@ -719,6 +746,9 @@ impl Scripting {
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
         // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
         // function. It is cleared before this function returns (the guard runs on unwind too).
+        // A `SELECT` inside the script changes the database for the rest of the script only,
+        // never for the client that sent it (as in Redis).
+        let db_before = ctx.client.db;
         let ptr = (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>();
         RUN.with(|r| {
             *r.borrow_mut() = Some(Run {
@@ -788,6 +818,7 @@ impl Scripting {
                     }
                 })
         };
+        ctx.client.db = db_before;
         let reply = match result {
             Ok((ok, value)) => {
                 if ok {

@@ -347,7 +347,13 @@ impl LocalClient {
         if args.is_empty() {
             return Frame::error("ERR empty command");
         }
-        cmd::execute(&self.shared, &mut self.client, args).await
+        let reply = cmd::execute(&self.shared, &mut self.client, args).await;
+        // Invalidations of keys the command changed itself come after its reply.
+        for f in self.client.after_reply.drain(..) {
+            let size = crate::pubsub::approx_size(&f);
+            self.client.push.send(f, size);
+        }
+        reply
     }
 
     /// Waits for the next pub/sub message (or other push) sent to this client.

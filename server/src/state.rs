@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::{watch, Notify};
@@ -20,6 +21,7 @@ use crate::config::Config;
 use crate::db::Keyspace;
 use crate::gate::Gate;
 use crate::pubsub::PubSub;
+use crate::tracking::Tracking;
 
 /// Counters `INFO stats` reports.
 #[derive(Debug, Default)]
@@ -60,6 +62,9 @@ pub struct Shared {
     pub clients: Clients,
     /// Channel and pattern subscriptions.
     pub pubsub: PubSub,
+    /// `CLIENT TRACKING`: the keys tracking clients read, their prefixes (see
+    /// [`crate::tracking`]). The keyspace calls it on every change while it is armed.
+    pub tracking: Arc<Tracking>,
     /// Lua scripts and functions.
     pub(crate) scripting: Plugged,
     /// Replication: the stream to replicas, or the link to a master.
@@ -103,13 +108,24 @@ impl Shared {
         let config = Config::default();
         let replication = crate::replication::Replication::new(hex40());
         replication.set_limits(config.limits.clone());
+        let keyspace = Keyspace::with_limits(config.limits.clone());
+        let clients = Clients::default();
+        let tracking = Arc::new(Tracking::new(
+            keyspace.change_hook().armed(),
+            clients.directory(),
+            config.limits.clone(),
+            clock.clone(),
+            config.tracking_max_keys.clone(),
+        ));
+        keyspace.change_hook().plug(tracking.clone());
         Shared {
-            keyspace: Keyspace::with_limits(config.limits.clone()),
+            keyspace,
             clock,
             config,
             gate: Gate::default(),
-            clients: Clients::default(),
+            clients,
             pubsub: PubSub::default(),
+            tracking,
             scripting,
             replication,
             aof: parking_lot::RwLock::new(None),
@@ -231,6 +247,7 @@ impl Default for ExpiryState {
 /// Releases everything a departing client held: subscriptions, watches, its registry entry.
 pub fn cleanup_client(shared: &Shared, client: &mut Client) {
     shared.pubsub.remove_client(client);
+    shared.tracking.disable(client.handle.id);
     shared.replication.remove_replica(client.handle.id);
     client.unwatch_all(&shared.keyspace);
     shared.clients.unregister(client.handle.id);

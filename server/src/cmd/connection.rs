@@ -139,6 +139,8 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if let Some(p) = protocol {
         ctx.client.protocol = p;
+        // Seen at once by whoever sends this client messages (a tracking redirection).
+        ctx.client.handle.info.lock().resp = p.number();
     }
     let role = if ctx.shared.is_replica() {
         "replica"
@@ -176,6 +178,10 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     client.shard_channels.clear();
     client.db = 0;
     client.protocol = Protocol::Resp2;
+    // As Redis's `clearClientConnectionState`: tracking goes off.
+    shared.tracking.disable(client.handle.id);
+    client.tracking = None;
+    client.caching = false;
     client.handle.info.lock().name = None;
     Frame::simple("RESET")
 }
@@ -195,9 +201,9 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
     };
     let check = match sub.as_str() {
-        "id" | "getname" | "info" | "help" => arity(n == 2),
-        "setname" => arity(n == 3),
-        "kill" | "no-evict" | "reply" | "pause" => arity(n >= 3),
+        "id" | "getname" | "info" | "help" | "getredir" | "trackinginfo" => arity(n == 2),
+        "setname" | "caching" => arity(n == 3),
+        "kill" | "no-evict" | "reply" | "pause" | "tracking" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
     };
@@ -272,6 +278,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
         }
         "reply" if n == 3 => client_reply(ctx, &args[2]),
+        "tracking" => super::tracking::tracking(ctx, args),
+        "caching" => super::tracking::caching(ctx, &args[2]),
+        "getredir" => super::tracking::getredir(ctx),
+        "trackinginfo" => super::tracking::trackinginfo(ctx),
         "pause" if n <= 4 => client_pause(ctx, args),
         "unpause" => {
             ctx.shared.pause.unpause();
@@ -280,6 +290,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "help" => Frame::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR",
+                "    Return the client ID we are redirecting to when tracking is enabled.",
                 "GETNAME",
                 "    Return the name of the current connection.",
                 "ID",
@@ -298,6 +312,11 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    Control the replies sent to the current connection.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "TRACKINGINFO",
+                "    Report tracking status for the current connection.",
                 "NO-EVICT (ON|OFF)",
                 "    Protect current client connection from eviction.",
                 "HELP",
@@ -378,23 +397,28 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
     let laddr = h
         .laddr
         .map_or_else(|| "local".to_string(), |a| a.to_string());
-    let flags = if info.role == ClientRole::Master {
-        "M"
+    let mut flags = String::new();
+    if info.role == ClientRole::Master {
+        flags.push('M');
     } else if info.role == ClientRole::Replica {
-        "S"
+        flags.push('S');
     } else if info.sub + info.psub + info.ssub > 0 {
-        "P"
+        flags.push('P');
     } else if info.multi >= 0 {
-        "x"
-    } else {
-        "N"
-    };
+        flags.push('x');
+    }
+    // Client-side caching: `t`, then `R` (broken redirection) and `B` (broadcast).
+    let (tracking_flags, redir) = super::tracking::list_fields(ctx, h.id);
+    flags.push_str(&tracking_flags);
+    if flags.is_empty() {
+        flags.push('N');
+    }
     let text = |b: &Option<Bytes>| {
         b.as_ref()
             .map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned())
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
         h.id,
         addr,
         laddr,
@@ -409,6 +433,7 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
         info.multi,
         h.queued_push_bytes.load(std::sync::atomic::Ordering::Relaxed),
         if info.last_cmd.is_empty() { "NULL" } else { &info.last_cmd },
+        redir,
         info.resp,
     )
 }

@@ -85,13 +85,37 @@ fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::bulks(keys)
 }
 
+/// Picks a key at random: a random bucket of the table, then the first key from there (as
+/// the eviction sampler does), so the cost does not grow with the number of keys. As Redis's
+/// `dbRandomKey` does, a master deletes an expired key it picks (lazy expiry, propagated as a
+/// `DEL`) and picks again, so each retry takes one expired key away for good; a replica,
+/// which may not delete, gives up after [`RANDOMKEY_REPLICA_TRIES`] expired picks and returns
+/// the last one, as Redis's replicas do.
 fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
-    let keys = ctx.db().keys(ctx.now_ms);
-    if keys.is_empty() {
-        return Frame::Null;
+    let (now, lazy_delete) = (ctx.now_ms, ctx.lazy_delete());
+    let db = ctx.db();
+    let mut expired_picks = 0;
+    loop {
+        let Some((key, expired)) = crate::evict::random_key(db.map(), now) else {
+            return Frame::Null;
+        };
+        if !expired {
+            return Frame::Bulk(key);
+        }
+        if lazy_delete {
+            db.expire_lazily(&key, now);
+            continue;
+        }
+        expired_picks += 1;
+        if expired_picks >= RANDOMKEY_REPLICA_TRIES {
+            return Frame::Bulk(key);
+        }
     }
-    Frame::Bulk(keys[rand::random_range(0..keys.len())].clone())
 }
+
+/// How many expired keys `RANDOMKEY` picks on a replica before it returns one anyway (Redis's
+/// `maxtries`).
+const RANDOMKEY_REPLICA_TRIES: usize = 100;
 
 /// The position of a key in `SCAN` order: a hash with a seed fixed for the life of the
 /// process, so that a cursor handed out earlier still means the same place later.

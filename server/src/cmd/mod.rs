@@ -27,6 +27,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub(crate) mod tracking;
 pub mod transactions;
 pub mod util;
 pub mod zsets;

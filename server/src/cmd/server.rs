@@ -128,6 +128,9 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     }
                 }
             }
+            // A lower bound on the tracking table takes effect now, as Redis's next command
+            // would enforce it.
+            ctx.shared.tracking.fit(ctx.client.handle.id);
             Frame::ok()
         }
         "resetstat" if args.len() == 2 => {
@@ -593,16 +596,20 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Clients",
             format!(
-                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\npubsub_clients:{}\r\n",
+                "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\npubsub_clients:{}\r\n",
                 list.len(),
                 shared.config.maxclients(),
                 shared.stats.blocked_clients.load(Ordering::Relaxed),
+                shared.tracking.counts().0,
                 pubsub,
             ),
         );
     }
     if want("memory") {
-        section("Memory", crate::evict::info_section(shared));
+        section(
+            "Memory",
+            crate::evict::info_section(shared, &shared.scripting().memory_info()),
+        );
     }
     if want("persistence") {
         section(
@@ -616,10 +623,11 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     }
     if want("stats") {
         let s = &shared.stats;
+        let (_, tracking_keys, tracking_items, tracking_prefixes) = shared.tracking.counts();
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -627,6 +635,9 @@ pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 shared.evictor.evicted_keys.load(Ordering::Relaxed),
                 shared.pubsub.channel_count(),
                 shared.pubsub.pattern_count(),
+                tracking_keys,
+                tracking_items,
+                tracking_prefixes,
             ) + &shared.replication.stats_info(),
         );
     }

@@ -332,6 +332,15 @@ impl Scripting {
         Frame::Array(out)
     }
 
+    /// How many libraries and functions are loaded, and the bytes of their code (`INFO
+    /// memory`).
+    pub(crate) fn function_counts(&self) -> (usize, usize, usize) {
+        let libs = self.libraries.lock();
+        let functions = libs.libs.values().map(|l| l.functions.len()).sum();
+        let code = libs.libs.values().map(|l| l.code.len()).sum();
+        (libs.libs.len(), functions, code)
+    }
+
     /// `FUNCTION STATS`.
     pub fn function_stats(&self) -> Frame {
         let libs = self.libraries.lock();

@@ -7,25 +7,28 @@ use mlua::{ffi, Lua, MultiValue, Table, Value};
 
 /// Fills the `redis` table with everything except `call`/`pcall` (added by the prelude).
 pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> {
-    redis.raw_set(
-        "sha1hex",
-        lua.create_function(|lua, s: mlua::String| {
-            lua.create_string(super::sha1_hex(&s.as_bytes()))
-        })?,
-    )?;
+    // SAFETY: `sha1hex` only uses the Lua C API on the state it is given, and raises a Lua
+    // error only while no Rust value with a destructor is alive in its frame.
+    redis.raw_set("sha1hex", unsafe { lua.create_c_function(sha1hex)? })?;
     redis.raw_set(
         "error_reply",
-        lua.create_function(|lua, s: mlua::String| {
+        lua.create_function(|lua, args: MultiValue| {
             let t = lua.create_table()?;
-            t.raw_set("err", s)?;
+            match one_string(&args) {
+                Some(s) => t.raw_set("err", lua.create_string(error_text(&s.as_bytes()))?)?,
+                None => t.raw_set("err", WRONG_ARGUMENTS)?,
+            }
             Ok(t)
         })?,
     )?;
     redis.raw_set(
         "status_reply",
-        lua.create_function(|lua, s: mlua::String| {
+        lua.create_function(|lua, args: MultiValue| {
             let t = lua.create_table()?;
-            t.raw_set("ok", s)?;
+            match one_string(&args) {
+                Some(s) => t.raw_set("ok", s.clone())?,
+                None => t.raw_set("err", WRONG_ARGUMENTS)?,
+            }
             Ok(t)
         })?,
     )?;
@@ -99,6 +102,69 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
     redis.raw_set("debug", variadic(lua, |_, _args| Ok(()))?)?;
     Ok(())
+}
+
+/// What `redis.error_reply` and `redis.status_reply` answer for anything but one string.
+const WRONG_ARGUMENTS: &str = "ERR wrong number or type of arguments";
+
+/// The one argument when it is a string (a number does not count, as in Redis).
+fn one_string(args: &MultiValue) -> Option<&mlua::String> {
+    match (args.len(), args.front()) {
+        (1, Some(Value::String(s))) => Some(s),
+        _ => None,
+    }
+}
+
+/// The `err` text of `redis.error_reply(text)`, as Redis 7.0 shapes it: a leading `-` is
+/// implied; the first word is the error code (`ERR` when there is a single word); line
+/// breaks around the message are trimmed.
+fn error_text(text: &[u8]) -> Vec<u8> {
+    let text = text.strip_prefix(b"-").unwrap_or(text);
+    let (code, msg): (&[u8], &[u8]) = match text.iter().position(|&b| b == b' ') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (b"ERR", text),
+    };
+    let is_break = |b: &u8| *b == b'\r' || *b == b'\n';
+    let start = msg.iter().position(|b| !is_break(b)).unwrap_or(msg.len());
+    let end = msg
+        .iter()
+        .rposition(|b| !is_break(b))
+        .map_or(start, |i| i + 1);
+    [code, b" ", &msg[start..end]].concat()
+}
+
+/// `redis.sha1hex(text)`: the SHA1 of a string (or of a number as text; of nothing for any
+/// other value), lowercase hex. A call without exactly one argument raises Redis's error
+/// reply. A C function, so that a tail call (`return redis.sha1hex()`) keeps the script's
+/// position for the error, and the digest is kept on the stack.
+///
+/// # Safety
+/// Called by Lua only. Holds no value with a destructor when it raises.
+unsafe extern "C-unwind" fn sha1hex(state: *mut ffi::lua_State) -> c_int {
+    use sha1::{Digest, Sha1};
+    if ffi::lua_gettop(state) != 1 {
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_pushstring(state, c"err".as_ptr());
+        ffi::lua_pushstring(state, c"ERR wrong number of arguments".as_ptr());
+        ffi::lua_rawset(state, -3);
+        ffi::lua_error(state);
+    }
+    let mut len = 0usize;
+    let ptr = ffi::lua_tolstring(state, 1, &mut len);
+    let bytes = if ptr.is_null() {
+        &[][..]
+    } else {
+        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    };
+    let digest: [u8; 20] = Sha1::digest(bytes).into();
+    let mut hex = [0u8; 40];
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in digest.iter().enumerate() {
+        hex[2 * i] = DIGITS[usize::from(b >> 4)];
+        hex[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    ffi::lua_pushlstring(state, hex.as_ptr().cast(), hex.len());
+    1
 }
 
 fn to_bit(v: f64) -> i32 {

@@ -121,6 +121,24 @@ function M.install(visible, env)
     pairs(t) -- argument checks and errors as the original's
     return sandbox_next, t, nil
   end)
+  -- Redis 7.0 replaces `pcall`: an error reply raised inside (`redis.call`'s, a table with
+  -- `err`) comes out as its message string, so `local ok, e = pcall(redis.call, ...)` gives
+  -- the script a string, and a script that returns `e` answers a string, not an error.
+  local pcall, type, select = pcall, type, select
+  local function caught(ok, ...)
+    if ok then return ok, ... end
+    local e = ...
+    if type(e) == 'table' then
+      local s = e.err
+      if type(s) == 'string' or type(s) == 'number' then return false, s end
+    end
+    return false, e
+  end
+  rawset(visible, 'pcall', function(...)
+    -- Redis's pcall called with nothing tries to call its own result placeholder.
+    if select('#', ...) == 0 then return false, 'attempt to call a boolean value' end
+    return caught(pcall(...))
+  end)
   rawset(visible, 'rawget', function(t, k)
     local r = real_of[t]
     if r ~= nil then t = r end
