@@ -16,7 +16,9 @@
 
 /*
  * Parses `len` bytes as a long double with Redis's rules (strtold over the whole text; no
- * leading space; no NaN; an overflow or underflow is refused). Returns 1 on success.
+ * leading space; no NaN; an overflow or underflow is refused). strtold stops at a NUL byte, so
+ * the parse must end at `len` itself: "1\0002" is not the float 1 (Redis 7.0.15 checks the
+ * same). Returns 1 on success.
  */
 static int parse(const char *s, size_t len, long double *out) {
     char buf[LATCHKEY_LD_MAX];
@@ -27,7 +29,7 @@ static int parse(const char *s, size_t len, long double *out) {
     buf[len] = '\0';
     errno = 0;
     v = strtold(buf, &end);
-    if (isspace((unsigned char)buf[0]) || end[0] != '\0' ||
+    if (isspace((unsigned char)buf[0]) || end != buf + len ||
         (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
         errno == EINVAL || isnan(v))
         return 0;

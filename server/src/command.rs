@@ -213,6 +213,9 @@ pub struct Ctx<'a> {
     /// changed something.
     pub dirty: u64,
     pub(crate) blocked: Option<Blocked>,
+    /// What the command propagates instead of itself, when it is not deterministic (`SPOP`
+    /// becomes the `SREM` of what it popped): set with [`Ctx::propagate_as`].
+    pub(crate) rewritten: Option<Vec<Vec<Bytes>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -232,6 +235,7 @@ impl<'a> Ctx<'a> {
             in_script: false,
             dirty: 0,
             blocked: None,
+            rewritten: None,
         }
     }
 
@@ -257,6 +261,13 @@ impl<'a> Ctx<'a> {
     /// return value is then ignored.
     pub fn block(&mut self, fut: impl Future<Output = Frame> + Send + 'static) {
         self.blocked = Some(Box::pin(fut));
+    }
+
+    /// Makes the replication stream and the AOF carry `commands` instead of this command (as
+    /// Redis's `rewriteClientCommandVector`/`alsoPropagate` do for `SPOP`, whose effect the
+    /// command line does not determine).
+    pub fn propagate_as(&mut self, commands: Vec<Vec<Bytes>>) {
+        self.rewritten = Some(commands);
     }
 
     /// Records that a write changed something.

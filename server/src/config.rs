@@ -107,6 +107,8 @@ pub struct Config {
     min_replicas_max_lag: AtomicU64,
     /// The memory and eviction settings the hot path reads (see [`crate::evict`]).
     pub(crate) limits: Arc<Limits>,
+    /// The encoding parameters (see [`crate::encodings`]).
+    pub encodings: crate::encodings::Encodings,
     /// `tracking-table-max-keys`, shared with the tracking table (see [`crate::tracking`]).
     pub(crate) tracking_max_keys: Arc<AtomicU64>,
 }
@@ -116,6 +118,11 @@ impl Default for Config {
         let params = DEFAULTS
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain(
+                crate::encodings::Encodings::defaults()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            )
             .collect();
         Config {
             params: RwLock::new(params),
@@ -125,6 +132,7 @@ impl Default for Config {
             min_replicas_to_write: AtomicU64::new(0),
             min_replicas_max_lag: AtomicU64::new(10),
             limits: Arc::new(Limits::default()),
+            encodings: Default::default(),
             tracking_max_keys: Arc::new(AtomicU64::new(1_000_000)),
         }
     }
@@ -166,6 +174,13 @@ impl Config {
                 ConfigError::Invalid("argument couldn't be parsed into an integer".into())
             })
         };
+        if let Some((names, stored)) = self.encodings.set(&name, value)? {
+            let mut p = self.params.write();
+            for n in names {
+                p.insert(n.to_string(), stored.clone());
+            }
+            return Ok(());
+        }
         if let Some(stored) = self.limits.set(&name, value)? {
             self.params.write().insert(name, stored);
             return Ok(());
@@ -257,6 +272,11 @@ impl Config {
     /// `client-query-buffer-limit` in bytes.
     pub fn query_buffer_limit(&self) -> u64 {
         self.limits.query_buffer_limit()
+    }
+
+    /// `set-max-intset-entries`.
+    pub fn set_max_intset_entries(&self) -> usize {
+        self.encodings.set_max_intset_entries()
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).

@@ -192,9 +192,13 @@ fn run_handler(
     let frame = (spec.handler)(&mut ctx, args);
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
+    let rewritten = ctx.rewritten.take();
     shared.propagate_lazy_expired();
     if dirty > 0 {
-        client.repl_offset = shared.after_write(client.db, spec.name, args, dirty);
+        client.repl_offset = match rewritten {
+            Some(cmds) => shared.after_write_as(client.db, &cmds, dirty),
+            None => shared.after_write(client.db, spec.name, args, dirty),
+        };
     }
     if client.tracking.is_some() {
         remember_reads(shared, client, spec, args);
@@ -230,18 +234,23 @@ pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
     let before = ctx.dirty;
     crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
+    ctx.rewritten = None;
     let frame = (spec.handler)(ctx, args);
     if ctx.client.tracking.is_some() {
         remember_reads(ctx.shared, ctx.client, spec, args);
     }
     // A blocking command inside MULTI or a script never blocks: drop any future it left.
     ctx.blocked = None;
+    let rewritten = ctx.rewritten.take();
     let dirty = ctx.dirty - before;
     ctx.shared.propagate_lazy_expired();
     if dirty > 0 {
-        ctx.client.repl_offset = ctx
-            .shared
-            .after_write(ctx.client.db, spec.name, args, dirty);
+        ctx.client.repl_offset = match rewritten {
+            Some(cmds) => ctx.shared.after_write_as(ctx.client.db, &cmds, dirty),
+            None => ctx
+                .shared
+                .after_write(ctx.client.db, spec.name, args, dirty),
+        };
     }
     frame
 }

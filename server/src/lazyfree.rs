@@ -54,6 +54,7 @@ fn effort(value: &Value) -> usize {
         Value::Hash(h) => h.len(),
         Value::List(l) => l.len(),
         Value::ZSet(z) => z.len(),
+        Value::Set(s) => s.len(),
     }
 }
 

@@ -116,5 +116,8 @@ mod tests {
         assert_eq!(check_increment(b"1.5"), Ok(()));
         assert_eq!(check_increment(b"-inf"), Err(IncrError::ByInfinite));
         assert_eq!(check_increment(b"x"), Err(IncrError::By));
+        // strtold would stop at the NUL and read 1: the whole text must be the number.
+        assert_eq!(incr(Some(b"1\x002"), b"1"), Err(IncrError::Current));
+        assert_eq!(check_increment(b"1\x00"), Err(IncrError::By));
     }
 }

@@ -158,6 +158,17 @@ pub(crate) fn value_size(v: &Value) -> usize {
             };
             z.len() * per_member + members
         }
+        Value::Set(s) => match s.ints() {
+            // An intset: one sorted vector of 8-byte integers.
+            Some(v) => 8 * v.len().next_power_of_two().max(4),
+            // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
+            None => {
+                let n = s.len();
+                n * (8 + 32)
+                    + n * 8 / 7 * (8 + 1)
+                    + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
+            }
+        },
     }
 }
 

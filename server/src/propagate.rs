@@ -56,6 +56,26 @@ impl Shared {
         self.replication.feed_encoded(db, effects)
     }
 
+    /// [`after_write`](Shared::after_write) for a command that propagates as other commands
+    /// (see [`crate::command::Ctx::propagate_as`]): those go to the AOF and the replicas as
+    /// they are.
+    pub fn after_write_as(&self, db: usize, commands: &[Vec<Bytes>], dirty: u64) -> u64 {
+        self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
+        let aof = self.aof.read();
+        if !self.replication.feeds_stream() && aof.is_none() {
+            return self.replication.offset();
+        }
+        let effects = stream_chunk(|out| {
+            for c in commands {
+                encode(c, out);
+            }
+        });
+        if let Some(aof) = aof.as_ref() {
+            aof.append_encoded(db, &effects);
+        }
+        self.replication.feed_encoded(db, effects)
+    }
+
     /// Called after keys expired (the expiry cycle's, or those a read found expired):
     /// replicas and the AOF receive a `DEL` for each, since replicas never expire keys
     /// themselves. The whole batch is encoded once, as one chunk that the AOF writes and the

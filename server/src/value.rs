@@ -8,6 +8,7 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 
 use crate::config::Limits;
+use crate::set::Set;
 use crate::zset::ZSet;
 
 /// A stored value.
@@ -21,6 +22,8 @@ pub enum Value {
     List(VecDeque<Bytes>),
     /// A sorted set.
     ZSet(ZSet),
+    /// A set (an intset or a hashtable, see [`Set`]).
+    Set(Set),
 }
 
 impl Value {
@@ -31,10 +34,11 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
+            Value::Set(_) => "set",
         }
     }
 
-    /// Whether this is a hash, list or sorted set with nothing left in it (a key Redis
+    /// Whether this is a hash, list, set or sorted set with nothing left in it (a key Redis
     /// deletes).
     pub fn is_empty_collection(&self) -> bool {
         match self {
@@ -42,6 +46,7 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            Value::Set(s) => s.is_empty(),
         }
     }
 }

@@ -43,6 +43,7 @@ pub(crate) fn walk_size(shared: &Shared, db: usize, spec: &CommandSpec, args: &[
             Value::Hash(h) => h.len(),
             Value::List(l) => l.len(),
             Value::ZSet(z) => z.len(),
+            Value::Set(s) => s.len(),
         })
         .fold(0usize, usize::saturating_add)
 }

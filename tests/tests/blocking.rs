@@ -136,3 +136,119 @@ fn blpop_timeout_follows_the_virtual_clock() {
     clock.advance(Duration::from_secs(31));
     assert_eq!(second.read_reply(), b"*-1\r\n");
 }
+
+/// A list renamed onto the key a `BLPOP` waits for serves it, as a push would (Redis's Tcl
+/// suite, `unit/type/list` "BLPOP when new key is moved into place": latchkey once left the
+/// client blocked for good).
+#[test]
+fn blpop_is_woken_by_a_list_renamed_into_place() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut waiter = RawConn::connect(addr).unwrap();
+        waiter.send_raw(&RawConn::encode(&["BLPOP", "foo", "0"]));
+        wait_blocked(addr, 1);
+        let mut other = RawConn::connect(addr).unwrap();
+        assert_eq!(other.cmd(&["LPUSH", "bob", "abc", "def", "hij"]), b":3\r\n");
+        assert_eq!(other.cmd(&["RENAME", "bob", "foo"]), b"+OK\r\n");
+        assert_eq!(waiter.read_reply(), b"*2\r\n$3\r\nfoo\r\n$3\r\nhij\r\n");
+        assert_eq!(
+            other.cmd(&["LRANGE", "foo", "0", "-1"]),
+            b"*2\r\n$3\r\ndef\r\n$3\r\nabc\r\n"
+        );
+    }
+}
+
+/// Waits until `n` clients of the server at `addr` are inside command `name` (see
+/// [`wait_blocked`]).
+fn wait_blocked_in(addr: std::net::SocketAddr, name: &str, n: usize) {
+    let mut c = RawConn::connect(addr).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let needle = format!("cmd={name} ");
+    loop {
+        let list = c.cmd(&["CLIENT", "LIST"]);
+        let blocked = String::from_utf8_lossy(&list).matches(&needle).count();
+        if blocked == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{blocked} clients in {name}, expected {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `BLMPOP`, `BLMOVE` and `BRPOPLPUSH` wait for a push and are then served, as on Redis: the
+/// pop takes up to its count from the first list that has elements, the moves land the
+/// element in the destination.
+#[test]
+fn blmpop_blmove_and_brpoplpush_are_woken_by_a_push() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut other = RawConn::connect(addr).unwrap();
+        let mut waiter = RawConn::connect(addr).unwrap();
+        waiter.send_raw(&RawConn::encode(&[
+            "BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "2",
+        ]));
+        wait_blocked_in(addr, "blmpop", 1);
+        assert_eq!(other.cmd(&["RPUSH", "b", "x", "y", "z"]), b":3\r\n");
+        assert_eq!(
+            waiter.read_reply(),
+            b"*2\r\n$1\r\nb\r\n*2\r\n$1\r\nx\r\n$1\r\ny\r\n"
+        );
+        waiter.send_raw(&RawConn::encode(&[
+            "BLMOVE", "src", "dst", "RIGHT", "LEFT", "0",
+        ]));
+        wait_blocked_in(addr, "blmove", 1);
+        other.cmd(&["RPUSH", "src", "m1"]);
+        assert_eq!(waiter.read_reply(), b"$2\r\nm1\r\n");
+        waiter.send_raw(&RawConn::encode(&["BRPOPLPUSH", "src", "dst", "0"]));
+        wait_blocked_in(addr, "brpoplpush", 1);
+        other.cmd(&["RPUSH", "src", "m2"]);
+        assert_eq!(waiter.read_reply(), b"$2\r\nm2\r\n");
+        assert_eq!(
+            other.cmd(&["LRANGE", "dst", "0", "-1"]),
+            b"*2\r\n$2\r\nm2\r\n$2\r\nm1\r\n"
+        );
+        assert_eq!(other.cmd(&["EXISTS", "src"]), b":0\r\n");
+        // A timeout answers a null array.
+        assert_eq!(
+            other.cmd(&["BLMOVE", "src", "dst", "LEFT", "LEFT", "0.01"]),
+            b"*-1\r\n"
+        );
+    }
+}
+
+/// A waiting `BLPOP` or `BLMPOP` whose key becomes a string stays blocked (Redis serves a
+/// blocked client only from a list), and is served by the list that comes next. latchkey once
+/// answered it WRONGTYPE (Redis's Tcl suite, "LPUSH + DEL + SET should not awake blocked
+/// client").
+#[test]
+fn a_key_recreated_as_a_string_does_not_wake_a_blocked_pop() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        for (pop, name) in [
+            (&["BLPOP", "k", "0"][..], "blpop"),
+            (&["BLMPOP", "0", "1", "k", "LEFT"][..], "blmpop"),
+        ] {
+            let mut other = RawConn::connect(addr).unwrap();
+            let mut waiter = RawConn::connect(addr).unwrap();
+            other.cmd(&["DEL", "k"]);
+            waiter.send_raw(&RawConn::encode(pop));
+            wait_blocked_in(addr, name, 1);
+            other.cmd(&["MULTI"]);
+            other.cmd(&["LPUSH", "k", "a"]);
+            other.cmd(&["DEL", "k"]);
+            other.cmd(&["SET", "k", "foo"]);
+            assert_eq!(other.cmd(&["EXEC"]), b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+            other.cmd(&["DEL", "k"]);
+            other.cmd(&["LPUSH", "k", "b"]);
+            let reply = waiter.read_reply();
+            assert!(
+                reply.ends_with(b"$1\r\nb\r\n"),
+                "{name}: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+    }
+}

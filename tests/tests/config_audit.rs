@@ -53,6 +53,7 @@ fn another_value(name: &str, current: &str) -> String {
         "appendfsync" => "always".into(),
         "save" => "900 1".into(),
         "notify-keyspace-events" => "KEA".into(),
+        "list-max-listpack-size" | "list-max-ziplist-size" => "-3".into(),
         _ if current == "yes" => "no".into(),
         _ if current == "no" => "yes".into(),
         _ => match current.parse::<u64>() {

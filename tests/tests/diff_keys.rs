@@ -91,6 +91,68 @@ fn del_exists_type_rename() {
     ]);
 }
 
+/// `COPY` and `MOVE`: every type, the TTL carried, the options and the errors, across
+/// databases.
+#[test]
+fn copy_and_move() {
+    let mut d = Diff::new();
+    d.table(&[
+        "SET a 1",
+        "EXPIRE a 100",
+        "COPY a a",
+        "COPY a a DB 1",
+        "COPY a b DB 16",
+        "COPY a b DB x",
+        "COPY a b DB -1",
+        "COPY a b FOO",
+        "COPY a b DB",
+        "COPY nokey b",
+        "COPY a b",
+        "TTL b",
+        "COPY a b",
+        "SET b other",
+        "COPY a b REPLACE REPLACE",
+        "GET b",
+        "HSET h f v",
+        "COPY h h2",
+        "HGETALL h2",
+        "HSET h2 g w",
+        "HLEN h",
+        "RPUSH l x y",
+        "COPY l l2",
+        "LRANGE l2 0 -1",
+        "SADD s 3 1 2",
+        "COPY s s2",
+        "SMEMBERS s2",
+        "OBJECT ENCODING s2",
+        "ZADD z 1 a",
+        "COPY z z2 DB 2",
+        "SELECT 2",
+        "ZRANGE z2 0 -1 WITHSCORES",
+        "SELECT 0",
+        "MOVE a 1",
+        "SELECT 1",
+        "GET a",
+        "TTL a",
+        "SELECT 0",
+        "MOVE h 1",
+        "EXISTS h",
+        "MOVE nokey 1",
+        "MOVE b x",
+        "MOVE b 16",
+        "MOVE b 0",
+        "MOVE b -1",
+        "MOVE b 1",
+        "SELECT 1",
+        "HGETALL h",
+        "GET b",
+        "COPY a b",
+        "SELECT 0",
+        "COPY",
+        "MOVE a",
+    ]);
+}
+
 #[test]
 fn keys_and_scan_errors() {
     let mut d = Diff::new();

@@ -216,6 +216,64 @@ fn zsets_resp3() {
     d.table(ZSETS);
 }
 
+/// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH` served at once or timing out (the waits have
+/// their tests in blocking.rs), with Redis's errors.
+const LIST_MULTI: &[&str] = &[
+    "LMPOP 0 a LEFT",
+    "LMPOP x a LEFT",
+    "LMPOP 2 a LEFT",
+    "LMPOP 5 a b LEFT",
+    "LMPOP 1 a MIDDLE",
+    "LMPOP 1 a LEFT COUNT 0",
+    "LMPOP 1 a LEFT COUNT x",
+    "LMPOP 1 a LEFT COUNT 1 COUNT 2",
+    "LMPOP 1 a LEFT FOO",
+    "RPUSH l a b c d",
+    "LMPOP 2 nokey l RIGHT COUNT 2",
+    "LMPOP 1 l LEFT",
+    "LMPOP 1 l LEFT COUNT 10",
+    "EXISTS l",
+    "LMPOP 1 nokey LEFT",
+    "BLMPOP 0.01 1 nokey LEFT",
+    "BLMPOP -1 1 nokey LEFT",
+    "BLMPOP x 1 nokey LEFT",
+    "RPUSH l2 1 2 3",
+    "BLMPOP 0 2 nokey l2 RIGHT COUNT 2",
+    "SET str v",
+    "LMPOP 1 str LEFT",
+    "LMPOP 2 nokey str LEFT",
+    "BLMPOP 0 2 nokey str LEFT",
+    "BLMOVE a b LEFT MIDDLE 0",
+    "BLMOVE a b LEFT LEFT -1",
+    "BLMOVE nokey dst LEFT LEFT 0.01",
+    "BRPOPLPUSH nokey dst 0.01",
+    "RPUSH src 1 2 3",
+    "BLMOVE src dst RIGHT LEFT 0",
+    "BRPOPLPUSH src dst 0",
+    "LRANGE dst 0 -1",
+    "BRPOPLPUSH src str 0",
+    "LRANGE src 0 -1",
+    "BRPOPLPUSH nokey str 0.01",
+    "MULTI",
+    "BLMPOP 0 1 nokey LEFT",
+    "BRPOPLPUSH nokey dst 0",
+    "BLMOVE nokey dst LEFT RIGHT 0",
+    "EXEC",
+    "EVAL \"return redis.call('lmpop', 1, KEYS[1], 'left')\" 1 src",
+];
+
+#[test]
+fn list_multi_resp2() {
+    Diff::new().table(LIST_MULTI);
+}
+
+#[test]
+fn list_multi_resp3() {
+    let mut d = Diff::new();
+    d.both(&["HELLO", "3"]);
+    d.table(LIST_MULTI);
+}
+
 #[test]
 fn wrong_arity() {
     Diff::new().table(&[
@@ -230,5 +288,9 @@ fn wrong_arity() {
         "ZADD z",
         "ZRANGE z 0",
         "ZSCORE z",
+        "LMPOP 1 a",
+        "BLMPOP 0 1 a",
+        "BLMOVE a b LEFT LEFT",
+        "BRPOPLPUSH a b",
     ]);
 }

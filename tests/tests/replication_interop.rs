@@ -61,6 +61,9 @@ fn fill(c: &mut RawConn) {
         vec!["EXPIRE", "h", "600"],
         vec!["RPUSH", "l", "a", "b", "3", "-4"],
         vec!["ZADD", "z", "1.5", "a", "-2", "b", "inf", "c"],
+        // An intset of each integer width, and a hash-table set.
+        vec!["SADD", "si", "5", "-3", "70000", "1099511627776"],
+        vec!["SADD", "sh", "a", "b", "c", "1"],
         vec!["SELECT", "2"],
         vec!["SET", "in2", "two"],
         vec!["SELECT", "0"],
@@ -74,6 +77,9 @@ fn fill(c: &mut RawConn) {
     let mut hset = vec!["HSET".to_string(), "bigh".into()];
     let mut zadd = vec!["ZADD".to_string(), "bigz".into()];
     let mut rpush = vec!["RPUSH".to_string(), "bigl".into()];
+    // Integers past set-max-intset-entries (512): a hash-table set of integers.
+    let mut sadd = vec!["SADD".to_string(), "bigs".into()];
+    sadd.extend((0..600).map(|i| (i * 3).to_string()));
     for i in 0..300 {
         hset.extend([format!("field{i}"), format!("{}", i * 7)]);
         zadd.extend([format!("{}", i as f64 / 4.0), format!("m{i}")]);
@@ -83,7 +89,7 @@ fn fill(c: &mut RawConn) {
             format!("element-{i}-{}", "y".repeat(i % 40))
         });
     }
-    for args in [hset, zadd, rpush] {
+    for args in [hset, zadd, rpush, sadd] {
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         assert!(!cmd(c, &args).starts_with('-'));
     }
@@ -103,6 +109,14 @@ fn assert_same_data(master: &mut RawConn, replica: &mut RawConn) {
         vec!["HGET", "bigh", "field123"],
         vec!["ZRANGE", "bigz", "0", "-1", "WITHSCORES"],
         vec!["LRANGE", "bigl", "0", "-1"],
+        vec!["SMEMBERS", "si"],
+        vec!["OBJECT", "ENCODING", "si"],
+        vec!["SCARD", "sh"],
+        vec!["SMISMEMBER", "sh", "a", "b", "c", "1", "d"],
+        vec!["OBJECT", "ENCODING", "sh"],
+        vec!["SCARD", "bigs"],
+        vec!["SMISMEMBER", "bigs", "0", "1797", "1798"],
+        vec!["OBJECT", "ENCODING", "bigs"],
         vec!["DBSIZE"],
         vec!["FCALL_RO", "interop_get", "1", "s"],
     ] {
@@ -159,6 +173,21 @@ fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
         cmd(replica, &["HGET", "h2", "a"]) == "$1\r\nb\r\n"
     });
     assert_eq!(cmd(replica, &["EXISTS", "gone"]), ":0\r\n");
+    // SPOP picks at random: the replica gets what was taken (SREM), or DEL for all of it.
+    cmd(
+        master,
+        &["SADD", "pop", "1", "2", "3", "4", "5", "6", "7", "8"],
+    );
+    cmd(master, &["SPOP", "pop"]);
+    cmd(master, &["SPOP", "pop", "3"]);
+    until("the SPOPs on the replica", || {
+        let left = cmd(master, &["SMEMBERS", "pop"]);
+        left.starts_with("*4\r\n") && cmd(replica, &["SMEMBERS", "pop"]) == left
+    });
+    cmd(master, &["SPOP", "pop", "10"]);
+    until("the last SPOP on the replica", || {
+        cmd(replica, &["EXISTS", "pop"]) == ":0\r\n"
+    });
     // A key that expires on the master disappears from the replica's DBSIZE (which counts
     // logically expired keys): the master's active expiry cycle sent a DEL. (Nothing reads the
     // key on the master; the lazy, on-read deletion has tests of its own below.)
@@ -562,14 +591,14 @@ fn waitaof_counts_local_and_replica_fsyncs() {
     drop((master, durable, volatile, everysec));
 }
 
-/// latchkey has no set type: a snapshot holding a set is refused as a whole (and retried),
-/// and the server stays up and serves.
+/// latchkey has no stream type: a snapshot holding a stream is refused as a whole (and
+/// retried), and the server stays up and serves.
 #[test]
-fn a_snapshot_with_a_set_is_refused_and_the_replica_stays_up() {
+fn a_snapshot_with_a_stream_is_refused_and_the_replica_stays_up() {
     let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
     let mut m = conn(redis.addr());
     cmd(&mut m, &["SET", "s", "v"]);
-    cmd(&mut m, &["SADD", "members", "a", "b"]);
+    cmd(&mut m, &["XADD", "members", "*", "a", "b"]);
     let replica = latchkey();
     let mut r = conn(replica.addr());
     let port = redis.addr().port().to_string();
@@ -587,7 +616,7 @@ fn a_snapshot_with_a_set_is_refused_and_the_replica_stays_up() {
         "nothing of a refused snapshot is loaded"
     );
     cmd(&mut m, &["DEL", "members"]);
-    until("the link once the set is gone", || {
+    until("the link once the stream is gone", || {
         info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
     });
     assert_eq!(cmd(&mut r, &["GET", "s"]), "$1\r\nv\r\n");

@@ -258,7 +258,13 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
     let Some(entry) = db.remove(src) else {
         return Frame::error("ERR no such key");
     };
+    let list = matches!(entry.value, crate::db::Value::List(_));
     db.insert(dst.clone(), entry);
+    if list {
+        // A list moved into place serves the clients blocked on its new name (`BLPOP`), as a
+        // push would.
+        db.signal_ready(dst);
+    }
     ctx.changed();
     if nx {
         Frame::Integer(1)

@@ -66,7 +66,7 @@ fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Opti
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
-fn write_in<'a>(
+pub(super) fn write_in<'a>(
     db: &'a Db,
     key: &Bytes,
     now_ms: u64,
@@ -80,7 +80,7 @@ fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut
     write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
+pub(super) fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
     container_mut(e)
 }
 
@@ -124,7 +124,7 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Pops up to `count` elements from one end of a list, deleting the key when it empties.
 /// `Ok(None)` when the key does not exist.
-fn pop_from(
+pub(super) fn pop_from(
     db: &Db,
     key: &Bytes,
     now_ms: u64,
@@ -505,7 +505,7 @@ fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// Parses a blocking timeout in seconds (fractions allowed) into milliseconds; 0 = forever.
-fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
+pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     let Some(secs) = super::util::parse_double(arg) else {
         return Err(Frame::error("ERR timeout is not a float or out of range"));
     };
@@ -515,20 +515,28 @@ fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     Ok((secs * 1000.0).round() as u64)
 }
 
-/// Tries each key in order; the first non-empty list gives `[key, element]`.
+/// Tries each key in order; the first non-empty list gives `[key, element]`. A key of another
+/// type is an error for a client that just arrived; for one already `waiting` it is not ready
+/// yet (Redis serves a blocked client only from a list: a key deleted and recreated as a
+/// string leaves it blocked).
 fn try_pop_any(
     shared: &Shared,
     db_index: usize,
     keys: &[Bytes],
     left: bool,
     now_ms: u64,
+    waiting: bool,
 ) -> Result<Option<Frame>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     // The pop and its feed are one step for the stream (see `order_guard`).
     let _order = shared.order_guard();
     for key in keys {
-        if let Some(v) = pop_from(db, key, now_ms, lazy, left, 1)? {
+        let popped = match pop_from(db, key, now_ms, lazy, left, 1) {
+            Err(_) if waiting => continue,
+            r => r?,
+        };
+        if let Some(v) = popped {
             if let Some(el) = v.into_iter().next() {
                 // Replicas and the AOF see the pop that happened, not the blocking command.
                 let name: &[u8] = if left { b"lpop" } else { b"rpop" };
@@ -548,11 +556,11 @@ fn try_pop_any(
 }
 
 /// Unregisters a blocked client's notifier when its wait ends or is abandoned.
-struct BlockGuard {
-    shared: Arc<Shared>,
-    db: usize,
-    keys: Vec<Bytes>,
-    notify: Arc<Notify>,
+pub(super) struct BlockGuard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) db: usize,
+    pub(super) keys: Vec<Bytes>,
+    pub(super) notify: Arc<Notify>,
 }
 
 impl Drop for BlockGuard {
@@ -570,7 +578,7 @@ fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
         Err(e) => return e,
     };
     let keys: Vec<Bytes> = args[1..args.len() - 1].to_vec();
-    match try_pop_any(ctx.shared, ctx.client.db, &keys, left, ctx.now_ms) {
+    match try_pop_any(ctx.shared, ctx.client.db, &keys, left, ctx.now_ms, false) {
         Ok(Some(f)) => {
             ctx.changed();
             return f;
@@ -605,7 +613,7 @@ fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
                     continue;
                 };
                 let now = shared.clock.now_ms();
-                match try_pop_any(&shared, db_index, &keys, left, now) {
+                match try_pop_any(&shared, db_index, &keys, left, now, true) {
                     Ok(Some(f)) => return f,
                     Ok(None) => {}
                     Err(e) => return e,

@@ -16,11 +16,16 @@ pub use crate::dispatch::{call, call_spec, execute, execute_spec};
 pub mod connection;
 pub mod hashes;
 pub mod keys;
+pub mod list_multi;
 pub mod lists;
+pub mod memory;
+pub mod object;
 pub mod pubsub;
+pub mod relocate;
 pub mod replication;
 pub mod scripting;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub(crate) mod tracking;
 pub mod transactions;
@@ -28,15 +33,20 @@ pub mod util;
 pub mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 11] {
+fn tables() -> [&'static [CommandSpec]; 16] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
         keys::COMMANDS,
+        object::COMMANDS,
+        memory::COMMANDS,
+        relocate::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
+        list_multi::COMMANDS,
+        sets::COMMANDS,
         zsets::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,

@@ -73,7 +73,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
+pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
     Frame::error(format!(
         "ERR unknown subcommand '{}'. Try {} HELP.",
         String::from_utf8_lossy(&args[1])
@@ -194,12 +194,17 @@ fn group_of(spec: &CommandSpec) -> &'static str {
     let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
     if find(super::strings::COMMANDS) {
         "string"
-    } else if find(super::keys::COMMANDS) {
+    } else if find(super::keys::COMMANDS)
+        || find(super::object::COMMANDS)
+        || find(super::relocate::COMMANDS)
+    {
         "generic"
     } else if find(super::hashes::COMMANDS) {
         "hash"
-    } else if find(super::lists::COMMANDS) {
+    } else if find(super::lists::COMMANDS) || find(super::list_multi::COMMANDS) {
         "list"
+    } else if find(super::sets::COMMANDS) {
+        "set"
     } else if find(super::zsets::COMMANDS) {
         "sorted_set"
     } else if find(super::pubsub::COMMANDS) {
@@ -229,6 +234,7 @@ fn command_info(spec: &CommandSpec) -> Frame {
         "generic" => "@keyspace",
         "hash" => "@hash",
         "list" => "@list",
+        "set" => "@set",
         "sorted_set" => "@sortedset",
         "pubsub" => "@pubsub",
         "transactions" => "@transaction",

@@ -141,6 +141,24 @@ impl Container for crate::zset::ZSet {
     }
 }
 
+impl Container for crate::set::Set {
+    fn of(v: &Value) -> Option<&Self> {
+        match v {
+            Value::Set(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn of_mut(v: &mut Value) -> Option<&mut Self> {
+        match v {
+            Value::Set(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn empty() -> Value {
+        Value::Set(Default::default())
+    }
+}
+
 /// Runs `f` on the container at `key`: `Ok(None)` when the key is absent, WRONGTYPE when it
 /// holds another type.
 pub fn read_container<C: Container, R>(

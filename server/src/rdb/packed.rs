@@ -38,6 +38,30 @@ fn int_entry(v: i64) -> Bytes {
     Bytes::from(v.to_string())
 }
 
+/// The members of an intset: a 4-byte width (2, 4 or 8), a 4-byte count, then the integers
+/// at that width, little-endian. They must be strictly ascending, as Redis checks when it loads
+/// one, since set lookups binary-search them.
+pub fn intset(data: &[u8]) -> Result<Vec<i64>, RdbError> {
+    let mut pos = 0;
+    let width = int_le(take(data, &mut pos, 4)?) as u32 as usize;
+    let count = int_le(take(data, &mut pos, 4)?) as u32 as usize;
+    if !matches!(width, 2 | 4 | 8) {
+        return Err(err("intset with an unknown integer width"));
+    }
+    if data.len() - pos != width * count {
+        return Err(err("intset length does not match its count"));
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let v = int_le(take(data, &mut pos, width)?);
+        if out.last().is_some_and(|last| *last >= v) {
+            return Err(err("intset members out of order"));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 /// The entries of a listpack: a 4-byte total size, a 2-byte count, entries each followed by
 /// its own length ("backlen", so it can be walked backwards), and `0xFF`.
 pub fn listpack(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {

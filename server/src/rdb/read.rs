@@ -2,7 +2,7 @@
 //!
 //! [`parse`] walks the records and hands each key (with its expiry), each `AUX` field and each
 //! function library to a callback; [`load`] uses it to fill a [`Shared`]'s keyspace.
-//! latchkey keeps strings, hashes, lists and sorted sets: a set, stream or module value is
+//! latchkey keeps strings, hashes, lists, sets and sorted sets: a stream or module value is
 //! refused with an error that names the key, rather than dropped silently.
 
 use std::collections::VecDeque;
@@ -12,6 +12,7 @@ use indexmap::IndexMap;
 
 use super::{kind, opcode, packed, RdbError, CRC64};
 use crate::db::{Entry, Value, NUM_DBS};
+use crate::set::Set;
 use crate::state::Shared;
 use crate::zset::ZSet;
 
@@ -233,12 +234,20 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
             }
             Value::List(l)
         }
-        kind::SET | kind::SET_INTSET | kind::SET_LISTPACK => {
-            return Err(err(format!(
-                "key '{}' is a set, and latchkey has no set type",
-                String::from_utf8_lossy(key)
-            )))
+        kind::SET => {
+            let n = r.len()?;
+            let mut members = Vec::with_capacity(n.min(r.remaining()));
+            for _ in 0..n {
+                members.push(r.string()?);
+            }
+            // Shaped by the loader's `set-max-intset-entries` afterwards (`Set::fit`).
+            Value::Set(Set::from_members(members, usize::MAX))
         }
+        kind::SET_INTSET => Value::Set(Set::Ints(packed::intset(&r.string()?)?)),
+        kind::SET_LISTPACK => Value::Set(Set::from_members(
+            packed::listpack(&r.string()?)?,
+            usize::MAX,
+        )),
         other => {
             return Err(err(format!(
                 "key '{}' has value type {other} (stream, module or zipmap), which latchkey cannot hold",
@@ -370,7 +379,11 @@ pub fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
     })?;
     shared.keyspace.clear_all();
     loaded.keys = keys.len();
-    for (db, key, entry) in keys {
+    let max_intset = shared.config.set_max_intset_entries();
+    for (db, key, mut entry) in keys {
+        if let Value::Set(s) = &mut entry.value {
+            s.fit(max_intset);
+        }
         shared.keyspace.db(db).insert(key, entry);
     }
     Ok(loaded)
@@ -472,13 +485,47 @@ mod tests {
     }
 
     #[test]
-    fn a_set_is_refused_by_name() {
+    fn sets_load_from_each_encoding() {
         let mut body = BytesMut::new();
         body.put_u8(kind::SET);
-        write::string(&mut body, b"members");
-        write::len(&mut body, 1);
+        write::string(&mut body, b"table");
+        write::len(&mut body, 2);
         write::string(&mut body, b"m");
+        write::string(&mut body, b"7");
+        body.put_u8(kind::SET_INTSET);
+        write::string(&mut body, b"ints");
+        write::string(&mut body, &write::intset_blob(&[-70000, 3, 1 << 40]));
+        body.put_u8(kind::SET);
+        write::string(&mut body, b"plain-ints");
+        write::len(&mut body, 2);
+        write::string(&mut body, b"9");
+        write::string(&mut body, b"-1");
+        let got = keys(&file(&body)).unwrap();
+        let set = |i: usize| match &got[i].2.value {
+            Value::Set(s) => (s.encoding(), s.members()),
+            v => panic!("not a set: {v:?}"),
+        };
+        assert_eq!(set(0).0, "hashtable");
+        assert_eq!(set(0).1.len(), 2);
+        assert_eq!(
+            set(1),
+            (
+                "intset",
+                vec!["-70000".into(), "3".into(), "1099511627776".into()]
+            )
+        );
+        assert_eq!(set(2), ("intset", vec!["-1".into(), "9".into()]));
+    }
+
+    #[test]
+    fn an_intset_out_of_order_is_refused() {
+        let mut blob = write::intset_blob(&[1, 2]);
+        blob.swap(8, 10);
+        let mut body = BytesMut::new();
+        body.put_u8(kind::SET_INTSET);
+        write::string(&mut body, b"bad");
+        write::string(&mut body, &blob);
         let e = keys(&file(&body)).unwrap_err();
-        assert!(e.0.contains("'members' is a set"), "{e}");
+        assert!(e.0.contains("out of order"), "{e}");
     }
 }

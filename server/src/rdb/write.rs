@@ -176,6 +176,23 @@ fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
                 string(out, e);
             }
         }
+        Value::Set(set) => match set.ints() {
+            // An intset travels as Redis keeps it: one string holding the header (the width
+            // of each integer, the count) and the integers, ascending, little-endian.
+            Some(ints) => {
+                out.put_u8(kind::SET_INTSET);
+                string(out, key);
+                string(out, &intset_blob(ints));
+            }
+            None => {
+                out.put_u8(kind::SET);
+                string(out, key);
+                len(out, set.len() as u64);
+                for m in set.members() {
+                    string(out, &m);
+                }
+            }
+        },
         Value::ZSet(z) => {
             out.put_u8(kind::ZSET_2);
             string(out, key);
@@ -186,6 +203,26 @@ fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
             }
         }
     }
+}
+
+/// Redis's intset layout: a 32-bit width (2, 4 or 8 bytes, the smallest that holds every
+/// member), a 32-bit count, then the integers at that width; all little-endian.
+pub(crate) fn intset_blob(ints: &[i64]) -> Vec<u8> {
+    let fits = |lo: i64, hi: i64| ints.iter().all(|i| (lo..=hi).contains(i));
+    let width: usize = if fits(i16::MIN as i64, i16::MAX as i64) {
+        2
+    } else if fits(i32::MIN as i64, i32::MAX as i64) {
+        4
+    } else {
+        8
+    };
+    let mut blob = Vec::with_capacity(8 + width * ints.len());
+    blob.extend_from_slice(&(width as u32).to_le_bytes());
+    blob.extend_from_slice(&(ints.len() as u32).to_le_bytes());
+    for i in ints {
+        blob.extend_from_slice(&i.to_le_bytes()[..width]);
+    }
+    blob
 }
 
 #[cfg(test)]

@@ -252,10 +252,12 @@ impl Scripting {
         }
         let mut libs = self.libraries.lock();
         for f in &registered {
-            let taken = libs
-                .libs
-                .iter()
-                .any(|(lib, l)| *lib != name && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name)));
+            let taken = libs.libs.iter().any(|(lib, l)| {
+                *lib != name
+                    && l.functions
+                        .iter()
+                        .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+            });
             if taken {
                 return Err(Frame::error(format!(
                     "ERR Function {} already exists",

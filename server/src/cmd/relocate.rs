@@ -1,0 +1,106 @@
+//! `COPY` and `MOVE`: a key's value (with its TTL) copied to another name or database, or
+//! moved to another database. Both touch two keys, possibly in two databases, so they run
+//! alone ([`MULTI_KEY`]: they always have more than one argument after the name).
+
+use bytes::Bytes;
+
+use super::util::{is, parse_i64, syntax_error};
+use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, WRITE};
+use crate::db::{Entry, NUM_DBS};
+use crate::frame::Frame;
+
+/// `COPY` and `MOVE`.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("copy", -3, WRITE | DENYOOM | MULTI_KEY, 1, 2, 1, copy),
+    spec("move", 3, WRITE | FAST | MULTI_KEY, 1, 1, 1, move_cmd),
+];
+
+/// A database index argument: Redis's errors for text and for an index out of range.
+fn db_index(arg: &[u8]) -> Result<usize, Frame> {
+    let i = parse_i64(arg)?;
+    if !(0..NUM_DBS as i64).contains(&i) {
+        return Err(Frame::error("ERR DB index is out of range"));
+    }
+    Ok(i as usize)
+}
+
+fn same_objects() -> Frame {
+    Frame::error("ERR source and destination objects are the same")
+}
+
+/// The live entry at `key` of database `db`, copied (value and TTL, with a fresh access
+/// stamp as a new key gets).
+fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
+    let e = ctx
+        .shared
+        .keyspace
+        .db(db)
+        .get(key, ctx.now_ms, ctx.lazy_delete())?;
+    Some(Entry::with_expiry(e.value.clone(), e.expires_at))
+}
+
+/// Stores a copied or moved entry; a list wakes the clients blocked on its new key, as a push
+/// would.
+fn store(db: &crate::db::Db, key: &Bytes, entry: Entry) {
+    let list = matches!(entry.value, crate::db::Value::List(_));
+    db.insert(key.clone(), entry);
+    if list {
+        db.signal_ready(key);
+    }
+}
+
+fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (src, dst) = (&args[1], &args[2]);
+    let mut target = ctx.client.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "replace") {
+            replace = true;
+            i += 1;
+        } else if is(&args[i], "db") && i + 1 < args.len() {
+            target = match db_index(&args[i + 1]) {
+                Ok(d) => d,
+                Err(e) => return e,
+            };
+            i += 2;
+        } else {
+            return syntax_error();
+        }
+    }
+    if target == ctx.client.db && src == dst {
+        return same_objects();
+    }
+    let Some(entry) = live_copy(ctx, ctx.client.db, src) else {
+        return Frame::Integer(0);
+    };
+    let to = ctx.shared.keyspace.db(target);
+    if to.get(dst, ctx.now_ms, ctx.lazy_delete()).is_some() && !replace {
+        return Frame::Integer(0);
+    }
+    store(to, dst, entry);
+    ctx.changed();
+    Frame::Integer(1)
+}
+
+fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let key = &args[1];
+    let target = match db_index(&args[2]) {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    if target == ctx.client.db {
+        return same_objects();
+    }
+    let Some(entry) = live_copy(ctx, ctx.client.db, key) else {
+        return Frame::Integer(0);
+    };
+    let to = ctx.shared.keyspace.db(target);
+    if to.get(key, ctx.now_ms, ctx.lazy_delete()).is_some() {
+        return Frame::Integer(0);
+    }
+    store(to, key, entry);
+    ctx.db().remove(key);
+    ctx.changed();
+    Frame::Integer(1)
+}

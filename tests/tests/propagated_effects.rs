@@ -1,0 +1,213 @@
+//! What commands whose effect their arguments do not fix send down the replication stream,
+//! read from the stream itself on latchkey and on a real redis-server: a test connection says
+//! `SYNC`, skips the snapshot and parses the commands that follow.
+//!
+//! `SPOP` picks at random, so a replica must get what it took, in Redis 7.0's form: `SREM key
+//! member` for one member, `MULTI`, one `SREM` per member and `EXEC` for a count, `DEL key`
+//! when the count takes the whole set. The blocking list commands send what they did when
+//! they were served: `LPOP key n` with the number taken, `LMOVE`, `RPOPLPUSH`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use latchkey_server::Server;
+use latchkey_tests::{RawConn, RedisProcess};
+
+/// A connection that asked for the replication stream.
+struct Stream(BufReader<TcpStream>);
+
+impl Stream {
+    /// Says `SYNC` and skips the snapshot (the master may send newlines first, to keep the
+    /// link alive while it prepares the file).
+    fn open(addr: SocketAddr) -> Stream {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(b"SYNC\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            r.read_line(&mut line).expect("the snapshot header");
+            if line.starts_with('$') {
+                break;
+            }
+            assert_eq!(line.trim(), "", "unexpected line before the snapshot");
+        }
+        let len: usize = line[1..].trim().parse().expect("snapshot length");
+        let mut rdb = vec![0; len];
+        r.read_exact(&mut rdb).expect("the snapshot");
+        Stream(r)
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.0.read_line(&mut line).expect("a stream line");
+        line.trim_end().to_string()
+    }
+
+    /// The next command of the stream, skipping the link's own (`PING`, `REPLCONF`, `SELECT`).
+    fn next(&mut self) -> Vec<String> {
+        loop {
+            let head = self.line();
+            let n: usize = head
+                .strip_prefix('*')
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("not a command in the stream: {head:?}"));
+            let mut args = Vec::with_capacity(n);
+            for _ in 0..n {
+                let len: usize = self.line()[1..].parse().expect("bulk length");
+                let mut b = vec![0; len + 2];
+                self.0.read_exact(&mut b).unwrap();
+                b.truncate(len);
+                args.push(String::from_utf8(b).unwrap());
+            }
+            let name = args[0].to_ascii_uppercase();
+            if !matches!(name.as_str(), "PING" | "REPLCONF" | "SELECT") {
+                args[0] = name;
+                return args;
+            }
+        }
+    }
+}
+
+/// Runs the pops on the server at `addr` and returns what the stream carried for them, with
+/// the popped members (the stream's SREMs must name exactly those).
+fn pops(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    c.cmd(&["SADD", "s", "1", "2", "3", "4", "5", "6", "7", "8"]);
+    let one = c.cmd(&["SPOP", "s"]);
+    let three = c.cmd(&["SPOP", "s", "3"]);
+    let rest = c.cmd(&["SPOP", "s", "100"]);
+    assert!(
+        rest.starts_with(b"*4\r\n"),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
+    assert_eq!(stream.next()[0], "SADD");
+    let mut got = Vec::new();
+    for _ in 0..7 {
+        got.push(stream.next());
+    }
+    // The single pop is the SREM of the member the client got.
+    let member = String::from_utf8_lossy(&one)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert_eq!(got[0], ["SREM", "s", member.as_str()]);
+    // The three the client got are the three SREMs in the transaction.
+    let text = String::from_utf8_lossy(&three).into_owned();
+    let mut popped: Vec<&str> = text.lines().skip(2).step_by(2).collect();
+    let mut removed: Vec<&str> = got[2..5].iter().map(|c| c[2].as_str()).collect();
+    popped.sort_unstable();
+    removed.sort_unstable();
+    assert_eq!(popped, removed);
+    // Members replaced by a placeholder: what is compared across servers is the shape.
+    got.iter()
+        .map(|c| {
+            c.iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    if i == 2 {
+                        "<member>".to_string()
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn spop_reaches_the_stream_as_redis_sends_it() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = pops(redis.addr());
+    let srem = ["SREM", "s", "<member>"];
+    assert_eq!(
+        expected,
+        [
+            &srem[..],
+            &["MULTI"],
+            &srem,
+            &srem,
+            &srem,
+            &["EXEC"],
+            &["DEL", "s"],
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(pops(latchkey.addr()), expected);
+}
+
+/// Waits until a client of the server at `addr` is inside command `name`.
+fn wait_blocked_in(addr: SocketAddr, name: &str) {
+    let mut c = RawConn::connect(addr).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let needle = format!("cmd={name} ");
+    while !String::from_utf8_lossy(&c.cmd(&["CLIENT", "LIST"])).contains(&needle) {
+        assert!(Instant::now() < deadline, "no client in {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The list pops and moves on the server at `addr`, served at once and after a wait, and what
+/// the stream carried for them.
+fn list_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    let mut waiter = RawConn::connect(addr).expect("connect");
+    c.cmd(&["RPUSH", "q", "a"]);
+    c.cmd(&["LMPOP", "1", "q", "LEFT", "COUNT", "10"]);
+    waiter.send_raw(&RawConn::encode(&[
+        "BLMPOP", "0", "1", "q", "RIGHT", "COUNT", "5",
+    ]));
+    wait_blocked_in(addr, "blmpop");
+    c.cmd(&["RPUSH", "q", "b", "c"]);
+    waiter.read_reply();
+    waiter.send_raw(&RawConn::encode(&[
+        "BLMOVE", "s", "d", "RIGHT", "LEFT", "0",
+    ]));
+    wait_blocked_in(addr, "blmove");
+    c.cmd(&["RPUSH", "s", "x"]);
+    waiter.read_reply();
+    waiter.send_raw(&RawConn::encode(&["BRPOPLPUSH", "s", "d", "0"]));
+    wait_blocked_in(addr, "brpoplpush");
+    c.cmd(&["RPUSH", "s", "y"]);
+    waiter.read_reply();
+    c.cmd(&["RPUSH", "s", "z"]);
+    c.cmd(&["BRPOPLPUSH", "s", "d", "0"]);
+    c.cmd(&["RPUSH", "s", "w"]);
+    c.cmd(&["BLMOVE", "s", "d", "Left", "RIGHT", "0"]);
+    (0..12).map(|_| stream.next()).collect()
+}
+
+#[test]
+fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = list_effects(redis.addr());
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("RPUSH q a"),
+            cmd("LPOP q 1"),
+            cmd("RPUSH q b c"),
+            cmd("RPOP q 2"),
+            cmd("RPUSH s x"),
+            cmd("LMOVE s d right left"),
+            cmd("RPUSH s y"),
+            cmd("RPOPLPUSH s d"),
+            cmd("RPUSH s z"),
+            cmd("RPOPLPUSH s d"),
+            cmd("RPUSH s w"),
+            cmd("LMOVE s d Left RIGHT"),
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(list_effects(latchkey.addr()), expected);
+}
