@@ -221,7 +221,7 @@ pub struct Scripting {
     /// Function libraries (`FUNCTION LOAD`).
     libraries: Mutex<functions::Libraries>,
     /// Globals seen while a library loads: the sandbox plus `redis.register_function`.
-    load_env: Table,
+    load_env: functions::LibraryEnv,
     /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
@@ -335,7 +335,7 @@ impl Scripting {
         sandbox.protect_string_metatable(&lua, &visible.raw_get("string")?)?;
         lua.set_memory_limit(DEFAULT_MEMORY_LIMIT)?;
         lua.set_app_data(MemoryLimit(DEFAULT_MEMORY_LIMIT));
-        let load_env = functions::load_environment(&lua, &visible)?;
+        let load_env = functions::library_environment(&lua, &env)?;
         let kill = Arc::new(kill::KillSwitch::default());
         let line_hook = Arc::new(AtomicBool::new(false));
         install_count_hook(&lua, kill.clone(), line_hook.clone());
