@@ -534,8 +534,11 @@ impl Scripting {
     /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
     /// nothing to kill or the script has already written. The script stops at its next
     /// `redis.call` or at the next firing of the instruction hook, whichever comes first.
-    pub fn request_kill(&self) -> Result<(), Frame> {
-        self.kill.request()
+    ///
+    /// `wrong_kind`: the refusal to give instead when the running script is not the kind
+    /// the command kills (see `SCRIPT KILL` and `FUNCTION KILL`).
+    pub fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
+        self.kill.request(wrong_kind)
     }
 
     /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
