@@ -221,7 +221,7 @@ pub struct Scripting {
     /// Function libraries (`FUNCTION LOAD`).
     libraries: Mutex<functions::Libraries>,
     /// Globals seen while a library loads: the sandbox plus `redis.register_function`.
-    load_env: Table,
+    load_env: functions::LibraryEnv,
     /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
@@ -335,7 +335,7 @@ impl Scripting {
         sandbox.protect_string_metatable(&lua, &visible.raw_get("string")?)?;
         lua.set_memory_limit(DEFAULT_MEMORY_LIMIT)?;
         lua.set_app_data(MemoryLimit(DEFAULT_MEMORY_LIMIT));
-        let load_env = functions::load_environment(&lua, &visible)?;
+        let load_env = functions::library_environment(&lua, &env)?;
         let kill = Arc::new(kill::KillSwitch::default());
         let line_hook = Arc::new(AtomicBool::new(false));
         install_count_hook(&lua, kill.clone(), line_hook.clone());
@@ -534,8 +534,11 @@ impl Scripting {
     /// Asks the running script to stop (`SCRIPT KILL`). Returns the error reply when there is
     /// nothing to kill or the script has already written. The script stops at its next
     /// `redis.call` or at the next firing of the instruction hook, whichever comes first.
-    pub fn request_kill(&self) -> Result<(), Frame> {
-        self.kill.request()
+    ///
+    /// `wrong_kind`: the refusal to give instead when the running script is not the kind
+    /// the command kills (see `SCRIPT KILL` and `FUNCTION KILL`).
+    pub fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
+        self.kill.request(wrong_kind)
     }
 
     /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1

@@ -12,6 +12,7 @@ use super::{
     STALE,
 };
 use crate::frame::Frame;
+use crate::gate::{Busy, BusyKind};
 use crate::state::Shared;
 
 /// The scripting commands.
@@ -203,10 +204,17 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             scripting.flush();
             Frame::ok()
         }
-        "kill" if args.len() == 2 => match scripting.request_kill() {
-            Ok(()) => Frame::ok(),
-            Err(e) => e,
-        },
+        "kill" if args.len() == 2 => {
+            // A function is killed with FUNCTION KILL only.
+            let wrong = match ctx.shared.gate.script_running_for() {
+                Some((kind @ BusyKind::Function, _)) => Some(Frame::error(Busy(kind).message())),
+                _ => None,
+            };
+            match scripting.request_kill(wrong) {
+                Ok(()) => Frame::ok(),
+                Err(e) => e,
+            }
+        }
         "help" if args.len() == 2 => Frame::Array(
             [
                 "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -338,13 +346,22 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     .map(|(_, ran)| ran),
             )
         }
-        "kill" if args.len() == 2 => match scripting.request_kill() {
-            Ok(()) => Frame::ok(),
-            Err(e) => e,
-        },
-        "flush" => Frame::error(
-            "ERR unknown subcommand or wrong number of arguments for 'FLUSH'. Try FUNCTION HELP.",
-        ),
+        "kill" if args.len() == 2 => {
+            // An `EVAL` script is killed with SCRIPT KILL only.
+            let wrong = match ctx.shared.gate.script_running_for() {
+                Some((kind @ BusyKind::Script, _)) => Some(Frame::error(Busy(kind).message())),
+                _ => None,
+            };
+            match scripting.request_kill(wrong) {
+                Ok(()) => Frame::ok(),
+                Err(e) => e,
+            }
+        }
+        // The subcommand as the client spelled it, as Redis echoes it.
+        "flush" => Frame::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
         "load" | "delete" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
-use super::{read_only_proxy, Scripting};
+use super::Scripting;
 use crate::command::Ctx;
 use crate::frame::Frame;
 use crate::gate::BusyKind;
@@ -84,68 +84,150 @@ thread_local! {
     static REGISTERING: RefCell<Option<Vec<RegisteredFunction>>> = const { RefCell::new(None) };
 }
 
-/// Builds the globals a library sees while it loads: the script sandbox with a `redis` table
-/// that also has `register_function`.
-pub(crate) fn load_environment(lua: &Lua, visible: &Table) -> mlua::Result<Table> {
-    let load_visible = lua.create_table()?;
-    for pair in visible.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        load_visible.raw_set(k, v)?;
-    }
+/// The globals of function libraries, in Lua: one table, `env`, is the globals of every
+/// library's code and so of every function it registers. While a library loads, `env` reads
+/// through to the library API alone (a `redis` table with `register_function`, `log`, the
+/// `LOG_*` levels and the version); once loaded, through to the scripts' globals. Both are
+/// read-only, and a missing name raises Redis's "nonexistent global variable" error, as in
+/// Redis 7.0, where a library's top-level code can reach nothing else (no `math`, no
+/// `redis.call`) and a function can never reach `register_function`.
+const LIBRARY_ENV_LUA: &str = r#"
+local setmetatable, error, pcall, tostring, pairs = setmetatable, error, pcall, tostring, pairs
+return function(runtime, proxy, api_redis)
+  local function missing(_, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end
+  local function refuse()
+    error('Attempt to modify a readonly table', 2)
+  end
+  local api = setmetatable({redis = proxy(setmetatable(api_redis, {__index = missing}))},
+                           {__index = missing})
+  local mt = {__index = runtime, __newindex = refuse, __metatable = false}
+  local env = setmetatable({}, mt)
+  -- Runs a library's code with the API as its globals, and puts the functions' globals back
+  -- whatever happens: one call, so nothing else runs Lua in between.
+  local function load(chunk)
+    mt.__index = api
+    local ok, err = pcall(chunk)
+    mt.__index = runtime
+    if not ok then error(err, 0) end
+  end
+  return env, load
+end
+"#;
+
+/// The globals of function libraries (see [`LIBRARY_ENV_LUA`]).
+pub(crate) struct LibraryEnv {
+    /// The globals of every library's code and every function.
+    pub(crate) env: Table,
+    /// Runs a compiled library with the library API as its globals.
+    load: Function,
+}
+
+/// Builds the globals of function libraries around `runtime`, the scripts' globals.
+pub(crate) fn library_environment(lua: &Lua, runtime: &Table) -> mlua::Result<LibraryEnv> {
     let real_redis: Table = lua.globals().raw_get("redis")?;
-    let redis = lua.create_table()?;
-    for pair in real_redis.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        redis.raw_set(k, v)?;
-    }
-    redis.raw_set(
+    let api_redis = lua.create_table()?;
+    api_redis.raw_set(
         "register_function",
         super::libs::variadic(lua, register_function)?,
     )?;
-    load_visible.raw_set("redis", read_only_proxy(lua, &redis)?)?;
-    let env = read_only_proxy(lua, &load_visible)?;
-    load_visible.raw_set("_G", env.clone())?;
-    Ok(env)
+    for name in [
+        "log",
+        "LOG_DEBUG",
+        "LOG_VERBOSE",
+        "LOG_NOTICE",
+        "LOG_WARNING",
+        "REDIS_VERSION",
+        "REDIS_VERSION_NUM",
+    ] {
+        api_redis.raw_set(name, real_redis.raw_get::<Value>(name)?)?;
+    }
+    let proxy: Function = lua.globals().raw_get("__lk_proxy")?;
+    let build: Function = lua.load(LIBRARY_ENV_LUA).set_name("=latchkey").call(())?;
+    let (env, load) = build.call::<(Table, Function)>((runtime.clone(), proxy, api_redis))?;
+    Ok(LibraryEnv { env, load })
 }
 
 fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A string argument as Redis's `luaGetStringSds` reads it: a string, or a number as text.
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.to_string_lossy().to_string()),
+        Value::Integer(i) => Some(super::printf_g(*i as f64, 14)),
+        Value::Number(n) => Some(super::printf_g(*n, 14)),
+        _ => None,
+    }
+}
+
+/// `redis.register_function(name, callback)` or `redis.register_function{function_name=...,
+/// callback=..., flags={...}, description=...}`, with Redis 7.0's checks in its order and
+/// its words.
 fn register_function(lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
     let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
-    let mut it = args.iter();
-    let (name, callback, flags, description) = match (it.next(), it.next()) {
-        (Some(Value::String(n)), Some(Value::Function(f))) => (
-            n.to_string_lossy().to_string(),
-            f,
-            FunctionFlags::default(),
-            None,
-        ),
-        (Some(Value::Table(t)), None) => {
-            let name: Option<String> = t.raw_get("function_name")?;
-            let callback: Option<Function> = t.raw_get("callback")?;
-            let (Some(name), Some(callback)) = (name, callback) else {
-                return err("function_name and callback are required");
+    let (name, callback, flags, description) = match args.len() {
+        1 => {
+            let Some(Value::Table(t)) = args.get(0) else {
+                return err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).");
             };
-            let mut flags = FunctionFlags::default();
-            if let Some(list) = t.raw_get::<Option<Table>>("flags")? {
-                for f in list.sequence_values::<String>() {
-                    let f = f?;
-                    if !FLAG_ORDER.contains(&f.as_str()) {
-                        return err("unknown flag given");
+            let (mut name, mut callback, mut flags, mut description) =
+                (None, None, FunctionFlags::default(), None);
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let Some(key) = text_of(&k) else {
+                    return err(
+                        "named argument key given to redis.register_function is not a string",
+                    );
+                };
+                match key.as_str() {
+                    "function_name" => match text_of(&v) {
+                        Some(n) => name = Some(n),
+                        None => return err("function_name argument given to redis.register_function must be a string"),
+                    },
+                    "description" => match text_of(&v) {
+                        Some(d) => description = Some(d),
+                        None => return err("description argument given to redis.register_function must be a string"),
+                    },
+                    "callback" => match v {
+                        Value::Function(f) => callback = Some(f),
+                        _ => return err("callback argument given to redis.register_function must be a function"),
+                    },
+                    "flags" => {
+                        let Value::Table(list) = v else {
+                            return err("flags argument to redis.register_function must be a table representing function flags");
+                        };
+                        flags = read_flags(&list)?.ok_or_else(|| {
+                            mlua::Error::RuntimeError("unknown flag given".into())
+                        })?;
                     }
-                    flags.no_writes |= f == "no-writes";
-                    flags.names.push(f);
+                    _ => return err("unknown argument given to redis.register_function"),
                 }
             }
-            let description: Option<String> = t.raw_get("description")?;
+            let Some(name) = name else {
+                return err("redis.register_function must get a function name argument");
+            };
+            let Some(callback) = callback else {
+                return err("redis.register_function must get a callback argument");
+            };
             (name, callback, flags, description)
+        }
+        2 => {
+            let Some(name) = args.get(0).as_ref().and_then(text_of) else {
+                return err("first argument to redis.register_function must be a string");
+            };
+            let Some(Value::Function(callback)) = args.get(1) else {
+                return err("second argument to redis.register_function must be a function");
+            };
+            (name, callback, FunctionFlags::default(), None)
         }
         _ => return err("wrong number of arguments to redis.register_function"),
     };
     if !valid_name(&name) {
-        return err("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+        // Redis 7.0 words a bad function name as it words a bad library name.
+        return err("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
     }
     REGISTERING.with(|r| {
         let mut r = r.borrow_mut();
@@ -155,7 +237,7 @@ fn register_function(lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
         if list.iter().any(|f| f.name.eq_ignore_ascii_case(&name)) {
             return err("Function already exists in the library");
         }
-        let callback = std::sync::Arc::new(lua.create_registry_value(callback.clone())?);
+        let callback = std::sync::Arc::new(lua.create_registry_value(callback)?);
         list.push(RegisteredFunction {
             name,
             description,
@@ -164,6 +246,35 @@ fn register_function(lua: &Lua, args: super::libs::Args) -> mlua::Result<()> {
         });
         Ok(())
     })
+}
+
+/// The `flags` list of a named registration: `None` when an entry is not a known flag (or
+/// not a string). Each flag counts once, kept in Redis's order (as `FUNCTION LIST` shows
+/// them).
+fn read_flags(list: &Table) -> mlua::Result<Option<FunctionFlags>> {
+    let mut given = Vec::new();
+    for i in 1.. {
+        let v: Value = list.get(i)?;
+        match v {
+            Value::Nil => break,
+            Value::String(_) | Value::Integer(_) | Value::Number(_) => {
+                let f = text_of(&v).unwrap_or_default();
+                if !FLAG_ORDER.contains(&f.as_str()) {
+                    return Ok(None);
+                }
+                given.push(f);
+            }
+            _ => return Ok(None),
+        }
+    }
+    let mut flags = FunctionFlags::default();
+    for f in FLAG_ORDER {
+        if given.iter().any(|g| g == f) {
+            flags.no_writes |= f == "no-writes";
+            flags.names.push(f.to_string());
+        }
+    }
+    Ok(Some(flags))
 }
 
 /// Parses `#!lua name=<lib>` from the first line.
@@ -214,7 +325,7 @@ impl Scripting {
             .lua
             .load(body)
             .set_name("@user_function")
-            .set_environment(self.load_env.clone())
+            .set_environment(self.load_env.env.clone())
             .into_function()
             .map_err(|e| {
                 let msg = match &e {
@@ -224,7 +335,11 @@ impl Scripting {
                 Frame::error(format!("ERR Error compiling function: {msg}"))
             })?;
         REGISTERING.with(|r| *r.borrow_mut() = Some(Vec::new()));
-        let result = self.run_fn.call::<MultiValue>(chunk);
+        let result = self
+            .load_env
+            .load
+            .bind(chunk)
+            .and_then(|loading| self.run_fn.call::<MultiValue>(loading));
         let registered = REGISTERING
             .with(|r| r.borrow_mut().take())
             .unwrap_or_default();
@@ -237,8 +352,10 @@ impl Scripting {
                         Frame::Error(e) => String::from_utf8_lossy(&e).into_owned(),
                         _ => "ERR Error registering functions".into(),
                     };
-                    let text = text.split(" script: ").next().unwrap_or(&text).to_string();
-                    return Err(Frame::error(text));
+                    let text = text.split(" script: ").next().unwrap_or(&text);
+                    return Err(Frame::error(format!(
+                        "ERR Error registering functions: {text}"
+                    )));
                 }
             }
             Err(e) => {

@@ -64,19 +64,31 @@ impl KillSwitch {
 
     /// `SCRIPT KILL`: kills the running script unless there is none or it has written, with
     /// Redis's error replies for those.
-    pub(crate) fn request(&self) -> Result<(), Frame> {
+    ///
+    /// `wrong_kind` is the refusal when the running script is not the kind this command
+    /// kills (`SCRIPT KILL` of a function, `FUNCTION KILL` of an `EVAL`): Redis answers it
+    /// after finding the script still killable, and kills nothing.
+    pub(crate) fn request(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
+        if let Some(refusal) = wrong_kind {
+            return match self.state.load(Ordering::Acquire) {
+                IDLE => Err(Frame::error("NOTBUSY No scripts in execution right now.")),
+                CLEAN | KILLED => Err(refusal),
+                _ => Err(Frame::error(UNKILLABLE)),
+            };
+        }
         match self
             .state
             .compare_exchange(CLEAN, KILLED, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) | Err(KILLED) => Ok(()),
             Err(IDLE) => Err(Frame::error("NOTBUSY No scripts in execution right now.")),
-            Err(_) => Err(Frame::error(
-                "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
-            )),
+            Err(_) => Err(Frame::error(UNKILLABLE)),
         }
     }
 }
+
+/// Redis's refusal to kill a script that has written.
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 
 #[cfg(test)]
 mod tests {
@@ -85,16 +97,16 @@ mod tests {
     #[test]
     fn a_kill_and_a_first_write_exclude_each_other() {
         let k = KillSwitch::default();
-        assert!(k.request().is_err(), "nothing runs");
+        assert!(k.request(None).is_err(), "nothing runs");
         k.start();
-        assert!(k.request().is_ok());
+        assert!(k.request(None).is_ok());
         assert!(k.is_killed());
         assert!(!k.note_write(), "a killed script must not write");
         k.end();
         k.start();
         assert!(k.note_write());
         assert!(k.note_write(), "later writes go on");
-        let refused = k.request().unwrap_err();
+        let refused = k.request(None).unwrap_err();
         assert!(matches!(refused, Frame::Error(ref e) if e.starts_with(b"UNKILLABLE")));
         assert!(!k.is_killed());
     }

@@ -32,6 +32,14 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
             Ok(t)
         })?,
     )?;
+    // The server version a script may test (Redis 7's `redis.REDIS_VERSION`, and as a
+    // number `0x00MMmmpp`).
+    redis.raw_set("REDIS_VERSION", crate::config::REDIS_VERSION)?;
+    let num = crate::config::REDIS_VERSION
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0))
+        .fold(0i64, |acc, p| (acc << 8) | p);
+    redis.raw_set("REDIS_VERSION_NUM", num)?;
     for (name, level) in [
         ("LOG_DEBUG", 0),
         ("LOG_VERBOSE", 1),
@@ -43,6 +51,11 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
     redis.raw_set(
         "log",
         variadic(lua, |_, args| {
+            if args.len() < 2 {
+                return Err(mlua::Error::RuntimeError(
+                    "redis.log() requires two arguments or more.".into(),
+                ));
+            }
             let mut it = args.iter();
             let level = match it.next() {
                 Some(Value::Integer(i)) => i,
