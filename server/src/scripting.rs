@@ -772,6 +772,9 @@ fn install_count_hook(lua: &Lua, kill: Arc<kill::KillSwitch>, line_hook: Arc<Ato
             // clients are served (and answered -BUSY) and the runtime's timers fire while it
             // runs. Retried at each firing until it took.
             crate::hand_off::if_long();
+            if functions::load_timed_out() {
+                return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()));
+            }
             if kill.is_killed() {
                 line_hook.store(true, Ordering::Release);
                 let kill = kill.clone();

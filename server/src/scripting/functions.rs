@@ -84,6 +84,23 @@ thread_local! {
     static REGISTERING: RefCell<Option<Vec<RegisteredFunction>>> = const { RefCell::new(None) };
 }
 
+/// How long a library's code may run while it loads (Redis's `LOAD_TIMEOUT_MS`): past it,
+/// `FUNCTION LOAD` fails with `FUNCTION LOAD timeout`, so that a library whose top-level code
+/// never ends cannot hold the server.
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+thread_local! {
+    /// When the library loading on this thread started.
+    static LOAD_STARTED: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Whether the library loading on this thread has run past [`LOAD_TIMEOUT`] (checked by the
+/// interpreter's instruction hook).
+pub(crate) fn load_timed_out() -> bool {
+    LOAD_STARTED.with(|s| s.get().is_some_and(|t| t.elapsed() > LOAD_TIMEOUT))
+}
+
 /// The globals of function libraries, in Lua: one table, `env`, is the globals of every
 /// library's code and so of every function it registers. While a library loads, `env` reads
 /// through to the library API alone (a `redis` table with `register_function`, `log`, the
@@ -335,11 +352,13 @@ impl Scripting {
                 Frame::error(format!("ERR Error compiling function: {msg}"))
             })?;
         REGISTERING.with(|r| *r.borrow_mut() = Some(Vec::new()));
+        LOAD_STARTED.with(|s| s.set(Some(std::time::Instant::now())));
         let result = self
             .load_env
             .load
             .bind(chunk)
             .and_then(|loading| self.run_fn.call::<MultiValue>(loading));
+        LOAD_STARTED.with(|s| s.set(None));
         let registered = REGISTERING
             .with(|r| r.borrow_mut().take())
             .unwrap_or_default();
