@@ -273,6 +273,18 @@ fn check_declared(flags: ScriptFlags, read_only_call: bool) -> Result<(), Frame>
     Ok(())
 }
 
+/// A SHA1 as `EVALSHA` may send it (either case), lowercased on the stack: `EVALSHA` is the
+/// lock path, so the cache lookup allocates nothing. `None` when it is not 40 bytes long.
+fn lowercase_sha(sha: &[u8]) -> Option<[u8; 40]> {
+    let mut lower = [0u8; 40];
+    if sha.len() != lower.len() {
+        return None;
+    }
+    lower.copy_from_slice(sha);
+    lower.make_ascii_lowercase();
+    Some(lower)
+}
+
 /// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
 pub fn sha1_hex(body: &[u8]) -> String {
     hex::encode(Sha1::digest(body))
@@ -506,13 +518,7 @@ impl Scripting {
     /// What the cached script with this SHA1 (either case) declared in its shebang, for the
     /// checks made before `EVALSHA` runs it; `None` when no such script is cached.
     pub(crate) fn declared_flags(&self, sha: &[u8]) -> Option<ScriptFlags> {
-        // Lowercased on the stack: `EVALSHA` is the lock path, no allocation here.
-        let mut lower = [0u8; 40];
-        if sha.len() != lower.len() {
-            return None;
-        }
-        lower.copy_from_slice(sha);
-        lower.make_ascii_lowercase();
+        let lower = lowercase_sha(sha)?;
         let sha = std::str::from_utf8(&lower).ok()?;
         self.cache.lock().get(sha).map(|s| s.flags)
     }
@@ -551,13 +557,7 @@ impl Scripting {
         argv: &[Bytes],
         read_only: bool,
     ) -> Option<Frame> {
-        // Lowercased on the stack: no allocation for the lookup.
-        let mut lower = [0u8; 40];
-        if sha.len() != lower.len() {
-            return None;
-        }
-        lower.copy_from_slice(sha);
-        lower.make_ascii_lowercase();
+        let lower = lowercase_sha(sha)?;
         let sha = std::str::from_utf8(&lower).ok()?;
         let (function, flags) = {
             let cache = self.cache.lock();

@@ -85,13 +85,14 @@ pub(crate) fn parse(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
     let Some(end) = body.iter().position(|&b| b == b'\n') else {
         return Err("Invalid script shebang".into());
     };
-    let Some(parts) = split_args(&body[..end]) else {
+    // Redis splits the line as it splits an inline command (`sdssplitargs`).
+    let Some(parts) = crate::codec::split_args(&body[..end]) else {
         return Err("Invalid engine in script shebang".into());
     };
     let Some((engine, options)) = parts.split_first() else {
         return Err("Invalid engine in script shebang".into());
     };
-    if engine.as_slice() != b"#!lua" {
+    if &engine[..] != b"#!lua" {
         return Err(format!(
             "Unexpected engine in script shebang: {}",
             String::from_utf8_lossy(engine)
@@ -118,76 +119,6 @@ pub(crate) fn parse(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
         }
     }
     Ok((flags, end))
-}
-
-/// Splits a line into words as Redis's `sdssplitargs` does: white space between words,
-/// `"..."` (with backslash escapes) and `'...'` quoting. `None` for unbalanced quotes or a
-/// closing quote not followed by white space.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == line.len() {
-            return Some(out);
-        }
-        let mut word = Vec::new();
-        let (mut in_double, mut in_single) = (false, false);
-        loop {
-            let Some(&c) = line.get(i) else {
-                if in_double || in_single {
-                    return None;
-                }
-                break;
-            };
-            if in_double {
-                if c == b'\\' && i + 1 < line.len() {
-                    i += 1;
-                    word.push(match line[i] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                }
-            } else if in_single {
-                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
-                    i += 1;
-                    word.push(b'\'');
-                } else if c == b'\'' {
-                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                }
-            } else if c.is_ascii_whitespace() {
-                break;
-            } else if c == b'"' {
-                in_double = true;
-            } else if c == b'\'' {
-                in_single = true;
-            } else {
-                word.push(c);
-            }
-            i += 1;
-        }
-        out.push(word);
-    }
 }
 
 #[cfg(test)]
