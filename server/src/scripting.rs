@@ -225,6 +225,9 @@ pub struct Scripting {
     /// Compiled scripts by SHA1 (lowercase hex). aHash: `EVALSHA` looks a script up on
     /// every call, and SipHash over forty bytes costs more than the lookup needs.
     cache: Mutex<HashMap<String, Script, ahash::RandomState>>,
+    /// Whether some cached script has a shebang: until one does, `EVALSHA` (the lock path)
+    /// needs no second cache lookup for its declared flags.
+    any_declared: AtomicBool,
     /// Whether a script runs, has written, or was killed (see [`kill`]).
     kill: Arc<kill::KillSwitch>,
     /// Set once a killed script's hook fires on every line (see [`install_count_hook`]);
@@ -360,6 +363,7 @@ impl Scripting {
             libraries: Mutex::new(functions::Libraries::default()),
             load_env,
             cache: Mutex::new(HashMap::default()),
+            any_declared: AtomicBool::new(false),
             kill,
             line_hook,
             last_effects: Mutex::new(Vec::new()),
@@ -469,6 +473,9 @@ impl Scripting {
             .lua
             .create_registry_value(function.clone())
             .map_err(|e| Frame::error(format!("ERR Error compiling script (new function): {e}")))?;
+        if !flags.compat {
+            self.any_declared.store(true, Ordering::Release);
+        }
         self.cache.lock().insert(
             sha.clone(),
             Script {
@@ -518,6 +525,9 @@ impl Scripting {
     /// What the cached script with this SHA1 (either case) declared in its shebang, for the
     /// checks made before `EVALSHA` runs it; `None` when no such script is cached.
     pub(crate) fn declared_flags(&self, sha: &[u8]) -> Option<ScriptFlags> {
+        if !self.any_declared.load(Ordering::Acquire) {
+            return None;
+        }
         let lower = lowercase_sha(sha)?;
         let sha = std::str::from_utf8(&lower).ok()?;
         self.cache.lock().get(sha).map(|s| s.flags)
@@ -531,6 +541,7 @@ impl Scripting {
     /// Forgets every cached script (`SCRIPT FLUSH`).
     pub fn flush(&self) {
         self.cache.lock().clear();
+        self.any_declared.store(false, Ordering::Release);
         // Redis starts a fresh interpreter: what scripts configured is forgotten too.
         cjson::reset(&self.lua);
         // The dropped registry keys' slots are given back to Lua.
