@@ -201,7 +201,7 @@ def throughput(opts, pins):
     for name, test in THROUGHPUT:
         for pipeline in (1, 16):
             ratios, rates = [], {"latchkey": [], "redis": []}
-            skipped = None
+            absent = None
             for _rep in range(opts.reps):
                 pair = {}
                 for kind in ("latchkey", "redis"):
@@ -212,19 +212,19 @@ def throughput(opts, pins):
                             sha = srv.cmd("SCRIPT", "LOAD", LOCK_SCRIPT).split(b"\r\n")[1].decode()
                             t = ["EVALSHA", sha, "1", "lock:__rand_int__", "token"]
                         if not supported(srv, t):
-                            skipped = f"{kind} does not have the command"
+                            absent = f"{kind} does not have the command"
                             break
                         pair[kind] = bench_rps(srv, t, pipeline, opts.requests, 50, pins["load"])
                     finally:
                         srv.close()
-                if skipped:
+                if absent:
                     break
                 rates["latchkey"].append(pair["latchkey"])
                 rates["redis"].append(pair["redis"])
                 ratios.append(pair["latchkey"] / pair["redis"])
             label = f"{name}, -P {pipeline}"
-            if skipped:
-                rows.append((label, None, skipped))
+            if absent:
+                rows.append((label, None, absent))
                 continue
             detail = (f"latchkey {statistics.median(rates['latchkey']):,.0f}/s, "
                       f"redis {statistics.median(rates['redis']):,.0f}/s")
