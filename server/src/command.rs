@@ -309,9 +309,12 @@ impl<'a> Ctx<'a> {
 impl Shared {
     /// Checks that apply before a command runs (read-only replica, not enough good
     /// replicas). `Some(error)` refuses.
+    ///
+    /// The link to our master and the AOF being loaded (`is_replication_link`) are obeyed,
+    /// never refused, as Redis obeys them: what they carry was already accepted once.
     pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
-        if spec.has(WRITE) {
-            if self.is_replica() && !client.is_replication_link {
+        if spec.has(WRITE) && !client.is_replication_link {
+            if self.is_replica() {
                 return Some(Frame::error(
                     "READONLY You can't write against a read only replica.",
                 ));

@@ -177,3 +177,39 @@ fn lose_the_replica(name: &str, master: SocketAddr, stop_replica: impl FnOnce())
 fn info(c: &mut RawConn) -> String {
     String::from_utf8_lossy(&c.cmd(&["INFO", "replication"])).into_owned()
 }
+
+/// The AOF replayed at a restart is obeyed, never refused: a master that needs a good replica
+/// loads its own writes back before any replica is there (Redis obeys its AOF the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_replays_its_aof_whatever_min_replicas_says() {
+    use latchkey_server::Frame;
+    let dir = tempfile::Builder::new()
+        .prefix("latchkey-min-replicas-")
+        .tempdir()
+        .unwrap();
+    let node = Server::builder()
+        .config("dir", dir.path().to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", "always")
+        .start()
+        .await
+        .unwrap();
+    let mut c = node.client();
+    assert_eq!(c.cmd(["SET", "lock:job", "a"]).await, Frame::simple("OK"));
+    assert_eq!(
+        c.cmd(["CONFIG", "SET", "min-replicas-to-write", "1"]).await,
+        Frame::simple("OK")
+    );
+    node.restart(true).await.unwrap();
+    let mut c = node.client();
+    assert_eq!(
+        c.cmd(["GET", "lock:job"]).await,
+        Frame::Bulk(bytes::Bytes::from_static(b"a")),
+        "the AOF's write was refused on replay"
+    );
+    // And the rule still holds for clients.
+    assert_eq!(
+        c.cmd(["SET", "lock:other", "b"]).await,
+        Frame::error("NOREPLICAS Not enough good replicas to write.")
+    );
+}
