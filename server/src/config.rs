@@ -174,7 +174,11 @@ impl Config {
                 ConfigError::Invalid("argument couldn't be parsed into an integer".into())
             })
         };
-        if let Some((names, stored)) = self.encodings.set(&name, value)? {
+        if let Some((names, stored)) = self
+            .encodings
+            .set(&name, value)
+            .map_err(ConfigError::Invalid)?
+        {
             let mut p = self.params.write();
             for n in names {
                 p.insert(n.to_string(), stored.clone());

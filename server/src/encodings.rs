@@ -8,7 +8,6 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::codec::parse_int;
-use crate::config::ConfigError;
 
 /// One parameter: its name, its alias, its range and its default (Redis 7.0.15's).
 struct Param {
@@ -109,11 +108,12 @@ impl Encodings {
     /// Applies `CONFIG SET name value` if `name` is one of these parameters: `Ok(Some(names,
     /// text))` gives every name the value is stored under (the parameter and its alias) and
     /// the value as `CONFIG GET` prints it; `Ok(None)` says the name is not one of them.
+    /// `Err` is Redis's reason for refusing the value (`CONFIG SET` words the rest).
     pub(crate) fn set(
         &self,
         name: &str,
         value: &str,
-    ) -> Result<Option<(Vec<&'static str>, String)>, ConfigError> {
+    ) -> Result<Option<(Vec<&'static str>, String)>, String> {
         let Some(i) = PARAMS
             .iter()
             .position(|p| p.name == name || p.alias == Some(name))
@@ -121,14 +121,13 @@ impl Encodings {
             return Ok(None);
         };
         let p = &PARAMS[i];
-        let n = parse_int(value.as_bytes()).ok_or_else(|| {
-            ConfigError::Invalid("argument couldn't be parsed into an integer".into())
-        })?;
+        let n = parse_int(value.as_bytes())
+            .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
         if n < p.min || n > p.max {
-            return Err(ConfigError::Invalid(format!(
+            return Err(format!(
                 "argument must be between {} and {} inclusive",
                 p.min, p.max
-            )));
+            ));
         }
         self.values[i].store(n, Ordering::Release);
         let mut names = vec![p.name];
@@ -183,15 +182,11 @@ mod tests {
         assert_eq!(e.hash_encoding(4, 10), "hashtable");
         assert_eq!(
             e.set("hash-max-ziplist-entries", "-1"),
-            Err(ConfigError::Invalid(
-                "argument must be between 0 and 9223372036854775807 inclusive".into()
-            ))
+            Err("argument must be between 0 and 9223372036854775807 inclusive".to_string())
         );
         assert_eq!(
             e.set("list-max-ziplist-size", "5k"),
-            Err(ConfigError::Invalid(
-                "argument couldn't be parsed into an integer".into()
-            ))
+            Err("argument couldn't be parsed into an integer".to_string())
         );
         assert!(e.set("list-max-ziplist-size", "-6").is_ok());
         assert_eq!(e.set("maxmemory", "1").unwrap(), None);

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::server::unknown_subcommand;
+use super::util::unknown_subcommand;
 use super::util::{is, lower, parse_i64, syntax_error};
 use super::{arity_error, spec, CommandSpec, Ctx, READONLY};
 use crate::frame::Frame;

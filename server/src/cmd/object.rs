@@ -8,8 +8,8 @@
 
 use bytes::Bytes;
 
-use super::server::unknown_subcommand;
 use super::util::lower;
+use super::util::unknown_subcommand;
 use super::{arity_error, spec, CommandSpec, Ctx, READONLY};
 use crate::codec::parse_int;
 use crate::db::Value;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::util::{is, lower};
+use super::util::{is, lower, unknown_subcommand};
 use super::{
     all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
     LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
@@ -72,17 +72,6 @@ pub const COMMANDS: &[CommandSpec] = &[
         shutdown,
     ),
 ];
-
-pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
-    Frame::error(format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
-        String::from_utf8_lossy(&args[1])
-            .chars()
-            .take(128)
-            .collect::<String>(),
-        parent.to_ascii_uppercase()
-    ))
-}
 
 // ---------------------------------------------------------------------------------------------
 // CONFIG

@@ -204,3 +204,16 @@ pub fn write_container<'a, C: Container>(
 pub fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mut C {
     C::of_mut(&mut e.value).expect("write_container only returns entries of its type")
 }
+
+/// Redis's reply to a subcommand it does not know (`OBJECT FOO`), naming the first 128
+/// characters of what was sent and the parent command's `HELP`.
+pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
+    Frame::error(format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&args[1])
+            .chars()
+            .take(128)
+            .collect::<String>(),
+        parent.to_ascii_uppercase()
+    ))
+}
