@@ -4,12 +4,9 @@
 //! gate. What replicas and the AOF get is what happened, as Redis 7.0 sends it: `LPOP`/`RPOP`
 //! with the number of elements taken, `LMOVE` or `RPOPLPUSH`.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
-use tokio::sync::Notify;
 
-use super::lists::{list_of, parse_timeout, pop_from, write_in, BlockGuard};
+use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;
@@ -79,7 +76,8 @@ fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option
 }
 
 /// Waits until `attempt` serves the client or `timeout_ms` passes (0: forever), woken by
-/// pushes onto `keys`. `exclusive`: the attempt touches two keys and runs alone.
+/// pushes onto `keys`, as `BLPOP` waits ([`block_until`]); what a served attempt did goes to
+/// replicas and the AOF. `exclusive`: the attempt touches two keys and runs alone.
 fn wait_for(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
@@ -87,54 +85,8 @@ fn wait_for(
     exclusive: bool,
     attempt: Attempt,
 ) {
-    let shared = ctx.shared.clone();
-    let db_index = ctx.client.db;
-    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
-    ctx.block(async move {
-        let notify = Arc::new(Notify::new());
-        let db = shared.keyspace.db(db_index);
-        for k in &keys {
-            db.block_on(k.clone(), notify.clone());
-        }
-        let _guard = BlockGuard {
-            shared: shared.clone(),
-            db: db_index,
-            keys: keys.clone(),
-            notify: notify.clone(),
-        };
-        loop {
-            let threshold = shared.config.busy_reply_threshold();
-            let served = if exclusive {
-                match shared.gate.exclusive(threshold).await {
-                    Ok(_gate) => Some(attempt_and_record(&attempt, &shared, db_index)),
-                    Err(_) => None,
-                }
-            } else {
-                match shared.gate.shared(threshold).await {
-                    Ok(_gate) => Some(attempt_and_record(&attempt, &shared, db_index)),
-                    Err(_) => None,
-                }
-            };
-            match served {
-                Some(Ok(Some(f))) => return f,
-                Some(Err(e)) => return e,
-                Some(Ok(None)) => {}
-                None => {
-                    // A script is busy: wait for it like any other client would.
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            }
-            match deadline {
-                Some(d) => {
-                    tokio::select! {
-                        _ = notify.notified() => {}
-                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
-                    }
-                }
-                None => notify.notified().await,
-            }
-        }
+    block_until(ctx, keys, timeout_ms, exclusive, move |shared, db, _now| {
+        attempt_and_record(&attempt, shared, db)
     });
 }
 

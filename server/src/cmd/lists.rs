@@ -555,12 +555,77 @@ fn try_pop_any(
     Ok(None)
 }
 
+/// Blocks the client until `attempt` serves it (`Ok(Some(reply))`) or refuses it (`Err`), or
+/// `timeout_ms` passes (0: forever; the reply is then a null array). The attempt runs under
+/// the gate (taken exclusively when `exclusive`: it touches two keys), at once and again each
+/// time a push onto one of `keys` wakes the client; a busy script is waited for as any client
+/// waits for it. Every blocking list command waits through this.
+pub(super) fn block_until<F>(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    timeout_ms: u64,
+    exclusive: bool,
+    attempt: F,
+) where
+    F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
+{
+    let shared = ctx.shared.clone();
+    let db_index = ctx.client.db;
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
+    ctx.block(async move {
+        let notify = Arc::new(Notify::new());
+        let db = shared.keyspace.db(db_index);
+        for k in &keys {
+            db.block_on(k.clone(), notify.clone());
+        }
+        let _guard = BlockGuard {
+            shared: shared.clone(),
+            db: db_index,
+            keys: keys.clone(),
+            notify: notify.clone(),
+        };
+        loop {
+            let threshold = shared.config.busy_reply_threshold();
+            let served = if exclusive {
+                match shared.gate.exclusive(threshold).await {
+                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms())),
+                    Err(_) => None,
+                }
+            } else {
+                match shared.gate.shared(threshold).await {
+                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms())),
+                    Err(_) => None,
+                }
+            };
+            match served {
+                Some(Ok(Some(f))) => return f,
+                Some(Err(e)) => return e,
+                Some(Ok(None)) => {}
+                None => {
+                    // A script is busy: wait for it like any other client would.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            }
+            match deadline {
+                Some(d) => {
+                    tokio::select! {
+                        _ = notify.notified() => {}
+                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
+                    }
+                }
+                None => notify.notified().await,
+            }
+        }
+    });
+}
+
 /// Unregisters a blocked client's notifier when its wait ends or is abandoned.
-pub(super) struct BlockGuard {
-    pub(super) shared: Arc<Shared>,
-    pub(super) db: usize,
-    pub(super) keys: Vec<Bytes>,
-    pub(super) notify: Arc<Notify>,
+struct BlockGuard {
+    shared: Arc<Shared>,
+    db: usize,
+    keys: Vec<Bytes>,
+    notify: Arc<Notify>,
 }
 
 impl Drop for BlockGuard {
@@ -589,47 +654,14 @@ fn blocking_pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
     if !ctx.may_block() {
         return Frame::NullArray;
     }
-    let shared = ctx.shared.clone();
-    let db_index = ctx.client.db;
-    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
-    ctx.block(async move {
-        let notify = Arc::new(Notify::new());
-        let db = shared.keyspace.db(db_index);
-        for k in &keys {
-            db.block_on(k.clone(), notify.clone());
-        }
-        let _guard = BlockGuard {
-            shared: shared.clone(),
-            db: db_index,
-            keys: keys.clone(),
-            notify: notify.clone(),
-        };
-        loop {
-            {
-                let threshold = shared.config.busy_reply_threshold();
-                let Ok(_gate) = shared.gate.shared(threshold).await else {
-                    // A script is busy: wait for it like any other client would.
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                };
-                let now = shared.clock.now_ms();
-                match try_pop_any(&shared, db_index, &keys, left, now, true) {
-                    Ok(Some(f)) => return f,
-                    Ok(None) => {}
-                    Err(e) => return e,
-                }
-            }
-            match deadline {
-                Some(d) => {
-                    tokio::select! {
-                        _ = notify.notified() => {}
-                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
-                    }
-                }
-                None => notify.notified().await,
-            }
-        }
-    });
+    let waiting_keys = keys.clone();
+    block_until(
+        ctx,
+        waiting_keys,
+        timeout_ms,
+        false,
+        move |shared, db, now| try_pop_any(shared, db, &keys, left, now, true),
+    );
     Frame::NullArray
 }
 
