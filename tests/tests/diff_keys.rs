@@ -219,3 +219,94 @@ fn full_scan(conn: &mut latchkey_tests::RawConn, pattern: &str) -> Vec<String> {
         }
     }
 }
+
+/// The expiry commands at their edges, where a lock's extend and its TTL read live: exact
+/// deadlines for `GT`/`LT` (absolute, so no time passes between the two servers' answers), a
+/// deadline at or before now deleting the key, the seconds range, and `TTL`'s rounding of the
+/// remaining milliseconds. (Mutation testing found these unchecked: see docs/MUTANTS.md.)
+#[test]
+fn expiry_edges() {
+    let mut d = Diff::new();
+    d.table(&[
+        // GT and LT against an exact deadline: equal is refused both ways.
+        "SET q v",
+        "PEXPIREAT q 99999999999000 GT",
+        "PEXPIREAT q 99999999999000 LT",
+        "PEXPIRETIME q",
+        "PEXPIREAT q 99999999999000 GT",
+        "PEXPIREAT q 99999999999000 LT",
+        "PEXPIREAT q 99999999999001 LT",
+        "PEXPIREAT q 99999999999001 GT",
+        "PEXPIRETIME q",
+        "PEXPIREAT q 99999999998999 LT",
+        "PEXPIRETIME q",
+        "PEXPIREAT q 99999999999999 NX",
+        "PEXPIREAT q 99999999999999 XX",
+        "PEXPIRETIME q",
+        "PERSIST q",
+        "PEXPIREAT q 99999999999999 XX",
+        "PEXPIRETIME q",
+        "PEXPIREAT q 99999999999999 NX",
+        "PEXPIRETIME q",
+        "PEXPIREAT q 99999999999999 gt xx",
+        "PEXPIREAT q 99999999999999 lt nx",
+        "PEXPIREAT nokey 99999999999999",
+        "EXISTS nokey",
+        // Rounding: TTL is the remaining time rounded to the nearest second; EXPIRETIME the
+        // deadline rounded likewise.
+        "SET r v",
+        "PEXPIRE r 100900",
+        "TTL r",
+        "PEXPIREAT r 99999999999700",
+        "EXPIRETIME r",
+        "PEXPIRETIME r",
+        "PEXPIREAT r 99999999999400",
+        "EXPIRETIME r",
+        "TTL nokey",
+        "PTTL nokey",
+        "EXPIRETIME nokey",
+        "PEXPIRETIME nokey",
+        "PEXPIRETIME r",
+        // A deadline at or before now deletes the key and answers 1.
+        "SET z v",
+        "PEXPIRE z 0",
+        "EXISTS z",
+        "SET z v",
+        "PEXPIRE z -1",
+        "EXISTS z",
+        "SET z v",
+        "EXPIRE z -9223372036854775",
+        "EXISTS z",
+        "SET z v",
+        "EXPIREAT z 0",
+        "EXISTS z",
+        "SET z v",
+        "PEXPIREAT z -1",
+        "EXISTS z",
+        // The seconds range, and deadlines past i64 once now is added.
+        "SET s v",
+        "EXPIRE s 9223372036854775",
+        "EXPIRE s 9223372036854776",
+        "EXPIRE s -9223372036854776",
+        "EXPIREAT s 9223372036854775",
+        "EXPIREAT s 9223372036854776",
+        "PEXPIRE s 9223372036854775000",
+        "PEXPIREAT s 9223372036854775807",
+        "PEXPIRETIME s",
+        "EXPIRE s 1.5",
+        "EXPIRE s ''",
+        "TTL s",
+        // Arity: the options are counted.
+        "EXPIRE s",
+        "PEXPIRE s 10 NX XX GT LT",
+        "PERSIST",
+        "PTTL",
+        "TTL s s",
+        // DEL and EXISTS count what they did, a key given twice counted twice by EXISTS.
+        "SET a 1",
+        "EXISTS a a nokey",
+        "DEL a a nokey",
+        "DEL a",
+        "EXISTS a",
+    ]);
+}
