@@ -39,11 +39,10 @@ mod sandbox;
 mod shebang;
 mod structlib;
 
-pub use reply::lua_to_frame;
+pub(crate) use reply::lua_to_frame;
 
 use bridge::{lua_redis_call, lua_redis_pcall};
 
-pub use functions::FunctionFlags;
 pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 
 /// How much memory the Lua interpreter may use, all scripts together, unless
@@ -51,7 +50,7 @@ pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 /// (a script can grow until the machine runs out); here an allocation past the limit fails
 /// the script with Lua's `not enough memory`, which `pcall` can catch as in Redis, and the
 /// server goes on. A lock script uses a few kilobytes.
-pub const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 
 /// The interpreter's memory limit, kept in its app data for the libraries that bound their
 /// output by it.
@@ -210,7 +209,7 @@ struct Script {
 }
 
 /// The server's scripting engine: one Lua state, the script cache, and the kill switch.
-pub struct Scripting {
+pub(crate) struct Scripting {
     lua: Lua,
     /// The read-only proxy scripts use as their globals.
     env: Table,
@@ -260,7 +259,7 @@ impl Default for Scripting {
 
 impl crate::state::Shared {
     /// The server's scripting engine (plugged into the shared state when the server starts).
-    pub fn scripting(&self) -> &Scripting {
+    pub(crate) fn scripting(&self) -> &Scripting {
         self.scripting.get()
     }
 }
@@ -289,7 +288,7 @@ fn lowercase_sha(sha: &[u8]) -> Option<[u8; 40]> {
 }
 
 /// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
-pub fn sha1_hex(body: &[u8]) -> String {
+pub(crate) fn sha1_hex(body: &[u8]) -> String {
     hex::encode(Sha1::digest(body))
 }
 
@@ -373,9 +372,16 @@ impl Scripting {
         })
     }
 
+    /// The memory the Lua interpreter uses now, in bytes.
+    #[cfg(test)]
+    pub(crate) fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
     /// Sets how much memory the Lua interpreter may use (all scripts together), in bytes.
     /// Zero means no limit, as in Redis, where a runaway script can take the whole machine.
-    pub fn set_memory_limit(&self, bytes: usize) {
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn set_memory_limit(&self, bytes: usize) {
         // Only fails for a Lua state mlua does not allocate for, which this one is not.
         let _ = self.lua.set_memory_limit(bytes);
         self.lua.set_app_data(MemoryLimit(bytes));
@@ -385,7 +391,7 @@ impl Scripting {
     /// The scripting lines of `INFO memory`, in Redis 7.0's order. One interpreter serves
     /// both scripts and functions here, so all of its memory is reported as the scripts'
     /// (`used_memory_vm_eval`) and none as the functions' VM.
-    pub fn memory_info(&self) -> String {
+    pub(crate) fn memory_info(&self) -> String {
         let lua = self.lua.used_memory() as u64;
         let (cached, eval_bytes) = {
             let cache = self.cache.lock();
@@ -405,11 +411,6 @@ impl Scripting {
         )
     }
 
-    /// The memory the Lua interpreter uses now, in bytes (`used_memory_lua` in `INFO`).
-    pub fn used_memory(&self) -> usize {
-        self.lua.used_memory()
-    }
-
     /// After a run: when the interpreter holds more than half its limit (a script built
     /// something big, or stopped the collector with `collectgarbage('stop')`), collect now,
     /// so the garbage of one script does not fail the next with `not enough memory` (Lua
@@ -427,7 +428,7 @@ impl Scripting {
 
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
     /// returned as Redis's reply.
-    pub fn load(&self, body: &[u8]) -> Result<String, Frame> {
+    pub(crate) fn load(&self, body: &[u8]) -> Result<String, Frame> {
         self.load_function(body).map(|(sha, _, _)| sha)
     }
 
@@ -494,14 +495,16 @@ impl Scripting {
     /// each write as it happens and need no copy, so by default nothing of a run's writes is
     /// held once it ends.
     #[doc(hidden)]
-    pub fn last_effects(&self) -> Vec<Vec<Bytes>> {
+    #[cfg(feature = "internals")]
+    pub(crate) fn last_effects(&self) -> Vec<Vec<Bytes>> {
         self.last_effects.lock().clone()
     }
 
     /// Switches the recording of [`last_effects`](Scripting::last_effects) on or off (for
     /// tests). Switching it off frees what was recorded.
     #[doc(hidden)]
-    pub fn record_effects(&self, on: bool) {
+    #[cfg(feature = "internals")]
+    pub(crate) fn record_effects(&self, on: bool) {
         self.recording.store(on, Ordering::Release);
         if !on {
             self.last_effects.lock().clear();
@@ -511,7 +514,8 @@ impl Scripting {
     /// Bytes the scripting engine holds between runs: the Lua heap and the recorded effects
     /// (for tests: after a run it must come back to where it was).
     #[doc(hidden)]
-    pub fn retained_bytes(&self) -> usize {
+    #[cfg(feature = "internals")]
+    pub(crate) fn retained_bytes(&self) -> usize {
         let effects: usize = self
             .last_effects
             .lock()
@@ -534,12 +538,12 @@ impl Scripting {
     }
 
     /// Whether a script with this SHA1 is cached.
-    pub fn exists(&self, sha: &str) -> bool {
+    pub(crate) fn exists(&self, sha: &str) -> bool {
         self.cache.lock().contains_key(&sha.to_ascii_lowercase())
     }
 
     /// Forgets every cached script (`SCRIPT FLUSH`).
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         self.cache.lock().clear();
         self.any_declared.store(false, Ordering::Release);
         // Redis starts a fresh interpreter: what scripts configured is forgotten too.
@@ -554,13 +558,13 @@ impl Scripting {
     ///
     /// `wrong_kind`: the refusal to give instead when the running script is not the kind
     /// the command kills (see `SCRIPT KILL` and `FUNCTION KILL`).
-    pub fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
+    pub(crate) fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
         self.kill.request(wrong_kind)
     }
 
     /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
     /// may be in either case, as `EVALSHA` accepts it.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         ctx: &mut Ctx<'_>,
         sha: &[u8],
@@ -595,7 +599,7 @@ impl Scripting {
     }
 
     /// Compiles (or finds in the cache) and runs a script body, as `EVAL` does.
-    pub fn eval(
+    pub(crate) fn eval(
         &self,
         ctx: &mut Ctx<'_>,
         body: &[u8],
