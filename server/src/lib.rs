@@ -77,6 +77,7 @@ pub(crate) mod restart;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod set;
+pub(crate) mod shrink;
 pub(crate) mod state;
 pub(crate) mod tracking;
 pub(crate) mod value;
