@@ -52,6 +52,7 @@ pub(crate) mod encodings;
 pub(crate) mod evict;
 pub(crate) mod expire;
 pub(crate) mod expiry_index;
+pub(crate) mod failover;
 pub(crate) mod frame;
 pub(crate) mod gate;
 pub(crate) mod glob;
