@@ -58,9 +58,10 @@ pub async fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let tenant = host.tenant(&args.tenant);
     for path in &args.components {
-        let name = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
         let plugin = host.load(path).map_err(|e| {
             let hint = if args.trap_unknown_imports {
                 ""
