@@ -35,6 +35,10 @@ pub struct HostConfig {
     pub cache_dir: Option<PathBuf>,
     /// The bounds every tenant runs under.
     pub limits: Limits,
+    /// The clock the lease keeper renews by (every ttl/3 of it). `None`: real time. A
+    /// virtual clock lets a simulation (`latchkey lesson`) decide when renewals come due,
+    /// and stop them, as a stopped process stops its own.
+    pub keeper_clock: Option<latchkey_server::Clock>,
 }
 
 impl Default for HostConfig {
@@ -44,6 +48,7 @@ impl Default for HostConfig {
             core_instances_per_component: 16,
             cache_dir: None,
             limits: Limits::default(),
+            keeper_clock: None,
         }
     }
 }
@@ -56,6 +61,8 @@ pub(crate) struct Shared {
     /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
     pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
     pub(crate) limits: Arc<Limits>,
+    /// The lease keeper's clock (`None`: real time).
+    pub(crate) keeper_clock: Option<latchkey_server::Clock>,
     /// Each tenant's budget, by name: every `Tenant` of one name shares it, however the
     /// embedder got it.
     pub(crate) budgets:
@@ -187,6 +194,7 @@ impl Host {
                 backend: primary,
                 nodes,
                 limits: Arc::new(cfg.limits),
+                keeper_clock: cfg.keeper_clock,
                 budgets: Default::default(),
                 pooled,
                 cache_dir: cfg.cache_dir,
