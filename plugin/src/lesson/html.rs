@@ -214,7 +214,16 @@ impl Picture<'_> {
                     }
                     self.label(x, y, "#6b7280", "refused");
                 }
-                What::AcquireError { .. } => self.label(x, y, "#6b7280", "error"),
+                What::AcquireError { error, .. } => {
+                    // The error's code (`NOREPLICAS`, `OOM`...), the sentence has the rest.
+                    let code = error
+                        .strip_prefix("server error: ")
+                        .unwrap_or(error)
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("error");
+                    self.label(x, y, "#b91c1c", &format!("refused: {code}"))
+                }
                 What::CaughtUp { replica, .. } => {
                     self.arrow(i, Lane::Node(0), Lane::Node(*replica), "#6b7280", false);
                     self.label(x, y, "#6b7280", "caught up");
@@ -349,7 +358,7 @@ impl Picture<'_> {
                     if *held {
                         self.label(x, y, "#2563eb", "still held")
                     } else {
-                        self.label(x, y, "#16a34a", "LOST: no write")
+                        self.label(x, y, "#16a34a", "lost: no write")
                     }
                 }
                 What::Stopped { .. } => {
@@ -363,14 +372,14 @@ impl Picture<'_> {
                     );
                     self.label(x, y - 4, "#6b7280", "process stops");
                 }
-                What::Resumed { ms, .. } => {
+                What::Resumed { .. } => {
                     let _ = write!(
                         self.svg,
                         "<path d=\"M{} {} l14 8 l-14 8 z\" fill=\"#6b7280\"/>",
                         x - 6,
                         y - 8
                     );
-                    self.label(x, y - 4, "#6b7280", &format!("runs after {ms}ms"));
+                    self.label(x, y - 4, "#6b7280", "resumes");
                 }
                 What::MinReplicas { to_write, .. } => {
                     self.label(x, y, "#b45309", &format!("min-replicas {to_write}"))
