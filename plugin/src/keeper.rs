@@ -355,11 +355,10 @@ impl LeaseKeeper {
         let alive = Arc::new(AtomicBool::new(true));
         let cause = Arc::new(Mutex::new(None));
         let renewer = tokio::spawn(renew(
-            Ticks::new(self.clock.clone()),
+            (Ticks::new(self.clock.clone()), ttl),
             target.clone(),
             key.clone(),
             token.clone(),
-            ttl,
             (alive.clone(), cause.clone()),
             self.interrupt.clone(),
             self.budget.calls.clone(),
@@ -455,11 +454,10 @@ impl Drop for LeaseKeeper {
 /// expired). Each round takes one token of the tenant's call rate per node it asks, and waits
 /// for it like the tenant's own calls. Time is read from `ticks`.
 async fn renew(
-    ticks: Ticks,
+    (ticks, ttl): (Ticks, Duration),
     target: Target,
     key: Vec<u8>,
     token: String,
-    ttl: Duration,
     (alive, cause): (Arc<AtomicBool>, Arc<Mutex<Option<LostReason>>>),
     interrupt: Arc<Interrupt>,
     calls: RateLimiter,

@@ -408,7 +408,7 @@ async fn restart(
         format!("a plain lock on one node logging to its AOF with appendfsync {fsync}; the node's process crashes and it restarts without its AOF")
     };
     Ok(Act {
-        title: title.into(),
+        title,
         events: w.end().await,
     })
 }
