@@ -20,7 +20,7 @@ pub(crate) fn stop_link(shared: &Shared) -> bool {
 /// any, is dropped and returned (to be made again once the node is back); the replicas are
 /// forgotten (their connections were killed); and the node starts a fresh history, with a
 /// new replication id, offset 0 and no backlog, as a restarted Redis without a snapshot does.
-pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
+pub(crate) fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
     let repl = &shared.replication;
     let master = repl
         .upstream
@@ -48,7 +48,7 @@ pub fn reset_for_restart(shared: &Shared) -> Option<(String, u16)> {
 /// `REPLICAOF NO ONE`: stops following and becomes a master. Like Redis, a promoted replica
 /// takes a new replication id and keeps its master's as `master_replid2`, valid up to the
 /// offset it had applied, so that its fellow replicas can continue from it.
-pub fn stop_replica(shared: &Shared) {
+pub(crate) fn stop_replica(shared: &Shared) {
     let repl = &shared.replication;
     if stop_link(shared) {
         let mut ids = repl.ids.lock();

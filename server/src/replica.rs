@@ -22,7 +22,7 @@ fn b(s: &str) -> Bytes {
 }
 
 /// Makes this server a replica of `host:port` (stopping any previous link).
-pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
+pub(crate) fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
     stop_link(shared);
     shared.set_replica(true);
     shared.replication.following.store(true, Ordering::Release);
@@ -194,7 +194,7 @@ async fn follow(
 /// the bytes received. [`start_replica`] runs it over TCP; the fuzz target `replica_stream`
 /// runs it over bytes in memory.
 #[doc(hidden)]
-pub async fn follow_link<R, W>(
+pub(crate) async fn follow_link<R, W>(
     shared: &Arc<Shared>,
     rd: R,
     mut wr: W,

@@ -13,7 +13,7 @@ use crate::frame::{Frame, Protocol};
 use crate::pause::PauseMode;
 
 /// The connection commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("ping", -1, FAST | SUBSCRIBED_OK | STALE, 0, 0, 0, ping),
     spec("echo", 2, FAST | LOADING | STALE, 0, 0, 0, echo),
     spec("select", 2, FAST | LOADING | STALE, 0, 0, 0, select),

@@ -13,7 +13,7 @@ use crate::frame::Frame;
 use crate::long_double::IncrError;
 
 /// The hash commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
     spec("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
     spec("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),

@@ -14,7 +14,7 @@ use crate::frame::Frame;
 use crate::pubsub::Kind;
 
 /// The pub/sub commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "subscribe",
         -2,

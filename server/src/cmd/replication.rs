@@ -13,7 +13,7 @@ use crate::command::WALKS_KEYSPACE;
 use crate::frame::Frame;
 
 /// The replication commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("replicaof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, replicaof),
     spec("slaveof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, replicaof),
     spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, 0, 0, 0, role),

@@ -16,7 +16,7 @@ use crate::gate::{Busy, BusyKind};
 use crate::state::Shared;
 
 /// The scripting commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "eval",
         -3,
