@@ -251,6 +251,9 @@ async fn wait_confirmed(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     )?;
     w.advance(n.think()).await;
     w.read('A').await?;
+    // The replica acknowledged before it had counted WAIT's own GETACK: let it finish, so
+    // that the offsets read next do not depend on when they are read.
+    w.caught_up(1).await?;
     w.offsets().await?;
     w.look(1).await?;
     w.advance(n.think()).await;
@@ -283,6 +286,7 @@ async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     )?;
     w.advance(n.think()).await;
     w.read('A').await?;
+    w.caught_up(1).await?;
     w.offsets().await?;
     w.look(1).await?;
     w.look(2).await?;
