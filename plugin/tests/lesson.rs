@@ -323,7 +323,7 @@ async fn a_paused_holder_corrupts_the_resource_unless_the_storage_checks() {
 
 /// `pause`, act 4: A's watched lock; its process (renewals included) stops longer than the
 /// TTL; B takes the lock and writes; when A runs again, its watched lock says the lease was
-/// lost, taken by another, and A writes nothing.
+/// lost, taken by another, and A writes nothing. Act 5: the same, A writing before it asks.
 fn watchdog_stops_the_stopped_holder(r: &Run) {
     let ev = events(r, 3);
     assert!(
@@ -375,6 +375,33 @@ fn watchdog_stops_the_stopped_holder(r: &Run) {
         assert!(k.contains(&want), "{want:?} missing: {}", r.text());
     }
     assert!(!k.contains(&Kind::StaleWriteAccepted));
+    // Act 5: A writes the moment it runs again, before asking: the lease check refuses the
+    // write, and the watched lock says "lost" only after it.
+    let ev = events(r, 4);
+    assert_eq!(writes(ev), vec![('B', true), ('A', false)], "{}", r.text());
+    let a_wrote = ev
+        .iter()
+        .position(|e| matches!(e.what, What::Wrote { client: 'A', .. }))
+        .unwrap();
+    let asked = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                e.what,
+                What::LeaseChecked {
+                    client: 'A',
+                    held: false,
+                    ..
+                }
+            )
+        })
+        .expect("the watched lock says lost");
+    assert!(a_wrote < asked, "{}", r.text());
+    let k = kinds(r, 4);
+    for want in [Kind::TwoHolders, Kind::StaleWriteRefused, Kind::Consistent] {
+        assert!(k.contains(&want), "{want:?} missing: {}", r.text());
+    }
+    assert!(!k.contains(&Kind::LossSignalled) && !k.contains(&Kind::StaleWriteAccepted));
 }
 
 /// `min-replicas`: act 1, a held-back stream leaves the replica counted good, so A's lock is

@@ -232,8 +232,7 @@ pub enum What {
         /// Whether the storage applied it.
         accepted: bool,
     },
-    /// A client asked its watched lock, before writing, whether it still held it; when not,
-    /// it does not write.
+    /// A client asked its watched lock whether it still held it.
     LeaseChecked {
         /// The client.
         client: char,
@@ -593,14 +592,11 @@ impl Event {
                 cause,
             } => {
                 if *held {
-                    let _ = write!(
-                        s,
-                        "{client} asks its watched lock before writing: still held"
-                    );
+                    let _ = write!(s, "{client} asks its watched lock: still held");
                 } else {
                     let _ = write!(
                         s,
-                        "{client} asks its watched lock before writing: LOST, its host says ({}); {client} does not write",
+                        "{client} asks its watched lock: LOST, its host says ({})",
                         cause.as_deref().unwrap_or("no cause given")
                     );
                 }

@@ -358,7 +358,7 @@ impl Picture<'_> {
                     if *held {
                         self.label(x, y, "#2563eb", "still held")
                     } else {
-                        self.label(x, y, "#16a34a", "lost: no write")
+                        self.label(x, y, "#16a34a", "lost")
                     }
                 }
                 What::Stopped { .. } => {

@@ -44,7 +44,7 @@ pub const LESSONS: &[Lesson] = &[
     },
     Lesson {
         name: "pause",
-        summary: "a holder stops longer than its TTL (GC, VM stop) and then writes: no defence, fencing token, lease check, watchdog",
+        summary: "a holder stops longer than its TTL (GC, VM stop) and then writes: no defence, fencing token, lease check, watchdog, watchdog with a write before the check",
     },
     Lesson {
         name: "redlock",
@@ -134,6 +134,7 @@ pub(crate) async fn play(name: &str, seed: u64, env: &Env) -> Result<Vec<Act>, S
             stall(&mut n, env, Defence::Fence).await?,
             stall(&mut n, env, Defence::Lease).await?,
             stall_watched(&mut n, env).await?,
+            stall_watched_writes_first(&mut n, env).await?,
         ]),
         "redlock" => Ok(vec![
             redlock(&mut n, env, false).await?,
@@ -630,6 +631,36 @@ async fn min_replicas_cut(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.finish().await?;
     Ok(Act {
         title: "the same master and rule; the replica's link is cut both ways, then the master crashes and the replica is promoted".into(),
+        events: w.end().await,
+    })
+}
+
+/// `pause`, act 5: as act 4, but the resource is beside the lock and each write a
+/// compare-and-set on the lock key; A writes the moment its process runs again, before it
+/// asks its watched lock.
+async fn stall_watched_writes_first(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let ttl = 1_000;
+    let mut w = world(env, Topology::Replicated(0), None, Place::BesideLock).await?;
+    w.set_resource(n.start).await?;
+    w.advance(n.think()).await;
+    need(w.try_watched('A', ttl).await?, "A takes the free lock")?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    w.stop('A');
+    w.wait(ttl + 500).await;
+    w.look(0).await?;
+    w.try_lock('B', ttl).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::Lease).await?;
+    w.advance(n.think()).await;
+    w.resume('A');
+    w.write('A', n.delta_a, CheckKind::Lease).await?;
+    w.check_watched('A').await?;
+    w.finish().await?;
+    Ok(Act {
+        title: "the same watched lock and stop, each write a compare-and-set on the lock key; A writes as soon as its process runs again, then asks its watched lock".into(),
         events: w.end().await,
     })
 }

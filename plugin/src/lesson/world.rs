@@ -117,8 +117,9 @@ pub(crate) struct Client {
     clock: Clock,
     /// Since when (lesson time) the client's process is stopped, if it is.
     stopped: Option<u64>,
-    /// Its `watchdog.watched-lock`, once it took one.
-    watched: Option<wasmtime::component::ResourceAny>,
+    /// Its `watchdog.watched-lock`, once it took one, and the token the lock key held
+    /// right after.
+    watched: Option<(wasmtime::component::ResourceAny, Option<String>)>,
 }
 
 /// A node of the stage: a latchkey server in this process, or a server the user started
@@ -860,7 +861,7 @@ impl World {
             })
             .await
             .map_err(|e| e.to_string())?;
-        c.watched = Some(lock);
+        c.watched = Some((lock, None));
         match r {
             Ok(true) => {
                 // The component keeps its token to itself: the key's value, read at once
@@ -868,6 +869,7 @@ impl World {
                 let key = self.lock_key();
                 let token = text(&self.admin(node, &["GET", &key]).await?)
                     .ok_or("the watched lock's key is missing right after it was taken")?;
+                self.client(client).watched = Some((lock, Some(token.clone())));
                 self.remember(&token, client);
                 self.record(What::Acquired {
                     client,
@@ -894,8 +896,8 @@ impl World {
         }
     }
 
-    /// `client` asks its watched lock, before writing, whether it still holds it
-    /// (`held`, and `lost` for why not). A renewal that came due while its process was
+    /// `client` asks its watched lock whether it still holds it (`held`, and `lost` for why
+    /// not). A renewal that came due while its process was
     /// stopped runs as soon as its clock moves again, in the host's own task: this asks until
     /// the answer is "lost", for at most a few seconds of real time, and records the last
     /// answer. Returns whether it is still held.
@@ -903,7 +905,7 @@ impl World {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let c = self.client(client);
-            let lock = c.watched.ok_or("no watched lock")?;
+            let lock = c.watched.as_ref().ok_or("no watched lock")?.0;
             let (held, lost) = c
                 .inst
                 .run(move |(store, _, l)| {
@@ -1178,7 +1180,12 @@ impl World {
     ) -> Result<bool, String> {
         let c = self.client(client);
         let read = c.read.ok_or("write before read")?;
-        let (fence, token) = (c.fence, c.lease.as_ref().map(|l| l.token.clone()));
+        let token = match (&c.lease, &c.watched) {
+            (Some(l), _) => Some(l.token.clone()),
+            (None, Some((_, t))) => t.clone(),
+            (None, None) => None,
+        };
+        let fence = c.fence;
         let value = read + delta;
         let (k, v) = (self.resource_key(), value.to_string());
         let (reply, check) = match check {
