@@ -404,11 +404,16 @@ impl Picture<'_> {
                     self.label(x, y, "#111827", &format!("= {value}"))
                 }
             }
-            // Every event has a dot on its lane, which carries the tooltip.
-            let _ = write!(
-                self.svg,
-                "<circle cx=\"{x}\" cy=\"{y}\" r=\"3.5\" fill=\"#111827\"/></g>"
-            );
+            // Every event has a dot on its lane, which carries the tooltip; one without a lane
+            // of its own (time passing, in an act whose resource is not on the storage) has
+            // its mark at the top only.
+            if self.lanes.contains(&lane) {
+                let _ = write!(
+                    self.svg,
+                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"3.5\" fill=\"#111827\"/>"
+                );
+            }
+            self.svg.push_str("</g>");
             let _ = write!(
                 self.svg,
                 "<text x=\"{x}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"#374151\">#{}</text><text x=\"{x}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"#6b7280\">{}</text>",
