@@ -500,13 +500,14 @@ async fn renew(
             }
         };
         if let Some((reason, why)) = lost {
-            // The cause first: whoever sees the lease dead can ask why.
+            // The cause and the interrupt first: whoever sees the lease dead can ask why, and
+            // finds the instance already stopped at its next host call.
             *cause.lock().expect("lost cause") = Some(reason);
-            alive.store(false, Ordering::SeqCst);
             interrupt.raise(format!(
                 "lease on '{}' lost ({why}); tenant interrupted",
                 String::from_utf8_lossy(&key)
             ));
+            alive.store(false, Ordering::SeqCst);
             return;
         }
     }

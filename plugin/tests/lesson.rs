@@ -369,6 +369,18 @@ fn watchdog_stops_the_stopped_holder(r: &Run) {
         })
         .expect("the host found A's lease taken");
     assert!(lost > resumed);
+    // And the host has interrupted A: its next call into the host traps with the reason.
+    let stopped = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                &e.what,
+                What::HostCall { client: 'A', stopped: Some(why) }
+                    if why.contains("another holder took the lock") && why.ends_with("tenant interrupted")
+            )
+        })
+        .expect("the host stops A");
+    assert!(stopped > lost, "{}", r.text());
     assert_eq!(writes(ev), vec![('B', true)], "{}", r.text());
     let k = kinds(r, 3);
     for want in [Kind::TwoHolders, Kind::LossSignalled, Kind::Consistent] {

@@ -241,6 +241,14 @@ pub enum What {
         /// What `lost` answered: why the host found the lease lost.
         cause: Option<String>,
     },
+    /// A client made a call into its host (a read of the lock's holder), and the host let it
+    /// through or stopped the instance.
+    HostCall {
+        /// The client.
+        client: char,
+        /// The host's reason, when it stopped the instance.
+        stopped: Option<String>,
+    },
     /// A client's whole process stopped (a VM stop): neither the client nor its host's lease
     /// keeper runs.
     Stopped {
@@ -355,6 +363,7 @@ impl Event {
             | What::Read { client, .. }
             | What::Wrote { client, .. }
             | What::LeaseChecked { client, .. }
+            | What::HostCall { client, .. }
             | What::Stopped { client }
             | What::Resumed { client, .. }
             | What::HeldBack { client } => Lane::Client(*client),
@@ -601,6 +610,17 @@ impl Event {
                     );
                 }
             }
+            What::HostCall { client, stopped } => match stopped {
+                Some(why) => {
+                    let _ = write!(
+                        s,
+                        "{client}'s next call into its host is refused: the host has stopped {client} ({why})"
+                    );
+                }
+                None => {
+                    let _ = write!(s, "{client}'s next call into its host goes through");
+                }
+            },
             What::Stopped { client } => {
                 let _ = write!(
                     s,

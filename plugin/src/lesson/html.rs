@@ -361,6 +361,13 @@ impl Picture<'_> {
                         self.label(x, y, "#16a34a", "lost")
                     }
                 }
+                What::HostCall { stopped, .. } => {
+                    if stopped.is_some() {
+                        self.label(x, y, "#16a34a", "host stops it")
+                    } else {
+                        self.label(x, y, "#6b7280", "host call")
+                    }
+                }
                 What::Stopped { .. } => {
                     let _ = write!(
                         self.svg,

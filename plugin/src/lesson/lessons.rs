@@ -550,6 +550,8 @@ async fn stall_watched(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.resume('A');
     if w.check_watched('A').await? {
         w.write('A', n.delta_a, CheckKind::None).await?;
+    } else {
+        w.next_host_call('A').await?;
     }
     w.finish().await?;
     Ok(Act {

@@ -939,6 +939,42 @@ impl World {
         }
     }
 
+    /// `client` carries on with a call into its host (`simple-lock.holder`, a read): an
+    /// instance whose lease the host found lost is interrupted, and the call traps with the
+    /// host's reason. Recorded either way.
+    pub(crate) async fn next_host_call(&mut self, client: char) -> Result<(), String> {
+        let c = self.client(client);
+        let r = c
+            .inst
+            .run(move |(store, _, l)| {
+                Box::pin(async move {
+                    let l = l.ok_or_else(|| wasmtime::format_err!("not the lock client"))?;
+                    let locks = l.latchkey_locks_locks().simple_lock();
+                    let lock = locks.call_constructor(&mut *store, LOCK).await?;
+                    let r = locks.call_holder(&mut *store, lock).await?;
+                    lock.resource_drop_async(&mut *store).await?;
+                    Ok(r)
+                })
+            })
+            .await;
+        let stopped = match r {
+            Ok(_) => None,
+            // The host's own words, without wasmtime's backtrace around them.
+            Err(t) => Some(match t.0.find("lease on '") {
+                Some(i) => {
+                    let rest = &t.0[i..];
+                    let end = rest
+                        .find("tenant interrupted")
+                        .map_or(rest.len(), |e| e + "tenant interrupted".len());
+                    rest[..end].to_string()
+                }
+                None => t.0.lines().next().unwrap_or_default().to_string(),
+            }),
+        };
+        self.record(What::HostCall { client, stopped });
+        Ok(())
+    }
+
     /// `client`'s whole process stops (a VM stop, a long GC pause): neither it nor its
     /// host's lease keeper runs until [`World::resume`].
     pub(crate) fn stop(&mut self, client: char) {
