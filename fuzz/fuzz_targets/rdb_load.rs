@@ -1,4 +1,4 @@
 //! Fuzz target `rdb_load`: see `latchkey_fuzz::loaders` (fuzz/src/) for what it asserts.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| latchkey_fuzz::loaders::check_rdb(data));
+libfuzzer_sys::fuzz_target!(init: latchkey_fuzz::init(), |data: &[u8]| latchkey_fuzz::loaders::check_rdb(data));

@@ -1,17 +1,19 @@
-//! The checks behind latchkey's fuzz targets, one module per door an attacker can knock on.
+//! latchkey's fuzz targets, run with cargo-fuzz (libFuzzer) on nightly: `scripts/fuzz`.
 //!
-//! Each target in `fuzz_targets/` is one line handing libFuzzer's bytes to a function here.
-//! The same functions replay the minimized findings checked in under `fuzz/regressions/` in
-//! the normal (stable) test suite: `tests/tests/fuzz_regressions.rs` includes this file with
-//! `#[path]`, so a finding is replayed through exactly the code that found it.
-//!
-//! Every check panics (which libFuzzer reports as a crash) when an invariant breaks; a hang is
-//! caught by libFuzzer's `-timeout`, unbounded memory by `-rss_limit_mb` and by the counting
-//! allocator in [`alloc`].
+//! The checks live in the server crate (`latchkey_server::internals::fuzz`, behind its
+//! `internals` feature), beside the code they check; the regression tests replay the findings
+//! through the same functions. This crate adds what only a fuzz binary may have: a counting
+//! global allocator ([`alloc`]) whose counters the checks read for their memory bounds, handed
+//! over by [`init`] before the first input.
 
 pub mod alloc;
-pub mod dispatch;
-pub mod loaders;
-pub mod lua;
-pub mod resp;
-pub mod rt;
+
+pub use latchkey_server::internals::fuzz::{dispatch, loaders, lua, resp};
+
+/// Hands the counting allocator's meter to the checks; every target runs it once at start.
+pub fn init() {
+    latchkey_server::internals::fuzz::set_meter(latchkey_server::internals::fuzz::Meter {
+        start: alloc::start,
+        peak_since: alloc::peak_since,
+    });
+}

@@ -9,7 +9,7 @@
 use std::sync::{Arc, OnceLock};
 
 use latchkey_client::scripts::{self, Script};
-use latchkey_server::cmd::{self, CommandSpec};
+use latchkey_server::commands::{self, CommandInfo};
 
 /// What a tenant may run, and how its arguments are namespaced.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ enum Keys {
     /// command table).
     Channel,
     /// As the server's command table says.
-    Table(&'static CommandSpec),
+    Table(CommandInfo),
 }
 
 /// The allow-list, each command with where its keys are: resolved once, on first use.
@@ -51,7 +51,8 @@ fn allowed() -> &'static [(&'static str, Keys)] {
                     "evalsha" => Keys::EvalSha,
                     "publish" => Keys::Channel,
                     _ => Keys::Table(
-                        cmd::lookup(name.as_bytes()).expect("allowed commands exist on the server"),
+                        commands::lookup(name.as_bytes())
+                            .expect("allowed commands exist on the server"),
                     ),
                 };
                 (name, keys)
@@ -88,19 +89,19 @@ fn is_own_sha(sha: &[u8]) -> bool {
 }
 
 /// The positions of the key arguments of a `spec` command called with `argc` arguments: what
-/// [`CommandSpec::key_positions`] says, as an iterator instead of a vector.
-fn table_keys(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
-    let (first, step) = if spec.first_key <= 0 || argc == 0 {
+/// [`CommandInfo::key_positions`] says, as an iterator instead of a vector.
+fn table_keys(spec: CommandInfo, argc: usize) -> impl Iterator<Item = usize> {
+    let (first, step) = if spec.first_key() <= 0 || argc == 0 {
         (1, 1) // an empty range below
     } else {
-        (spec.first_key as usize, spec.step.max(1) as usize)
+        (spec.first_key() as usize, spec.step().max(1) as usize)
     };
-    let last = if spec.first_key <= 0 || argc == 0 {
+    let last = if spec.first_key() <= 0 || argc == 0 {
         0
-    } else if spec.last_key < 0 {
-        (argc as i32 + spec.last_key).max(0) as usize
+    } else if spec.last_key() < 0 {
+        (argc as i32 + spec.last_key()).max(0) as usize
     } else {
-        spec.last_key as usize
+        spec.last_key() as usize
     };
     (first..=last).step_by(step).filter(move |i| *i < argc)
 }
@@ -215,7 +216,7 @@ mod tests {
             let Keys::Table(spec) = keys else { continue };
             for argc in 0..8 {
                 assert_eq!(
-                    table_keys(spec, argc).collect::<Vec<_>>(),
+                    table_keys(*spec, argc).collect::<Vec<_>>(),
                     spec.key_positions(argc),
                     "{name} with {argc} arguments"
                 );
@@ -223,7 +224,7 @@ mod tests {
         }
         // And a few commands beyond the allow-list, with other key layouts.
         for name in ["mset", "mget", "rename", "zadd", "eval", "ping"] {
-            let spec = cmd::lookup(name.as_bytes()).expect(name);
+            let spec = commands::lookup(name.as_bytes()).expect(name);
             for argc in 0..8 {
                 assert_eq!(
                     table_keys(spec, argc).collect::<Vec<_>>(),

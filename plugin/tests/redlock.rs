@@ -162,7 +162,10 @@ async fn redlock_on_five_in_process_latchkey_servers() {
         servers.push(Server::builder().no_listener().start().await.unwrap());
     }
     let backends: Vec<Arc<dyn Backend>> = servers.iter().map(<dyn Backend>::local).collect();
-    let shared: Vec<_> = servers.iter().map(|s| s.shared().clone()).collect();
+    let shared: Vec<_> = servers
+        .iter()
+        .map(latchkey_server::internals::node)
+        .collect();
     session(Nodes {
         host_side: backends.clone(),
         views: backends,
@@ -185,7 +188,10 @@ async fn redlock_on_five_latchkey_servers_over_tcp() {
     }
     // The views run in-process, so they still read a stopped node's keys.
     let views = servers.iter().map(<dyn Backend>::local).collect();
-    let shared: Vec<_> = servers.iter().map(|s| s.shared().clone()).collect();
+    let shared: Vec<_> = servers
+        .iter()
+        .map(latchkey_server::internals::node)
+        .collect();
     session(Nodes {
         host_side: backends,
         views,

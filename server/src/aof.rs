@@ -17,7 +17,7 @@ use crate::codec::{Decoder, Parsed};
 
 /// When appended bytes are forced to disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fsync {
+pub(crate) enum Fsync {
     /// After every write, before the reply.
     Always,
     /// Once a second, from a background task.
@@ -28,7 +28,7 @@ pub enum Fsync {
 
 impl Fsync {
     /// Parses `appendfsync`'s value.
-    pub fn parse(s: &str) -> Fsync {
+    pub(crate) fn parse(s: &str) -> Fsync {
         match s.to_ascii_lowercase().as_str() {
             "always" => Fsync::Always,
             "no" => Fsync::No,
@@ -39,12 +39,11 @@ impl Fsync {
 
 /// An open append-only file.
 #[derive(Debug)]
-pub struct Aof {
+pub(crate) struct Aof {
     file: Mutex<File>,
     fsync: Fsync,
     last_db: AtomicI64,
     dirty: AtomicBool,
-    path: PathBuf,
     /// Bytes appended since the file was opened.
     appended: AtomicU64,
     /// Of those, how many are known to be on disk (what `WAITAOF` waits for).
@@ -53,36 +52,21 @@ pub struct Aof {
 
 impl Aof {
     /// Opens (creating if needed) the file for appending.
-    pub fn open(path: PathBuf, fsync: Fsync) -> std::io::Result<Aof> {
+    pub(crate) fn open(path: PathBuf, fsync: Fsync) -> std::io::Result<Aof> {
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         Ok(Aof {
             file: Mutex::new(file),
             fsync,
             last_db: AtomicI64::new(-1),
             dirty: AtomicBool::new(false),
-            path,
             appended: AtomicU64::new(0),
             synced: AtomicU64::new(0),
         })
     }
 
-    /// Where the file lives.
-    pub fn path(&self) -> &PathBuf {
-        &self.path
-    }
-
-    /// Appends commands (with a `SELECT` when the database changes).
-    pub fn append(&self, db: usize, commands: &[Vec<Bytes>]) {
-        let mut out = BytesMut::new();
-        for c in commands {
-            crate::codec::encode(c, &mut out);
-        }
-        self.append_encoded(db, &out);
-    }
-
     /// Appends commands already encoded in RESP (the bytes the replication stream carries),
     /// with a `SELECT` first when the database changes.
-    pub fn append_encoded(&self, db: usize, commands: &[u8]) {
+    pub(crate) fn append_encoded(&self, db: usize, commands: &[u8]) {
         if commands.is_empty() {
             return;
         }
@@ -118,17 +102,17 @@ impl Aof {
     }
 
     /// Bytes appended since the file was opened.
-    pub fn appended(&self) -> u64 {
+    pub(crate) fn appended(&self) -> u64 {
         self.appended.load(Ordering::Acquire)
     }
 
     /// Bytes known to be on disk (`appendfsync no`: bytes written).
-    pub fn synced(&self) -> u64 {
+    pub(crate) fn synced(&self) -> u64 {
         self.synced.load(Ordering::Acquire)
     }
 
     /// The once-a-second flush of `appendfsync everysec`.
-    pub fn flush_if_dirty(&self) {
+    pub(crate) fn flush_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let f = self.file.lock();
             let appended = self.appended();
@@ -141,7 +125,7 @@ impl Aof {
 
 /// Reads the commands of an AOF. A torn tail is cut off the file (and reported) so that the
 /// next start sees a clean file.
-pub fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
+pub(crate) fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
     let mut data = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
@@ -169,7 +153,7 @@ pub fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
 /// Parses the bytes of an AOF: the commands of its intact prefix, and that prefix's length
 /// (less than `data.len()` when the tail is torn or not RESP). Memory follows the bytes given:
 /// a claimed argument length is never allocated ahead of its bytes.
-pub fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
+pub(crate) fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
     let total = data.len();
     let mut buf = BytesMut::from(data);
     let mut decoder = Decoder::default();

@@ -18,7 +18,7 @@ use crate::frame::{Frame, Protocol};
 /// The part of a client that other connections may look at or act on (`CLIENT LIST`,
 /// `CLIENT KILL`, a publisher delivering a message).
 #[derive(Debug)]
-pub struct ClientHandle {
+pub(crate) struct ClientHandle {
     /// `CLIENT ID`: unique, increasing.
     pub id: u64,
     /// The peer address, when the client came over TCP.
@@ -45,7 +45,7 @@ pub struct ClientHandle {
 
 /// Whether a connection sends the replies of its commands (`CLIENT REPLY`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyMode {
+pub(crate) enum ReplyMode {
     /// Every reply is sent.
     #[default]
     On,
@@ -60,7 +60,7 @@ pub enum ReplyMode {
 impl ReplyMode {
     /// Whether the reply of the command that just ran is sent, moving a `SKIP` on by one
     /// command.
-    pub fn take_reply(&mut self) -> bool {
+    pub(crate) fn take_reply(&mut self) -> bool {
         match *self {
             ReplyMode::On => true,
             ReplyMode::Off => false,
@@ -78,7 +78,7 @@ impl ReplyMode {
 
 /// What a connection is to this server, as `CLIENT KILL TYPE` and `CLIENT LIST` see it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub enum ClientRole {
+pub(crate) enum ClientRole {
     /// An ordinary client (or a subscriber: that is read from its subscriptions).
     #[default]
     Normal,
@@ -90,7 +90,7 @@ pub enum ClientRole {
 
 /// Details of a client that change over its life.
 #[derive(Debug, Default, Clone)]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     /// Whether it is an ordinary client, our master, or a replica of ours.
     pub role: ClientRole,
     /// `CLIENT SETNAME`.
@@ -113,20 +113,20 @@ pub struct ClientInfo {
 
 impl ClientHandle {
     /// Asks the connection to close (`CLIENT KILL`, output-buffer overrun, shutdown).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         self.kill_notify.notify_waiters();
         self.kill_notify.notify_one();
     }
 
     /// Whether [`kill`](ClientHandle::kill) was called.
-    pub fn is_killed(&self) -> bool {
+    pub(crate) fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
 
     /// A sender of push messages to this client (see [`PushSender`]), while its connection
     /// lives.
-    pub fn pusher(self: &Arc<Self>) -> Option<PushSender> {
+    pub(crate) fn pusher(self: &Arc<Self>) -> Option<PushSender> {
         Some(PushSender {
             tx: self.push_tx.upgrade()?,
             handle: self.clone(),
@@ -134,7 +134,7 @@ impl ClientHandle {
     }
 
     /// Resolves once the client has been killed.
-    pub async fn killed(&self) {
+    pub(crate) async fn killed(&self) {
         loop {
             let n = self.kill_notify.notified();
             if self.is_killed() {
@@ -147,7 +147,7 @@ impl ClientHandle {
 
 /// Sends out-of-band messages (pub/sub) to one client and accounts for the bytes waiting.
 #[derive(Debug, Clone)]
-pub struct PushSender {
+pub(crate) struct PushSender {
     tx: mpsc::UnboundedSender<Frame>,
     /// The receiving client.
     pub handle: Arc<ClientHandle>,
@@ -155,7 +155,7 @@ pub struct PushSender {
 
 impl PushSender {
     /// Queues a push message. Returns the number of bytes now waiting for this client.
-    pub fn send(&self, frame: Frame, approx_bytes: usize) -> usize {
+    pub(crate) fn send(&self, frame: Frame, approx_bytes: usize) -> usize {
         if self.tx.send(frame).is_err() {
             return 0;
         }
@@ -168,29 +168,32 @@ impl PushSender {
 
 /// Receives a client's push messages; owned by its connection.
 #[derive(Debug)]
-pub struct PushReceiver {
+pub(crate) struct PushReceiver {
     rx: mpsc::UnboundedReceiver<Frame>,
     handle: Arc<ClientHandle>,
 }
 
 impl PushReceiver {
     /// Waits for the next push message.
-    pub async fn recv(&mut self) -> Option<Frame> {
+    pub(crate) async fn recv(&mut self) -> Option<Frame> {
         self.rx.recv().await
     }
 
     /// Takes a push message if one is ready.
-    pub fn try_recv(&mut self) -> Option<Frame> {
+    pub(crate) fn try_recv(&mut self) -> Option<Frame> {
         self.rx.try_recv().ok()
     }
 
     /// A receiver fed by nothing (for a client whose real receiver was handed elsewhere).
-    pub fn detached(rx: mpsc::UnboundedReceiver<Frame>, handle: Arc<ClientHandle>) -> PushReceiver {
+    pub(crate) fn detached(
+        rx: mpsc::UnboundedReceiver<Frame>,
+        handle: Arc<ClientHandle>,
+    ) -> PushReceiver {
         PushReceiver { rx, handle }
     }
 
     /// Records that `n` queued bytes have been written out.
-    pub fn written(&self, n: usize) {
+    pub(crate) fn written(&self, n: usize) {
         let _ =
             self.handle
                 .queued_push_bytes
@@ -203,7 +206,7 @@ impl PushReceiver {
 /// The options of a client whose `CLIENT TRACKING` is on (the table is
 /// [`crate::tracking`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TrackingMode {
+pub(crate) struct TrackingMode {
     /// `BCAST`: prefixes instead of remembered reads.
     pub bcast: bool,
     /// `OPTIN`: remember reads only after `CLIENT CACHING YES`.
@@ -216,7 +219,7 @@ pub struct TrackingMode {
 
 /// A `MULTI` in progress.
 #[derive(Debug, Default)]
-pub struct MultiState {
+pub(crate) struct MultiState {
     /// Commands queued so far.
     pub queue: Vec<Vec<Bytes>>,
     /// Set when a queued command was rejected (unknown, wrong arity): `EXEC` then aborts.
@@ -225,7 +228,7 @@ pub struct MultiState {
 
 /// Everything the server knows about one connection, owned by that connection's task.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     /// What other clients may see of this one.
     pub handle: Arc<ClientHandle>,
     /// Selected database (`SELECT`).
@@ -278,7 +281,7 @@ pub struct Client {
 impl Client {
     /// Releases every `WATCH` and gives the client a fresh flag (after `EXEC`, `DISCARD`,
     /// `UNWATCH`, `RESET`, or when it disconnects).
-    pub fn unwatch_all(&mut self, keyspace: &crate::db::Keyspace) {
+    pub(crate) fn unwatch_all(&mut self, keyspace: &crate::db::Keyspace) {
         for (db, key, _) in self.watched.drain(..) {
             keyspace.db(db).unwatch(&key, &self.watch_flag);
         }
@@ -286,18 +289,18 @@ impl Client {
     }
 
     /// Whether the connection is in RESP2 subscribed mode, where only pub/sub commands run.
-    pub fn in_resp2_pubsub(&self) -> bool {
+    pub(crate) fn in_resp2_pubsub(&self) -> bool {
         self.protocol == Protocol::Resp2 && self.subscription_count() > 0
     }
 
     /// Total subscriptions of all kinds.
-    pub fn subscription_count(&self) -> usize {
+    pub(crate) fn subscription_count(&self) -> usize {
         self.channels.len() + self.patterns.len() + self.shard_channels.len()
     }
 
     /// Refreshes the details `CLIENT LIST` shows. Called for every command, so it takes the
     /// info lock only when something `CLIENT LIST` shows has changed.
-    pub fn sync_info(&mut self, last_cmd: &'static str, now_ms: u64) {
+    pub(crate) fn sync_info(&mut self, last_cmd: &'static str, now_ms: u64) {
         self.handle
             .last_interaction_ms
             .store(now_ms, Ordering::Relaxed);
@@ -327,17 +330,17 @@ impl Client {
 
 /// Every connected client, by id.
 #[derive(Debug, Default)]
-pub struct Clients {
+pub(crate) struct Clients {
     next_id: AtomicU64,
     all: ClientDirectory,
 }
 
 /// The clients by id, shareable: what the tracking table looks its targets up in.
-pub type ClientDirectory = Arc<DashMap<u64, Arc<ClientHandle>>>;
+pub(crate) type ClientDirectory = Arc<DashMap<u64, Arc<ClientHandle>>>;
 
 impl Clients {
     /// Registers a new connection and returns its state plus the receiving end of its pushes.
-    pub fn register(
+    pub(crate) fn register(
         &self,
         addr: Option<SocketAddr>,
         laddr: Option<SocketAddr>,
@@ -392,39 +395,34 @@ impl Clients {
     }
 
     /// The registry itself, for parts that look clients up by id on their own.
-    pub fn directory(&self) -> ClientDirectory {
+    pub(crate) fn directory(&self) -> ClientDirectory {
         self.all.clone()
     }
 
     /// Forgets a closed connection.
-    pub fn unregister(&self, id: u64) {
+    pub(crate) fn unregister(&self, id: u64) {
         self.all.remove(&id);
     }
 
     /// Number of connected clients.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.all.len()
     }
 
-    /// Whether no client is connected.
-    pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
-    }
-
     /// A client by id.
-    pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
         self.all.get(&id).map(|h| h.clone())
     }
 
     /// Every client, ordered by id.
-    pub fn list(&self) -> Vec<Arc<ClientHandle>> {
+    pub(crate) fn list(&self) -> Vec<Arc<ClientHandle>> {
         let mut v: Vec<_> = self.all.iter().map(|h| h.clone()).collect();
         v.sort_by_key(|h| h.id);
         v
     }
 
     /// Kills every client (shutdown).
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         for h in self.all.iter() {
             h.kill();
         }

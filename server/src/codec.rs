@@ -13,12 +13,12 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// An inline command or a multibulk count line may not exceed this many bytes (Redis's
 /// `PROTO_INLINE_MAX_SIZE`).
-pub const INLINE_MAX: usize = 64 * 1024;
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
 
 /// What went wrong while parsing a request. The text is Redis's, to be sent as `-ERR <text>`
 /// before the connection is closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+pub(crate) struct ProtocolError(pub String);
 
 impl std::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -34,7 +34,7 @@ fn err<T>(msg: &str) -> Result<T, ProtocolError> {
 
 /// The outcome of one parse attempt.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// A complete command: its arguments, the name first.
     Command(Vec<Bytes>),
     /// A complete but empty request (a blank inline line or `*0`); nothing to run.
@@ -44,7 +44,7 @@ pub enum Parsed {
 /// Incremental parser state: remembers how far a partially received multibulk request got so
 /// that a large request arriving in many reads is not re-scanned from the start each time.
 #[derive(Debug, Default)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     /// Arguments of the multibulk request being read, when one is in progress.
     pending: Option<Pending>,
 }
@@ -57,7 +57,7 @@ struct Pending {
 
 impl Decoder {
     /// Takes one command off the front of `buf`. Returns `Ok(None)` when more bytes are needed.
-    pub fn parse(
+    pub(crate) fn parse(
         &mut self,
         buf: &mut BytesMut,
         max_bulk_len: u64,
@@ -157,7 +157,7 @@ fn take_line(
 }
 
 /// Parses a signed decimal integer the way Redis's `string2ll` does (no spaces, no `+`).
-pub fn parse_int(s: &[u8]) -> Option<i64> {
+pub(crate) fn parse_int(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
@@ -227,7 +227,7 @@ fn c_isspace(c: u8) -> bool {
 /// request decoder never passes a NUL here, as Redis never completes such a line; but here a
 /// NUL once ended a word without being skipped as a separator, and the loop then added empty
 /// words forever: three bytes, `"\0\r\n"`, made the server allocate until it was killed.)
-pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     let line = match line.iter().position(|c| *c == 0) {
         Some(nul) => &line[..nul],
         None => line,
@@ -325,7 +325,7 @@ thread_local! {
 /// the other out of a large per-thread buffer, so encoding a command allocates nothing: a
 /// new buffer is taken once the last one is used up, and an old one is freed when the last
 /// piece cut from it (in the backlog, on its way to a replica) is dropped.
-pub fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
+pub(crate) fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
     STREAM_BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         if buf.capacity() - buf.len() < 1024 {
@@ -338,7 +338,7 @@ pub fn stream_chunk(write: impl FnOnce(&mut BytesMut)) -> Bytes {
 
 /// Appends one command to `out` in RESP, as a client would send it (an array of bulk strings).
 /// Written straight into the buffer: no intermediate reply value is built.
-pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
+pub(crate) fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
     let mut n = itoa::Buffer::new();
     out.put_u8(b'*');
     out.put_slice(n.format(args.len()).as_bytes());

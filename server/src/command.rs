@@ -18,58 +18,58 @@ use crate::frame::Frame;
 use crate::state::Shared;
 
 /// The command changes data (refused on a read-only replica, propagated to replicas).
-pub const WRITE: u32 = 1 << 0;
+pub(crate) const WRITE: u32 = 1 << 0;
 /// The command only reads data.
-pub const READONLY: u32 = 1 << 1;
+pub(crate) const READONLY: u32 = 1 << 1;
 /// The command may allocate memory (`denyoom`).
-pub const DENYOOM: u32 = 1 << 2;
+pub(crate) const DENYOOM: u32 = 1 << 2;
 /// The command is administrative.
-pub const ADMIN: u32 = 1 << 3;
+pub(crate) const ADMIN: u32 = 1 << 3;
 /// The command is pub/sub related.
-pub const PUBSUB: u32 = 1 << 4;
+pub(crate) const PUBSUB: u32 = 1 << 4;
 /// Scripts may not call the command.
-pub const NOSCRIPT: u32 = 1 << 5;
+pub(crate) const NOSCRIPT: u32 = 1 << 5;
 /// The command may block the client.
-pub const BLOCKING: u32 = 1 << 6;
+pub(crate) const BLOCKING: u32 = 1 << 6;
 /// O(1) or O(log N) command.
-pub const FAST: u32 = 1 << 7;
+pub(crate) const FAST: u32 = 1 << 7;
 /// Runs while the keyspace is still loading.
-pub const LOADING: u32 = 1 << 8;
+pub(crate) const LOADING: u32 = 1 << 8;
 /// Runs on a replica whose link to the master is down.
-pub const STALE: u32 = 1 << 9;
+pub(crate) const STALE: u32 = 1 << 9;
 /// Runs even while a script is busy, without taking the gate (e.g. `SCRIPT KILL`).
-pub const ALLOW_BUSY: u32 = 1 << 10;
+pub(crate) const ALLOW_BUSY: u32 = 1 << 10;
 /// Needs the keyspace to itself: no other command may run concurrently.
-pub const EXCLUSIVE: u32 = 1 << 11;
+pub(crate) const EXCLUSIVE: u32 = 1 << 11;
 /// Runs at once inside `MULTI` instead of being queued (`EXEC`, `DISCARD`, `WATCH`, ...).
-pub const NO_QUEUE: u32 = 1 << 12;
+pub(crate) const NO_QUEUE: u32 = 1 << 12;
 /// Allowed in RESP2 subscribed mode.
-pub const SUBSCRIBED_OK: u32 = 1 << 13;
+pub(crate) const SUBSCRIBED_OK: u32 = 1 << 13;
 /// Not allowed inside `MULTI`.
-pub const NO_MULTI: u32 = 1 << 14;
+pub(crate) const NO_MULTI: u32 = 1 << 14;
 /// Runs exclusively when given more than one key (`DEL`, `MGET`, `EXISTS`, ...): on one key
 /// it is a single atomic step anyway, but over several it must be one step too, so that no
 /// client sees some of the keys before and some after another client's writes.
-pub const MULTI_KEY: u32 = 1 << 15;
+pub(crate) const MULTI_KEY: u32 = 1 << 15;
 /// May send something down the replication stream though it is no write (Redis's
 /// `may-replicate`: scripts, `PUBLISH`); a `CLIENT PAUSE WRITE` holds it like a write.
-pub const MAY_REPLICATE: u32 = 1 << 16;
+pub(crate) const MAY_REPLICATE: u32 = 1 << 16;
 /// Walks the whole keyspace (`KEYS`, `SCAN`, `FLUSHALL`, a full sync's snapshot): run off its
 /// async worker when the keyspace is large (see [`crate::walk`]).
-pub const WALKS_KEYSPACE: u32 = 1 << 17;
+pub(crate) const WALKS_KEYSPACE: u32 = 1 << 17;
 /// Walks the collection at its key(s) (`LRANGE`, `HGETALL`, `ZRANGE`, ...): run off its async
 /// worker when that collection is large (see [`crate::walk`]).
-pub const WALKS_VALUE: u32 = 1 << 18;
+pub(crate) const WALKS_VALUE: u32 = 1 << 18;
 
 /// How a command runs.
-pub type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
+pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
 
 /// A future a blocking command waits on before its reply is known.
-pub type Blocked = Pin<Box<dyn Future<Output = Frame> + Send + 'static>>;
+pub(crate) type Blocked = Pin<Box<dyn Future<Output = Frame> + Send + 'static>>;
 
 /// One entry of the command table.
 #[derive(Clone, Copy)]
-pub struct CommandSpec {
+pub(crate) struct CommandSpec {
     /// Lowercase name.
     pub name: &'static str,
     /// Redis arity: `N` means exactly N arguments including the name, `-N` at least N.
@@ -92,7 +92,7 @@ pub struct CommandSpec {
 }
 
 /// See [`CommandSpec::flags_of`].
-pub type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
+pub(crate) type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
 
 impl std::fmt::Debug for CommandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,18 +105,18 @@ impl std::fmt::Debug for CommandSpec {
 
 impl CommandSpec {
     /// Whether the spec has flag `f`.
-    pub fn has(&self, f: u32) -> bool {
+    pub(crate) fn has(&self, f: u32) -> bool {
         self.flags & f != 0
     }
 
     /// Whether `argc` arguments satisfy the arity.
-    pub fn arity_ok(&self, argc: usize) -> bool {
+    pub(crate) fn arity_ok(&self, argc: usize) -> bool {
         let a = self.arity;
         (a > 0 && argc as i32 == a) || (a < 0 && argc as i32 >= -a)
     }
 
     /// The flag names `COMMAND INFO` shows.
-    pub fn flag_names(&self) -> Vec<&'static str> {
+    pub(crate) fn flag_names(&self) -> Vec<&'static str> {
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
@@ -139,7 +139,7 @@ impl CommandSpec {
     }
 
     /// Positions of the key arguments in `args`.
-    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
+    pub(crate) fn key_positions(&self, argc: usize) -> Vec<usize> {
         if self.first_key <= 0 || argc == 0 {
             return Vec::new();
         }
@@ -157,7 +157,7 @@ impl CommandSpec {
 }
 
 /// Builds a [`CommandSpec`] tersely: `spec("get", 2, READONLY | FAST, 1, 1, 1, get)`.
-pub const fn spec(
+pub(crate) const fn spec(
     name: &'static str,
     arity: i32,
     flags: u32,
@@ -181,7 +181,7 @@ pub const fn spec(
 impl CommandSpec {
     /// This command, with flags that depend on its arguments (see
     /// [`CommandSpec::flags_of`]).
-    pub const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
+    pub(crate) const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
         CommandSpec {
             flags_of: Some(f),
             ..self
@@ -190,14 +190,14 @@ impl CommandSpec {
 
     /// This command as it runs with these arguments: its flags adjusted by
     /// [`CommandSpec::flags_of`], or itself.
-    pub fn for_args(&self, shared: &Shared, args: &[Bytes]) -> Option<CommandSpec> {
+    pub(crate) fn for_args(&self, shared: &Shared, args: &[Bytes]) -> Option<CommandSpec> {
         let flags = (self.flags_of?)(shared, args, self.flags)?;
         Some(CommandSpec { flags, ..*self })
     }
 }
 
 /// Everything a handler may use while it runs.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// Server-wide state.
     pub shared: &'a Arc<Shared>,
     /// The calling client.
@@ -219,14 +219,8 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// A context for one command of `client`, at the current time.
-    pub fn new(shared: &'a Arc<Shared>, client: &'a mut Client) -> Ctx<'a> {
-        let now_ms = shared.clock.now_ms();
-        Ctx::at(shared, client, now_ms)
-    }
-
     /// A context for one command of `client`, at a time already read from the clock.
-    pub fn at(shared: &'a Arc<Shared>, client: &'a mut Client, now_ms: u64) -> Ctx<'a> {
+    pub(crate) fn at(shared: &'a Arc<Shared>, client: &'a mut Client, now_ms: u64) -> Ctx<'a> {
         Ctx {
             shared,
             client,
@@ -240,38 +234,38 @@ impl<'a> Ctx<'a> {
     }
 
     /// The client's selected database.
-    pub fn db(&self) -> &'a Db {
+    pub(crate) fn db(&self) -> &'a Db {
         let shared: &'a Arc<Shared> = self.shared;
         shared.keyspace.db(self.client.db)
     }
 
     /// Whether reads delete expired keys (false on a replica, which waits for the master's
     /// `DEL`).
-    pub fn lazy_delete(&self) -> bool {
+    pub(crate) fn lazy_delete(&self) -> bool {
         self.shared.lazy_expire_deletes()
     }
 
     /// Whether the command may block (it may not inside `MULTI` or a script, where blocking
     /// commands answer at once as if their timeout had passed).
-    pub fn may_block(&self) -> bool {
+    pub(crate) fn may_block(&self) -> bool {
         !self.in_exec && !self.in_script && !self.client.deny_blocking
     }
 
     /// Makes the command wait for `fut`, whose output becomes the reply. The handler's own
     /// return value is then ignored.
-    pub fn block(&mut self, fut: impl Future<Output = Frame> + Send + 'static) {
+    pub(crate) fn block(&mut self, fut: impl Future<Output = Frame> + Send + 'static) {
         self.blocked = Some(Box::pin(fut));
     }
 
     /// Makes the replication stream and the AOF carry `commands` instead of this command (as
     /// Redis's `rewriteClientCommandVector`/`alsoPropagate` do for `SPOP`, whose effect the
     /// command line does not determine).
-    pub fn propagate_as(&mut self, commands: Vec<Vec<Bytes>>) {
+    pub(crate) fn propagate_as(&mut self, commands: Vec<Vec<Bytes>>) {
         self.rewritten = Some(commands);
     }
 
     /// Records that a write changed something.
-    pub fn changed(&mut self) {
+    pub(crate) fn changed(&mut self) {
         self.dirty += 1;
     }
 
@@ -280,7 +274,7 @@ impl<'a> Ctx<'a> {
     /// command's result. Counts the command as a write when it changed the key. Every
     /// read-modify-write of one key goes through here, since commands run in parallel: `SET NX`
     /// read then written separately would let two clients take one lock.
-    pub fn update_key<R>(
+    pub(crate) fn update_key<R>(
         &mut self,
         key: &Bytes,
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
@@ -300,7 +294,7 @@ impl<'a> Ctx<'a> {
     /// Records that `key` was changed in place (through `get_mut`): tells transactions that
     /// `WATCH` it and counts the change. `Db::insert`/`Db::remove` signal watchers themselves;
     /// calling this after them as well is harmless.
-    pub fn modified(&mut self, key: &[u8]) {
+    pub(crate) fn modified(&mut self, key: &[u8]) {
         self.db().signal_modified(key);
         self.dirty += 1;
     }
@@ -312,7 +306,7 @@ impl Shared {
     ///
     /// The link to our master and the AOF being loaded (`is_replication_link`) are obeyed,
     /// never refused, as Redis obeys them: what they carry was already accepted once.
-    pub fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
+    pub(crate) fn precheck(&self, client: &Client, spec: &CommandSpec) -> Option<Frame> {
         if spec.has(WRITE) && !client.is_replication_link {
             if self.is_replica() {
                 return Some(Frame::error(
@@ -330,7 +324,7 @@ impl Shared {
     /// is a replica, or enough replicas acknowledged within `min-replicas-max-lag` seconds.
     /// This is what keeps a master cut off from its replicas from taking writes (a lock
     /// among them) that a failover would lose — for as long as the lag allows.
-    pub fn enough_good_replicas(&self) -> bool {
+    pub(crate) fn enough_good_replicas(&self) -> bool {
         let (to_write, max_lag) = self.config.min_replicas();
         if to_write == 0 || max_lag == 0 || self.is_replica() {
             return true;
@@ -340,10 +334,10 @@ impl Shared {
 }
 
 /// Redis's refusal of a write when `min-replicas-to-write` is not met.
-pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+pub(crate) const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// Redis's reply to a command name it does not know.
-pub fn unknown_command_error(args: &[Bytes]) -> Frame {
+pub(crate) fn unknown_command_error(args: &[Bytes]) -> Frame {
     let name = cstr(&args[0]);
     let name: String = name.chars().take(128).collect();
     let mut rest = String::new();
@@ -381,7 +375,7 @@ fn truncate_bytes(s: &str, max: usize) -> String {
 }
 
 /// Redis's wrong-arity reply for `name` (use `parent|sub` for subcommands).
-pub fn arity_error(name: &str) -> Frame {
+pub(crate) fn arity_error(name: &str) -> Frame {
     Frame::error(format!(
         "ERR wrong number of arguments for '{name}' command"
     ))
@@ -393,7 +387,7 @@ static TABLE: OnceLock<Table> = OnceLock::new();
 
 /// Registers the command table (once; later calls change nothing): every spec of `tables`,
 /// by name. Called when a server starts, before any command runs.
-pub fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
+pub(crate) fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
     TABLE.get_or_init(|| {
         let mut m = Table::default();
         for t in tables() {
@@ -413,7 +407,7 @@ fn table() -> &'static Table {
 }
 
 /// Looks a command up by name, case-insensitively.
-pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.len() > 32 {
         return None;
     }

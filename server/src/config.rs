@@ -62,7 +62,7 @@ const DEFAULTS: &[(&str, &str)] = &[
 /// these, so none is accepted and then ignored (the list, with the reason for each, is in
 /// `docs/COMPATIBILITY.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Runtime {
+pub(crate) enum Runtime {
     /// A new value takes effect at once.
     Applied,
     /// Set only at start, as in Redis (`CONFIG SET` answers Redis's "can't set immutable
@@ -74,7 +74,7 @@ pub enum Runtime {
 }
 
 /// The [`Runtime`] rule of a parameter (names lowercase).
-pub fn runtime_rule(name: &str) -> Runtime {
+pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
         "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
         "bind" | "port" | "dir" | "appendonly" | "appendfsync" | "loglevel" => {
@@ -94,7 +94,7 @@ pub fn runtime_rule(name: &str) -> Runtime {
 
 /// The server's configuration parameters.
 #[derive(Debug)]
-pub struct Config {
+pub(crate) struct Config {
     params: RwLock<IndexMap<String, String>>,
     maxclients: AtomicU64,
     proto_max_bulk_len: AtomicU64,
@@ -140,7 +140,7 @@ impl Default for Config {
 
 /// Why `CONFIG SET` refused a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// The parameter does not exist.
     Unknown,
     /// The value is not acceptable for the parameter; the text explains.
@@ -149,12 +149,12 @@ pub enum ConfigError {
 
 impl Config {
     /// The current value of a parameter, if it exists (names are case-insensitive).
-    pub fn get(&self, name: &str) -> Option<String> {
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
         self.params.read().get(&name.to_ascii_lowercase()).cloned()
     }
 
     /// Every `(name, value)` whose name matches the glob `pattern`, in a stable order.
-    pub fn matching(&self, pattern: &[u8]) -> Vec<(String, String)> {
+    pub(crate) fn matching(&self, pattern: &[u8]) -> Vec<(String, String)> {
         self.params
             .read()
             .iter()
@@ -164,7 +164,7 @@ impl Config {
     }
 
     /// Sets a parameter, validating numeric ones.
-    pub fn set(&self, name: &str, value: &str) -> Result<(), ConfigError> {
+    pub(crate) fn set(&self, name: &str, value: &str) -> Result<(), ConfigError> {
         let name = name.to_ascii_lowercase();
         if !self.params.read().contains_key(&name) {
             return Err(ConfigError::Unknown);
@@ -259,39 +259,34 @@ impl Config {
     }
 
     /// `maxclients`.
-    pub fn maxclients(&self) -> u64 {
+    pub(crate) fn maxclients(&self) -> u64 {
         self.maxclients.load(Ordering::Acquire)
     }
 
     /// `proto-max-bulk-len`.
-    pub fn proto_max_bulk_len(&self) -> u64 {
+    pub(crate) fn proto_max_bulk_len(&self) -> u64 {
         self.proto_max_bulk_len.load(Ordering::Acquire)
     }
 
-    /// `maxmemory` in bytes (0: no limit).
-    pub fn maxmemory(&self) -> u64 {
-        self.limits.maxmemory()
-    }
-
     /// `client-query-buffer-limit` in bytes.
-    pub fn query_buffer_limit(&self) -> u64 {
+    pub(crate) fn query_buffer_limit(&self) -> u64 {
         self.limits.query_buffer_limit()
     }
 
     /// `set-max-intset-entries`.
-    pub fn set_max_intset_entries(&self) -> usize {
+    pub(crate) fn set_max_intset_entries(&self) -> usize {
         self.encodings.set_max_intset_entries()
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).
-    pub fn busy_reply_threshold(&self) -> Duration {
+    pub(crate) fn busy_reply_threshold(&self) -> Duration {
         Duration::from_millis(self.busy_reply_threshold_ms.load(Ordering::Acquire))
     }
 
     /// `min-replicas-to-write` and `min-replicas-max-lag` (aliases `min-slaves-*`): how many
     /// replicas must be good, and how many seconds old a good replica's last
     /// acknowledgement may be. The rule is on only when both are above 0.
-    pub fn min_replicas(&self) -> (u64, u64) {
+    pub(crate) fn min_replicas(&self) -> (u64, u64) {
         (
             self.min_replicas_to_write.load(Ordering::Acquire),
             self.min_replicas_max_lag.load(Ordering::Acquire),
@@ -300,7 +295,7 @@ impl Config {
 }
 
 /// Parses a Redis memory/number value such as `100`, `1mb`, `2gb`, `512k`.
-pub fn parse_memory(v: &str) -> Option<u64> {
+pub(crate) fn parse_memory(v: &str) -> Option<u64> {
     let lower = v.to_ascii_lowercase();
     let (digits, mul) = [
         ("gb", 1u64 << 30),
@@ -322,7 +317,7 @@ pub fn parse_memory(v: &str) -> Option<u64> {
 
 /// What `maxmemory-policy` says to do when memory runs out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
+pub(crate) enum Policy {
     /// Refuse writes that may grow memory.
     NoEviction,
     /// Evict the least recently used key.
@@ -363,7 +358,7 @@ impl Policy {
     }
 
     /// Whether the policy only evicts keys with a TTL.
-    pub fn volatile(self) -> bool {
+    pub(crate) fn volatile(self) -> bool {
         matches!(
             self,
             Policy::VolatileLru
@@ -374,7 +369,7 @@ impl Policy {
     }
 
     /// Whether keys carry an access-frequency counter rather than an access time.
-    pub fn lfu(self) -> bool {
+    pub(crate) fn lfu(self) -> bool {
         matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
     }
 }
@@ -383,7 +378,7 @@ impl Policy {
 /// Shared (through an `Arc`) by the configuration and the keyspace, whose reads stamp keys
 /// with their access time or frequency according to the policy.
 #[derive(Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     maxmemory: AtomicU64,
     policy: AtomicU8,
     pub(crate) samples: AtomicUsize,
@@ -423,7 +418,7 @@ impl Default for Limits {
 /// One class's `client-output-buffer-limit`: a hard limit, and a soft limit that may only be
 /// exceeded for `soft_seconds` (0 everywhere: no limit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BufferLimit {
+pub(crate) struct BufferLimit {
     /// Disconnect at once past this many bytes.
     pub hard: u64,
     /// Disconnect when over this many bytes ...
@@ -434,7 +429,7 @@ pub struct BufferLimit {
 
 /// A client class of `client-output-buffer-limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientClass {
+pub(crate) enum ClientClass {
     /// Ordinary clients.
     Normal = 0,
     /// Replicas.
@@ -561,22 +556,22 @@ impl Limits {
     }
 
     /// `maxmemory` in bytes (0: no limit).
-    pub fn maxmemory(&self) -> u64 {
+    pub(crate) fn maxmemory(&self) -> u64 {
         self.maxmemory.load(Ordering::Acquire)
     }
 
     /// `maxmemory-policy`.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         Policy::from_index(self.policy.load(Ordering::Acquire))
     }
 
     /// `client-query-buffer-limit` in bytes.
-    pub fn query_buffer_limit(&self) -> u64 {
+    pub(crate) fn query_buffer_limit(&self) -> u64 {
         self.query_buffer_limit.load(Ordering::Acquire)
     }
 
     /// `client-output-buffer-limit` of one class.
-    pub fn output_limit(&self, class: ClientClass) -> BufferLimit {
+    pub(crate) fn output_limit(&self, class: ClientClass) -> BufferLimit {
         self.output.lock()[class as usize]
     }
 }

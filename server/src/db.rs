@@ -17,32 +17,32 @@ use dashmap::DashMap;
 
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
 /// resistant to hash flooding), instead of the standard library's slower SipHash.
-pub type KeyHasher = ahash::RandomState;
+pub(crate) type KeyHasher = ahash::RandomState;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
-pub use crate::value::{Entry, Value};
+pub(crate) use crate::value::{Entry, Value};
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
-pub const NUM_DBS: usize = 16;
+pub(crate) const NUM_DBS: usize = 16;
 
 /// A flag that `WATCH` leaves on a key: set when the key is modified, read by `EXEC`.
 #[derive(Debug, Default)]
-pub struct WatchFlag {
+pub(crate) struct WatchFlag {
     dirty: AtomicBool,
 }
 
 impl WatchFlag {
     /// Marks the transaction that watches this flag as doomed.
-    pub fn set_dirty(&self) {
+    pub(crate) fn set_dirty(&self) {
         self.dirty.store(true, Ordering::Release);
     }
 
     /// Whether a watched key changed since `WATCH`.
-    pub fn is_dirty(&self) -> bool {
+    pub(crate) fn is_dirty(&self) -> bool {
         self.dirty.load(Ordering::Acquire)
     }
 }
@@ -50,7 +50,7 @@ impl WatchFlag {
 /// What hears of every change of a key besides `WATCH`: client-side caching's tracking
 /// table ([`crate::tracking`]), which sits above this module and is plugged in when a
 /// server starts.
-pub trait KeyChanges: Send + Sync + std::fmt::Debug {
+pub(crate) trait KeyChanges: Send + Sync + std::fmt::Debug {
     /// `key` (of any database) was changed, deleted, expired or evicted.
     fn changed(&self, key: &[u8]);
     /// A whole database, or every one, was emptied (`FLUSHDB`, `FLUSHALL`, a full sync).
@@ -60,20 +60,20 @@ pub trait KeyChanges: Send + Sync + std::fmt::Debug {
 /// The slot the keyspace calls [`KeyChanges`] through. While nobody listens, a change costs
 /// one relaxed atomic load here.
 #[derive(Debug, Default)]
-pub struct ChangeHook {
+pub(crate) struct ChangeHook {
     armed: Arc<AtomicBool>,
     hook: std::sync::OnceLock<Arc<dyn KeyChanges>>,
 }
 
 impl ChangeHook {
     /// Plugs the listener in (once; later calls change nothing).
-    pub fn plug(&self, hook: Arc<dyn KeyChanges>) {
+    pub(crate) fn plug(&self, hook: Arc<dyn KeyChanges>) {
         let _ = self.hook.set(hook);
     }
 
     /// The flag that turns the calls on: the listener holds it and sets it while it has
     /// something to hear about.
-    pub fn armed(&self) -> Arc<AtomicBool> {
+    pub(crate) fn armed(&self) -> Arc<AtomicBool> {
         self.armed.clone()
     }
 
@@ -96,7 +96,7 @@ impl ChangeHook {
 
 /// What [`Db::update`] does with a key once its decision is made.
 #[derive(Debug)]
-pub enum Update {
+pub(crate) enum Update {
     /// Leave the key as it is.
     Keep,
     /// Store this entry (value and TTL) under the key.
@@ -107,9 +107,17 @@ pub enum Update {
     Expire(Option<u64>),
 }
 
+/// Where [`Db::shrink_step`] looks next in each of a database's tables.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ShrinkCursor {
+    keys: usize,
+    watchers: usize,
+    blocked: usize,
+}
+
 /// One logical database.
 #[derive(Debug, Default)]
-pub struct Db {
+pub(crate) struct Db {
     map: DashMap<Bytes, Entry, KeyHasher>,
     /// Every key with a TTL, by deadline, and how many there are (see [`ExpiryIndex`]).
     expiries: ExpiryIndex,
@@ -138,7 +146,7 @@ pub struct Db {
 
 impl Db {
     /// This database's memory estimate.
-    pub fn memory(&self) -> &DbMemory {
+    pub(crate) fn memory(&self) -> &DbMemory {
         &self.mem
     }
 
@@ -147,9 +155,33 @@ impl Db {
         &self.map
     }
 
+    /// Rebuilds, at most `budget` of them, the shards of this database's tables (the keys,
+    /// and the registries of watched and blocked-on keys) that deletions left mostly empty;
+    /// `cursor` remembers where to look next (see [`crate::shrink`]). Returns how many.
+    pub(crate) fn shrink_step(&self, cursor: &mut ShrinkCursor, budget: usize) -> usize {
+        use crate::shrink::shrink_shards;
+        let mut done = shrink_shards(&self.map, &mut cursor.keys, budget);
+        done += shrink_shards(
+            &self.watchers,
+            &mut cursor.watchers,
+            budget - done.min(budget),
+        );
+        done += shrink_shards(
+            &self.blocked,
+            &mut cursor.blocked,
+            budget - done.min(budget),
+        );
+        done
+    }
+
     /// Reads a key, expiring it first if its time has passed. `lazy_delete` is false on a
     /// replica, which hides an expired key but leaves its deletion to the master.
-    pub fn get(&self, key: &[u8], now_ms: u64, lazy_delete: bool) -> Option<Ref<'_, Bytes, Entry>> {
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+        lazy_delete: bool,
+    ) -> Option<Ref<'_, Bytes, Entry>> {
         let r = self.map.get(key)?;
         if !r.is_expired(now_ms) {
             r.access.touch(now_ms, &self.limits);
@@ -163,7 +195,12 @@ impl Db {
     }
 
     /// Like [`get`](Db::get) but for modification.
-    pub fn get_mut(&self, key: &[u8], now_ms: u64, lazy_delete: bool) -> Option<EntryMut<'_>> {
+    pub(crate) fn get_mut(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+        lazy_delete: bool,
+    ) -> Option<EntryMut<'_>> {
         let r = self.map.get_mut(key)?;
         if !r.is_expired(now_ms) {
             r.access.touch(now_ms, &self.limits);
@@ -177,14 +214,14 @@ impl Db {
     }
 
     /// Whether a live key exists.
-    pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
+    pub(crate) fn contains(&self, key: &[u8], now_ms: u64) -> bool {
         self.map.get(key).is_some_and(|e| !e.is_expired(now_ms))
     }
 
     /// Stores an entry, replacing whatever was there (TTL included); the replaced value is
     /// freed off the hot path when big (see [`crate::lazyfree`]). Returns whether a key was
     /// replaced (expired or not).
-    pub fn insert(&self, key: Bytes, entry: Entry) -> bool {
+    pub(crate) fn insert(&self, key: Bytes, entry: Entry) -> bool {
         let new_deadline = entry.expires_at;
         self.mem.added(&key, &entry);
         let old = self.map.insert(key.clone(), entry);
@@ -218,7 +255,7 @@ impl Db {
     ///
     /// An expired entry found here is deleted whatever `decide` says, and with `lazy_delete`
     /// noted for propagation as a `DEL` (before the command's own effect), as a read would.
-    pub fn update<R>(
+    pub(crate) fn update<R>(
         &self,
         key: &Bytes,
         now_ms: u64,
@@ -301,7 +338,7 @@ impl Db {
     /// The live entry of `key` for modification, created with `make()`'s value (no TTL) when
     /// the key is absent or expired, in one step: two clients creating the same hash or list
     /// at once both end up adding to the one that exists.
-    pub fn get_or_create(
+    pub(crate) fn get_or_create(
         &self,
         key: &Bytes,
         now_ms: u64,
@@ -341,7 +378,7 @@ impl Db {
     /// Deletes `key` if it holds an empty hash, list or sorted set: what a command that took
     /// out the last element does next. Checked again under the key's lock, since another
     /// client may have added an element in between. Returns whether it deleted.
-    pub fn remove_if_empty(&self, key: &[u8]) -> bool {
+    pub(crate) fn remove_if_empty(&self, key: &[u8]) -> bool {
         match self
             .map
             .remove_if(key, |_, e| e.value.is_empty_collection())
@@ -357,7 +394,7 @@ impl Db {
     }
 
     /// Removes a key; returns the entry if there was one (expired or not).
-    pub fn remove(&self, key: &[u8]) -> Option<Entry> {
+    pub(crate) fn remove(&self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove(key)?;
         self.mem.removed(&k, &e);
         self.reindex(&k, e.expires_at, None);
@@ -368,7 +405,7 @@ impl Db {
     /// Deletes `key` if it is expired, as a read that found it so does (lazy expiry), and
     /// remembers it: like Redis, a master tells its replicas and its AOF with a `DEL`, since
     /// they never expire keys themselves. Returns whether it deleted.
-    pub fn expire_lazily(&self, key: &[u8], now_ms: u64) -> bool {
+    pub(crate) fn expire_lazily(&self, key: &[u8], now_ms: u64) -> bool {
         // Noted while the key's shard is still locked, so that a write which recreates the
         // key afterwards finds the note when it feeds its own effect (the `DEL` goes first).
         let removed = self.map.remove_if(key, |k, e| {
@@ -394,7 +431,7 @@ impl Db {
 
     /// Records that `key`, found expired, was deleted by a command (a read, or a `DEL` of a
     /// key that had already expired), so that the deletion is propagated.
-    pub fn note_lazily_expired(&self, key: Bytes) {
+    pub(crate) fn note_lazily_expired(&self, key: Bytes) {
         self.lazily_expired.lock().push(key);
         if !self.has_lazily_expired.swap(true, Ordering::AcqRel) {
             self.keyspace_lazily_expired.fetch_add(1, Ordering::AcqRel);
@@ -403,13 +440,13 @@ impl Db {
 
     /// Whether [`take_lazily_expired`](Db::take_lazily_expired) may return keys (a lock-free
     /// check for the common case, where it would not).
-    pub fn may_have_lazily_expired(&self) -> bool {
+    pub(crate) fn may_have_lazily_expired(&self) -> bool {
         self.has_lazily_expired.load(Ordering::Acquire)
     }
 
     /// Takes the keys lazily expired since the last call (the dispatcher sends them on as
     /// `DEL`s before the effects of the command that expired them).
-    pub fn take_lazily_expired(&self) -> Vec<Bytes> {
+    pub(crate) fn take_lazily_expired(&self) -> Vec<Bytes> {
         if !self.has_lazily_expired.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
@@ -418,13 +455,13 @@ impl Db {
     }
 
     /// Keys whose deadline has passed, at most `limit` of them, without deleting them.
-    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+    pub(crate) fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
         self.expiries.peek_due(now_ms, limit)
     }
 
     /// Whether some key's deadline is at or before `now_ms` (a stale index pair counts too,
     /// until the expiry cycle drops it): what the cycle has left to do.
-    pub fn has_due(&self, now_ms: u64) -> bool {
+    pub(crate) fn has_due(&self, now_ms: u64) -> bool {
         self.expiries.next_deadline().is_some_and(|t| t <= now_ms)
     }
 
@@ -438,7 +475,7 @@ impl Db {
     /// lookups overlapped), and the memory estimate and the TTL count are adjusted once for
     /// the whole step. The deleted keys come back in no particular order; a key is only
     /// deleted once, so the order of their `DEL`s does not matter to anyone.
-    pub fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
+    pub(crate) fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
         let mut due = Vec::with_capacity(limit.min(1024));
         self.expiries.pop_due(now_ms, limit, &mut due);
         // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
@@ -458,17 +495,17 @@ impl Db {
     }
 
     /// Number of keys, counting ones that are expired but not yet deleted (as Redis's DBSIZE).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Whether the database holds no keys at all.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
     /// Number of keys with a TTL (for `INFO keyspace`).
-    pub fn expires_count(&self) -> usize {
+    pub(crate) fn expires_count(&self) -> usize {
         self.expiries.count()
     }
 
@@ -478,7 +515,8 @@ impl Db {
     /// stale pairs; those are checked against the entry before anything is deleted.) For the
     /// fuzz targets and tests, which call it while nothing else runs.
     #[doc(hidden)]
-    pub fn check_expiry_index(&self) -> Result<(), String> {
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn check_expiry_index(&self) -> Result<(), String> {
         let mut with_ttl = 0;
         for e in self.map.iter() {
             if let Some(t) = e.expires_at {
@@ -501,7 +539,7 @@ impl Db {
     }
 
     /// Every live key (for `KEYS` and `SCAN`), in no particular order.
-    pub fn keys(&self, now_ms: u64) -> Vec<Bytes> {
+    pub(crate) fn keys(&self, now_ms: u64) -> Vec<Bytes> {
         self.map
             .iter()
             .filter(|e| !e.is_expired(now_ms))
@@ -510,7 +548,7 @@ impl Db {
     }
 
     /// A snapshot of every live entry (for replication snapshots and persistence).
-    pub fn snapshot(&self, now_ms: u64) -> Vec<(Bytes, Entry)> {
+    pub(crate) fn snapshot(&self, now_ms: u64) -> Vec<(Bytes, Entry)> {
         self.map
             .iter()
             .filter(|e| !e.is_expired(now_ms))
@@ -520,7 +558,7 @@ impl Db {
 
     /// Deletes every key, signalling every watcher, and frees the values before returning
     /// (`FLUSHDB SYNC`).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.clear_keys();
         self.hook.flushed();
     }
@@ -535,7 +573,7 @@ impl Db {
     /// Deletes every key, signalling every watcher, and leaves freeing the values to the
     /// background freer (`FLUSHDB ASYNC`): each shard of the map is swapped for an empty one
     /// under its lock, so the work done here does not grow with the number of keys.
-    pub fn clear_async(&self) {
+    pub(crate) fn clear_async(&self) {
         self.clear_keys_async();
         self.hook.flushed();
     }
@@ -559,13 +597,13 @@ impl Db {
     }
 
     /// Registers a `WATCH` on `key`.
-    pub fn watch(&self, key: Bytes, flag: Arc<WatchFlag>) {
+    pub(crate) fn watch(&self, key: Bytes, flag: Arc<WatchFlag>) {
         self.watchers.entry(key).or_default().push(flag);
         self.watched_count.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Removes a `WATCH` registered with [`watch`](Db::watch).
-    pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
+    pub(crate) fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
         let mut empty = false;
         if let Some(mut list) = self.watchers.get_mut(key) {
             let before = list.len();
@@ -581,7 +619,7 @@ impl Db {
 
     /// Tells transactions watching `key` that it changed, and the tracking table (see
     /// [`ChangeHook`]). Every write goes through here.
-    pub fn signal_modified(&self, key: &[u8]) {
+    pub(crate) fn signal_modified(&self, key: &[u8]) {
         self.hook.changed(key);
         if self.watched_count.load(Ordering::Acquire) == 0 {
             return;
@@ -595,7 +633,7 @@ impl Db {
 
     /// Wakes clients blocked on `key` (after a push onto a list, say). Each gets a permit, so a
     /// client that is between its last check and its wait does not miss the wake-up.
-    pub fn signal_ready(&self, key: &[u8]) {
+    pub(crate) fn signal_ready(&self, key: &[u8]) {
         if self.blocked.is_empty() {
             return;
         }
@@ -607,12 +645,12 @@ impl Db {
     }
 
     /// Registers a blocked client's notifier under `key`.
-    pub fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
+    pub(crate) fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
         self.blocked.entry(key).or_default().push(notify);
     }
 
     /// Removes a notifier registered with [`block_on`](Db::block_on).
-    pub fn unblock(&self, key: &[u8], notify: &Arc<Notify>) {
+    pub(crate) fn unblock(&self, key: &[u8], notify: &Arc<Notify>) {
         if let Some(mut list) = self.blocked.get_mut(key) {
             list.retain(|n| !Arc::ptr_eq(n, notify));
         }
@@ -622,7 +660,7 @@ impl Db {
 
 /// All sixteen databases.
 #[derive(Debug)]
-pub struct Keyspace {
+pub(crate) struct Keyspace {
     dbs: Vec<Db>,
     /// How many databases hold lazily expired keys not yet taken (see
     /// [`may_have_lazily_expired`](Keyspace::may_have_lazily_expired)).
@@ -638,7 +676,7 @@ impl Default for Keyspace {
 
 impl Keyspace {
     /// Sixteen empty databases following these memory settings (the configuration's).
-    pub fn with_limits(limits: Arc<Limits>) -> Keyspace {
+    pub(crate) fn with_limits(limits: Arc<Limits>) -> Keyspace {
         let any_lazily_expired = Arc::new(AtomicUsize::new(0));
         let hook = Arc::new(ChangeHook::default());
         Keyspace {
@@ -656,12 +694,12 @@ impl Keyspace {
     }
 
     /// The slot through which every change of a key is heard (by the tracking table).
-    pub fn change_hook(&self) -> &ChangeHook {
+    pub(crate) fn change_hook(&self) -> &ChangeHook {
         &self.hook
     }
 
     /// Database number `i` (0..16).
-    pub fn db(&self, i: usize) -> &Db {
+    pub(crate) fn db(&self, i: usize) -> &Db {
         &self.dbs[i]
     }
 
@@ -670,17 +708,17 @@ impl Keyspace {
     /// [`may_have_lazily_expired`](Db::may_have_lazily_expired) after every command. It
     /// stays true until those keys are taken, so a write that recreates such a key still
     /// finds them and sends their `DEL`s first.
-    pub fn may_have_lazily_expired(&self) -> bool {
+    pub(crate) fn may_have_lazily_expired(&self) -> bool {
         self.any_lazily_expired.load(Ordering::Acquire) > 0
     }
 
     /// Iterates over `(index, db)`.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &Db)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &Db)> {
         self.dbs.iter().enumerate()
     }
 
     /// Deletes every key of every database (`FLUSHALL`).
-    pub fn clear_all(&self) {
+    pub(crate) fn clear_all(&self) {
         for db in &self.dbs {
             db.clear_keys();
         }
@@ -689,7 +727,7 @@ impl Keyspace {
 
     /// Deletes every key of every database and frees them in the background (`FLUSHALL
     /// ASYNC`): see [`Db::clear_async`].
-    pub fn clear_all_async(&self) {
+    pub(crate) fn clear_all_async(&self) {
         for db in &self.dbs {
             db.clear_keys_async();
         }
@@ -698,12 +736,12 @@ impl Keyspace {
 
     /// Whether some database has a key whose deadline is at or before `now_ms` and that the
     /// active expiry cycle has not deleted yet.
-    pub fn has_due(&self, now_ms: u64) -> bool {
+    pub(crate) fn has_due(&self, now_ms: u64) -> bool {
         self.dbs.iter().any(|db| db.has_due(now_ms))
     }
 
     /// Key counts per non-empty database: `(index, keys, expires)`.
-    pub fn stats(&self) -> Vec<(usize, usize, usize)> {
+    pub(crate) fn stats(&self) -> Vec<(usize, usize, usize)> {
         self.iter()
             .filter(|(_, db)| !db.is_empty())
             .map(|(i, db)| (i, db.len(), db.expires_count()))

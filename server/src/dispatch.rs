@@ -19,14 +19,14 @@ use crate::tracking::Tracking;
 
 /// Runs one command for a client, from start to reply: lookup, arity, transaction queueing,
 /// subscribed-mode and busy-script rules, then the handler under the gate.
-pub async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>) -> Frame {
+pub(crate) async fn execute(shared: &Arc<Shared>, client: &mut Client, args: Vec<Bytes>) -> Frame {
     let spec = lookup(&args[0]);
     execute_spec(shared, client, spec, args).await
 }
 
 /// [`execute`] for a caller that has already looked the command up (`None`: unknown), so
 /// that the name is not lowercased and hashed twice per request.
-pub async fn execute_spec(
+pub(crate) async fn execute_spec(
     shared: &Arc<Shared>,
     client: &mut Client,
     spec: Option<&'static CommandSpec>,
@@ -218,20 +218,8 @@ fn run_handler(
     }
 }
 
-/// Runs a command from inside a script or a transaction, which already holds the gate
-/// exclusively. Checks lookup and arity; the caller decides which commands it permits.
-pub fn call(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let Some(spec) = lookup(&args[0]) else {
-        return unknown_command_error(args);
-    };
-    if !spec.arity_ok(args.len()) {
-        return arity_error(spec.name);
-    }
-    call_spec(ctx, spec, args)
-}
-
 /// Runs an already looked-up command inside a script or a transaction.
-pub fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
+pub(crate) fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -> Frame {
     let before = ctx.dirty;
     crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     ctx.rewritten = None;

@@ -80,7 +80,7 @@ const SET_INTSET: usize = 6;
 
 /// The current values of the encoding parameters.
 #[derive(Debug)]
-pub struct Encodings {
+pub(crate) struct Encodings {
     values: [AtomicI64; 7],
 }
 
@@ -140,13 +140,19 @@ impl Encodings {
     }
 
     /// `set-max-intset-entries`.
-    pub fn set_max_intset_entries(&self) -> usize {
+    pub(crate) fn set_max_intset_entries(&self) -> usize {
         self.get(SET_INTSET)
+    }
+
+    /// `hash-max-listpack-entries`: up to this many fields Redis keeps a hash in insertion
+    /// order (a listpack), past it in a hash table of no particular order.
+    pub(crate) fn hash_max_entries(&self) -> usize {
+        self.get(HASH_ENTRIES)
     }
 
     /// What `OBJECT ENCODING` answers for a hash of `len` fields whose longest field or value
     /// has `longest` bytes: `listpack` within both limits, `hashtable` past either.
-    pub fn hash_encoding(&self, len: usize, longest: usize) -> &'static str {
+    pub(crate) fn hash_encoding(&self, len: usize, longest: usize) -> &'static str {
         if len <= self.get(HASH_ENTRIES) && longest <= self.get(HASH_VALUE) {
             "listpack"
         } else {
@@ -156,7 +162,7 @@ impl Encodings {
 
     /// What `OBJECT ENCODING` answers for a sorted set of `len` members whose longest member
     /// has `longest` bytes: `listpack` within both limits, `skiplist` past either.
-    pub fn zset_encoding(&self, len: usize, longest: usize) -> &'static str {
+    pub(crate) fn zset_encoding(&self, len: usize, longest: usize) -> &'static str {
         if len <= self.get(ZSET_ENTRIES) && longest <= self.get(ZSET_VALUE) {
             "listpack"
         } else {

@@ -38,17 +38,16 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use dashmap::DashMap;
 
-pub use crate::config::{BufferLimit, ClientClass, Limits, Policy};
+pub(crate) use crate::config::{Limits, Policy};
 use crate::db::{Db, Entry, KeyHasher, Update, NUM_DBS};
 use crate::memory::{human, rss_bytes};
 use crate::state::{Candidate, Evictor, Shared};
-pub use crate::value::Access;
 
 /// Redis's reply to a command refused for lack of memory.
-pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub(crate) const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 /// The most keys one call of [`perform_evictions`] deletes.
-pub const MAX_EVICTIONS_PER_CALL: usize = 256;
+pub(crate) const MAX_EVICTIONS_PER_CALL: usize = 256;
 
 /// Size of the candidate pool kept across calls (Redis's `EVPOOL_SIZE`).
 const POOL_SIZE: usize = 16;
@@ -57,7 +56,7 @@ const POOL_SIZE: usize = 16;
 // Used memory
 
 /// The estimate of the whole keyspace: every database's entries and hash tables.
-pub fn keyspace_bytes(shared: &Shared) -> usize {
+pub(crate) fn keyspace_bytes(shared: &Shared) -> usize {
     shared
         .keyspace
         .iter()
@@ -69,7 +68,7 @@ pub fn keyspace_bytes(shared: &Shared) -> usize {
 
 /// `used_memory`: the counting allocator's total when the process uses it (the binary),
 /// else the keyspace estimate (see [`crate::memory`]).
-pub fn used_memory(shared: &Shared) -> usize {
+pub(crate) fn used_memory(shared: &Shared) -> usize {
     crate::memory::allocated_bytes().unwrap_or_else(|| keyspace_bytes(shared))
 }
 
@@ -78,7 +77,7 @@ pub fn used_memory(shared: &Shared) -> usize {
 
 /// What [`perform_evictions`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Memory is under the limit (or there is no limit).
     Ok,
     /// Keys were evicted but memory is still over: the next command continues.
@@ -260,7 +259,7 @@ fn choose(shared: &Shared, ev: &Evictor, limits: &Limits, now_ms: u64) -> Option
 /// Evicts keys until used memory is under `maxmemory`, at most [`MAX_EVICTIONS_PER_CALL`] of
 /// them. Call it holding the execution gate (shared is enough): an eviction must not land in
 /// the middle of a script or a transaction.
-pub fn perform_evictions(shared: &Shared) -> Outcome {
+pub(crate) fn perform_evictions(shared: &Shared) -> Outcome {
     let limits = &shared.config.limits;
     let max = limits.maxmemory() as usize;
     if max == 0 || used_memory(shared) <= max {
@@ -323,7 +322,7 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
 
 /// The body of `INFO memory`: Redis's main fields, from [`used_memory`], with `scripts` (the
 /// scripting engine's lines, which the caller renders) in their place among them.
-pub fn info_section(shared: &Shared, scripts: &str) -> String {
+pub(crate) fn info_section(shared: &Shared, scripts: &str) -> String {
     let used = used_memory(shared) as u64;
     let peak = shared.evictor.note_peak(used as usize) as u64;
     let rss = rss_bytes() as u64;
@@ -347,6 +346,7 @@ pub fn info_section(shared: &Shared, scripts: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::ConfigError;
+    use crate::value::Access;
     use crate::value::LFU_INIT;
 
     #[test]

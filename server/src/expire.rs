@@ -32,12 +32,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::db::ShrinkCursor;
 use crate::state::Shared;
 
 /// Keys deleted in one step, under the gate, before yielding to clients. Small enough that a
 /// step takes well under a millisecond, large enough that the `DEL`s of a step fill one chunk
 /// and the step's fixed costs (the gate, the locks, the yield) are spread thin.
-pub const STEP_KEYS: usize = 128;
+pub(crate) const STEP_KEYS: usize = 128;
 
 /// The share of a busy worker (in percent) the cycle takes while clients want the rest.
 /// The cycle keeps an account: each time it comes back from letting clients run for `away`,
@@ -63,32 +64,48 @@ const MAX_BURST: Duration = Duration::from_micros(250);
 /// The most steps the cycle runs in one go before it yields, whatever its account says: a
 /// burst deletes at most `MAX_BURST_STEPS · STEP_KEYS` keys between two turns of the
 /// clients (or of an in-process caller after a virtual clock's `advance`).
-pub const MAX_BURST_STEPS: usize = 4;
+pub(crate) const MAX_BURST_STEPS: usize = 4;
 
 /// A yield that comes back sooner than this found no other task ready to run.
 const IDLE_YIELD: Duration = Duration::from_micros(20);
 
 /// Runs until the server shuts down.
-pub async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
+pub(crate) async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
     let mut shutdown = shared.shutdown_signal();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shrink = vec![ShrinkCursor::default(); crate::db::NUM_DBS];
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shared.clock.advanced() => {}
-            _ = shared.expiry.kick.notified() => {}
+        let ticked = tokio::select! {
+            _ = tick.tick() => true,
+            _ = shared.clock.advanced() => false,
+            _ = shared.expiry.kick.notified() => false,
             _ = shutdown.wait_for(|s| *s) => return,
-        }
+        };
         expire_cycle(&shared).await;
         shared.expiry.passes.send_modify(|n| *n += 1);
+        if ticked {
+            shrink_tables(&shared, &mut shrink);
+        }
+    }
+}
+
+/// Rebuilds a few of the keyspace's shards that expiry and deletions left mostly empty, at
+/// most [`SHARDS_PER_TICK`](crate::shrink::SHARDS_PER_TICK) per call (see [`crate::shrink`]).
+fn shrink_tables(shared: &Shared, cursors: &mut [ShrinkCursor]) {
+    let mut budget = crate::shrink::SHARDS_PER_TICK;
+    for ((_, db), cursor) in shared.keyspace.iter().zip(cursors.iter_mut()) {
+        if budget == 0 {
+            return;
+        }
+        budget -= db.shrink_step(cursor, budget);
     }
 }
 
 /// One pass over every database, until no key is due. Replicas skip it: they wait for the
 /// master's deletes. So does a paused server (`CLIENT PAUSE`), and one whose cycle was switched off with
 /// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
-pub async fn expire_cycle(shared: &Shared) -> usize {
+pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
     let mut total = 0;
     // Work done since the cycle last let clients run, and how much it may do in this burst.
     let (mut spent, mut allowed, mut steps) = (Duration::ZERO, Duration::ZERO, 0);
@@ -178,7 +195,7 @@ async fn step(shared: &Shared, i: usize) -> Option<usize> {
 ///
 /// Resolves at once on a replica, or with the cycle switched off (`DEBUG SET-ACTIVE-EXPIRE
 /// 0`), since no pass will run there; and when the server shuts down.
-pub async fn caught_up(shared: &Shared) {
+pub(crate) async fn caught_up(shared: &Shared) {
     let mut passes = shared.expiry.passes.subscribe();
     let mut shutdown = shared.shutdown_signal();
     loop {
@@ -196,3 +213,6 @@ pub async fn caught_up(shared: &Shared) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -114,6 +114,7 @@ impl ExpiryIndex {
     }
 
     /// Whether the pair `(deadline, key)` is in the index (for consistency checks).
+    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn contains(&self, deadline: u64, key: &Bytes) -> bool {
         self.pairs.lock().contains(&(deadline, key.clone()))
     }

@@ -187,7 +187,7 @@ impl Frame {
 
 /// Formats a double the way Redis 7.0 replies with one: `inf`, `-inf`, `nan`, integers without a
 /// fractional part, everything else with 17 significant digits (`%.17g`).
-pub fn format_double(d: f64) -> String {
+pub(crate) fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();
     }
@@ -198,7 +198,7 @@ pub fn format_double(d: f64) -> String {
 }
 
 /// C's `%.17g`, which Redis uses for doubles in replies.
-pub fn format_g17(d: f64) -> String {
+pub(crate) fn format_g17(d: f64) -> String {
     if d == 0.0 {
         return if d.is_sign_negative() {
             "-0".into()

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 /// What kind of long-running work holds the gate, for the wording of the `-BUSY` error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BusyKind {
+pub(crate) enum BusyKind {
     /// An `EVAL`/`EVALSHA` script.
     Script,
     /// An `FCALL` function.
@@ -26,11 +26,11 @@ pub enum BusyKind {
 
 /// Returned when the gate is held by a script that has been running too long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Busy(pub BusyKind);
+pub(crate) struct Busy(pub BusyKind);
 
 impl Busy {
     /// Redis's error text for this case.
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self.0 {
             BusyKind::Script => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
@@ -44,7 +44,7 @@ impl Busy {
 
 /// Shared/exclusive access to the keyspace, with busy-script detection.
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     lock: RwLock<()>,
     released: Notify,
     origin: Instant,
@@ -66,10 +66,10 @@ impl Default for Gate {
 }
 
 /// Shared access: held while an ordinary command runs.
-pub type SharedGuard<'a> = RwLockReadGuard<'a, ()>;
+pub(crate) type SharedGuard<'a> = RwLockReadGuard<'a, ()>;
 
 /// Exclusive access: held while a script, a transaction or a multi-key command runs.
-pub struct ExclusiveGuard<'a> {
+pub(crate) struct ExclusiveGuard<'a> {
     gate: &'a Gate,
     _guard: RwLockWriteGuard<'a, ()>,
 }
@@ -86,7 +86,7 @@ impl Gate {
     /// Marks the current exclusive holder as a running script, so that waiters can answer
     /// `-BUSY` once it has run longer than the threshold. Only the holder of the exclusive
     /// guard may call this; the mark is cleared when that guard is dropped.
-    pub fn mark_script(&self, kind: BusyKind) {
+    pub(crate) fn mark_script(&self, kind: BusyKind) {
         let us = self.origin.elapsed().as_micros() as u64 + 1;
         self.script_is_function
             .store(kind == BusyKind::Function, Ordering::Release);
@@ -94,7 +94,7 @@ impl Gate {
     }
 
     /// How long the current script has been running, if one is.
-    pub fn script_running_for(&self) -> Option<(BusyKind, Duration)> {
+    pub(crate) fn script_running_for(&self) -> Option<(BusyKind, Duration)> {
         let started = self.script_started.load(Ordering::Acquire);
         if started == 0 {
             return None;
@@ -116,7 +116,7 @@ impl Gate {
     }
 
     /// Takes the gate shared.
-    pub async fn shared(&self, busy_threshold: Duration) -> Result<SharedGuard<'_>, Busy> {
+    pub(crate) async fn shared(&self, busy_threshold: Duration) -> Result<SharedGuard<'_>, Busy> {
         if let Some(g) = self.lock.try_read() {
             return Ok(g);
         }
@@ -134,7 +134,10 @@ impl Gate {
     }
 
     /// Takes the gate exclusively.
-    pub async fn exclusive(&self, busy_threshold: Duration) -> Result<ExclusiveGuard<'_>, Busy> {
+    pub(crate) async fn exclusive(
+        &self,
+        busy_threshold: Duration,
+    ) -> Result<ExclusiveGuard<'_>, Busy> {
         loop {
             if let Some(g) = self.lock.try_write() {
                 return Ok(ExclusiveGuard {

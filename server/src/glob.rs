@@ -5,7 +5,7 @@
 //! class, and `\x` the byte `x` literally.
 
 /// Whether `s` matches `pattern`; `nocase` compares ASCII letters case-insensitively.
-pub fn matches(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
+pub(crate) fn matches(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
     let mut give_up = false;
     match_from(pattern, s, nocase, 0, &mut give_up)
 }

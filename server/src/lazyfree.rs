@@ -79,11 +79,6 @@ pub(crate) fn free_in_background(garbage: Garbage) {
     }
 }
 
-/// How many objects wait to be freed in the background.
-pub fn pending() -> u64 {
-    PENDING.load(Ordering::Acquire)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,7 +95,7 @@ mod tests {
         free_value(Value::Hash(h));
         // The freer drops it soon; other tests may hand it work too, so wait for idle.
         let start = std::time::Instant::now();
-        while pending() != 0 {
+        while PENDING.load(Ordering::Acquire) != 0 {
             assert!(start.elapsed().as_secs() < 30, "the freer never caught up");
             std::thread::yield_now();
         }

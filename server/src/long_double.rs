@@ -22,7 +22,7 @@ extern "C" {
 
 /// Why an increment was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncrError {
+pub(crate) enum IncrError {
     /// The stored value is not a float.
     Current,
     /// The increment is not a float.
@@ -37,7 +37,7 @@ pub enum IncrError {
 
 /// Checks an increment the way `HINCRBYFLOAT` does before it looks at the key: `By` when it
 /// is not a float, `ByInfinite` when it is NaN or infinite.
-pub fn check_increment(by: &[u8]) -> Result<(), IncrError> {
+pub(crate) fn check_increment(by: &[u8]) -> Result<(), IncrError> {
     // SAFETY: the pointer is valid for `by.len()` bytes for the whole call, which copies them.
     match unsafe { latchkey_ld_check_increment(by.as_ptr().cast(), by.len()) } {
         0 => Ok(()),
@@ -49,7 +49,7 @@ pub fn check_increment(by: &[u8]) -> Result<(), IncrError> {
 /// Adds `by` to `current` (absent: zero) as Redis does, and returns the text to store. An
 /// infinite increment fails as an infinite sum (`HINCRBYFLOAT` refuses it earlier, with
 /// [`check_increment`]).
-pub fn incr(current: Option<&[u8]>, by: &[u8]) -> Result<String, IncrError> {
+pub(crate) fn incr(current: Option<&[u8]>, by: &[u8]) -> Result<String, IncrError> {
     // Room for the longest text Redis produces (its MAX_LONG_DOUBLE_CHARS).
     let mut out = [0u8; 5 * 1024];
     let (cur_ptr, cur_len) = match current {

@@ -27,7 +27,7 @@ pub(crate) fn backlog_size(shared: &Shared) -> u64 {
 /// What a replica asked for: `PSYNC replid offset`, or the pre-2.8 `SYNC` (a snapshot with no
 /// `+FULLRESYNC` line before it, which is also how `redis-cli --rdb` downloads one).
 #[derive(Debug, Clone, Copy)]
-pub enum SyncRequest<'a> {
+pub(crate) enum SyncRequest<'a> {
     /// `PSYNC replid offset`.
     Psync(&'a [u8], &'a [u8]),
     /// `SYNC`.
@@ -38,7 +38,7 @@ pub enum SyncRequest<'a> {
 /// it missed when the backlog has them, else `+FULLRESYNC`, an RDB snapshot and, from then on,
 /// every fed chunk (`SYNC`: the snapshot alone, then the stream). Runs under the exclusive
 /// gate, so no write falls between the snapshot (or the backlog's end) and the stream.
-pub fn attach_replica(
+pub(crate) fn attach_replica(
     shared: &Arc<Shared>,
     sender: PushSender,
     client_id: u64,

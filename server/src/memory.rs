@@ -37,8 +37,10 @@ static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The system allocator with a running count of the bytes allocated through it. Install it
-/// with `#[global_allocator] static A: CountingAllocator = CountingAllocator;` and
-/// [`allocated_bytes`] (so `used_memory`) reports its count.
+/// in the program that embeds the server, with
+/// `#[global_allocator] static A: CountingAllocator = CountingAllocator;`, and `INFO memory`'s
+/// `used_memory` and the `maxmemory` limit count every byte the process allocates (without
+/// it they count an estimate of the keyspace alone).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingAllocator;
 
@@ -87,7 +89,7 @@ fn count_alloc(n: usize) {
 
 /// Bytes currently allocated through [`CountingAllocator`], or `None` when the process does
 /// not use it (the library embedded with another allocator).
-pub fn allocated_bytes() -> Option<usize> {
+pub(crate) fn allocated_bytes() -> Option<usize> {
     INSTALLED
         .load(Ordering::Relaxed)
         .then(|| ALLOCATED.load(Ordering::Relaxed))
@@ -174,7 +176,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 
 /// Estimated bytes one key holds, not counting its slot in the database's table (see
 /// [`DbMemory::table_bytes`]).
-pub fn entry_size(key: &[u8], e: &Entry) -> usize {
+pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     let ttl = if e.expires_at.is_some() {
         EXPIRY_PAIR
     } else {
@@ -186,7 +188,7 @@ pub fn entry_size(key: &[u8], e: &Entry) -> usize {
 /// One database's running estimate: bytes of its entries, and how many have a TTL (the keys
 /// `volatile-*` eviction may choose from).
 #[derive(Debug, Default)]
-pub struct DbMemory {
+pub(crate) struct DbMemory {
     bytes: AtomicI64,
     volatile: AtomicI64,
 }
@@ -261,18 +263,18 @@ impl DbMemory {
     }
 
     /// Estimated bytes of the entries.
-    pub fn entry_bytes(&self) -> usize {
+    pub(crate) fn entry_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed).max(0) as usize
     }
 
     /// Number of keys with a TTL.
-    pub fn volatile_keys(&self) -> usize {
+    pub(crate) fn volatile_keys(&self) -> usize {
         self.volatile.load(Ordering::Relaxed).max(0) as usize
     }
 
     /// Bytes of a hash table with room for `capacity` entries: one `(key, entry)` slot and
     /// one control byte per bucket.
-    pub fn table_bytes(capacity: usize) -> usize {
+    pub(crate) fn table_bytes(capacity: usize) -> usize {
         let slot = std::mem::size_of::<(Bytes, Entry)>() + 1;
         capacity * 8 / 7 * slot
     }
@@ -289,7 +291,7 @@ pub(crate) struct Measure {
 /// entry when taken and again when dropped, and charges the difference to its database, so
 /// that growth through a borrowed entry is counted like any other write. It locks the key's
 /// shard as the map's own guard does: drop it before touching another key of the database.
-pub struct EntryMut<'a> {
+pub(crate) struct EntryMut<'a> {
     inner: RefMut<'a, Bytes, Entry>,
     mem: &'a DbMemory,
     before: Measure,
@@ -299,11 +301,6 @@ impl<'a> EntryMut<'a> {
     pub(crate) fn new(inner: RefMut<'a, Bytes, Entry>, mem: &'a DbMemory) -> EntryMut<'a> {
         let before = DbMemory::measure(inner.key(), inner.value());
         EntryMut { inner, mem, before }
-    }
-
-    /// The key.
-    pub fn key(&self) -> &Bytes {
-        self.inner.key()
     }
 }
 
@@ -322,6 +319,9 @@ impl DerefMut for EntryMut<'_> {
 
 impl Drop for EntryMut<'_> {
     fn drop(&mut self) {
+        // A collection that deletions left mostly empty gives its room back now, so that the
+        // measure below, and the process, see the smaller table.
+        self.inner.value_mut().value.shrink_if_sparse();
         self.mem
             .changed(self.before, self.inner.key(), self.inner.value());
     }
@@ -332,7 +332,7 @@ impl Drop for EntryMut<'_> {
 /// view would keep the whole 16 KiB block it came from alive, so memory would not shrink
 /// when keys are deleted or evicted, and `used_memory` would not tell what the keyspace
 /// holds. Arguments of 32 KiB or more mostly fill their block on their own and are kept.
-pub fn detach_args(args: &mut [Bytes]) {
+pub(crate) fn detach_args(args: &mut [Bytes]) {
     for a in args.iter_mut().skip(1) {
         if a.len() < 32 * 1024 {
             *a = Bytes::copy_from_slice(a);
@@ -342,7 +342,7 @@ pub fn detach_args(args: &mut [Bytes]) {
 
 /// Resident set size of this process in bytes, from `/proc/self/statm` (0 where there is no
 /// such file).
-pub fn rss_bytes() -> usize {
+pub(crate) fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
@@ -351,7 +351,7 @@ pub fn rss_bytes() -> usize {
 
 /// Redis's way of printing a byte count for people (`bytesToHuman`): `512B`, `1.50K`,
 /// `2.00M`, ...
-pub fn human(n: u64) -> String {
+pub(crate) fn human(n: u64) -> String {
     const UNITS: [(u64, &str); 5] = [
         (1 << 10, "K"),
         (1 << 20, "M"),

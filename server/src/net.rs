@@ -26,7 +26,7 @@ use crate::codec::{Decoder, Parsed};
 use crate::command::BLOCKING;
 use crate::config::ClientClass;
 use crate::frame::Frame;
-pub use crate::state::cleanup_client;
+pub(crate) use crate::state::cleanup_client;
 use crate::state::Shared;
 use crate::{command, dispatch};
 
@@ -34,7 +34,7 @@ use crate::{command, dispatch};
 const FLUSH_AT: usize = 64 * 1024;
 
 /// Serves one accepted connection until the client leaves, is killed, or the server stops.
-pub async fn serve(
+pub(crate) async fn serve(
     shared: Arc<Shared>,
     socket: TcpStream,
     peer: SocketAddr,

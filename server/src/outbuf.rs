@@ -18,7 +18,12 @@ use crate::config::BufferLimit;
 /// Checks `pending` bytes of the client against its class's limit, and disconnects it (kills
 /// its connection) when it is over the hard limit, or over the soft limit for longer than
 /// allowed. Returns whether it did.
-pub fn enforce(handle: &ClientHandle, pending: usize, limit: BufferLimit, now_ms: u64) -> bool {
+pub(crate) fn enforce(
+    handle: &ClientHandle,
+    pending: usize,
+    limit: BufferLimit,
+    now_ms: u64,
+) -> bool {
     let pending = pending as u64;
     if limit.hard > 0 && pending > limit.hard {
         tracing::warn!(

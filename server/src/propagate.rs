@@ -27,14 +27,14 @@ impl Shared {
     /// and the AOF a restart replays all get the keyspace's order: two clients' `SET`s of one
     /// key are recorded in the order they were applied. It is re-entrant: a write that holds
     /// it may expire keys and record them under it.
-    pub fn order_guard(&self) -> Option<parking_lot::ReentrantMutexGuard<'_, ()>> {
+    pub(crate) fn order_guard(&self) -> Option<parking_lot::ReentrantMutexGuard<'_, ()>> {
         let recorded = self.replication.feeds_stream() || self.aof.read().is_some();
         recorded.then(|| self.replication.lock_order())
     }
 
     /// Called after a command (`command`: its lowercase name) changed something: counts the
     /// change and feeds its effect to the AOF and the replicas. Returns the replication offset after it (what `WAIT` waits for).
-    pub fn after_write(&self, db: usize, command: &str, args: &[Bytes], dirty: u64) -> u64 {
+    pub(crate) fn after_write(&self, db: usize, command: &str, args: &[Bytes], dirty: u64) -> u64 {
         self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
         let aof = self.aof.read();
         if !self.replication.feeds_stream() && aof.is_none() {
@@ -59,7 +59,7 @@ impl Shared {
     /// [`after_write`](Shared::after_write) for a command that propagates as other commands
     /// (see [`crate::command::Ctx::propagate_as`]): those go to the AOF and the replicas as
     /// they are.
-    pub fn after_write_as(&self, db: usize, commands: &[Vec<Bytes>], dirty: u64) -> u64 {
+    pub(crate) fn after_write_as(&self, db: usize, commands: &[Vec<Bytes>], dirty: u64) -> u64 {
         self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
         let aof = self.aof.read();
         if !self.replication.feeds_stream() && aof.is_none() {
@@ -80,7 +80,7 @@ impl Shared {
     /// replicas and the AOF receive a `DEL` for each, since replicas never expire keys
     /// themselves. The whole batch is encoded once, as one chunk that the AOF writes and the
     /// replicas share. The caller holds [`order_guard`](Shared::order_guard).
-    pub fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
+    pub(crate) fn propagate_expired(&self, db: usize, keys: &[Bytes]) {
         let aof = self.aof.read();
         let feeds = self.replication.feeds_stream();
         if keys.is_empty() || (!feeds && aof.is_none()) {
@@ -107,7 +107,7 @@ impl Shared {
     /// expiry) go to the replicas and the AOF as `DEL`s, as the expiry cycle's do, and count
     /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
     /// recreates such a key reaches the replicas after its `DEL`.
-    pub fn propagate_lazy_expired(&self) {
+    pub(crate) fn propagate_lazy_expired(&self) {
         if !self.keyspace.may_have_lazily_expired() {
             return;
         }
@@ -136,7 +136,7 @@ impl Shared {
 /// itself for the rest; nothing for scripts and transactions, whose inner writes were fed
 /// as they ran (wrapped in `MULTI`/`EXEC` when more than one, see `unit`). Reads the key's
 /// new state in place, without copying its value.
-pub fn encode_effects(
+pub(crate) fn encode_effects(
     shared: &Shared,
     db: usize,
     command: &str,

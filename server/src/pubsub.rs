@@ -20,7 +20,7 @@ type Subscribers = HashMap<u64, PushSender>;
 
 /// Channel, pattern and shard-channel subscriptions of every client.
 #[derive(Debug, Default)]
-pub struct PubSub {
+pub(crate) struct PubSub {
     channels: DashMap<Bytes, Subscribers, KeyHasher>,
     patterns: RwLock<HashMap<Bytes, Subscribers>>,
     shard_channels: DashMap<Bytes, Subscribers, KeyHasher>,
@@ -28,7 +28,7 @@ pub struct PubSub {
 
 /// Which of the three subscription spaces a command works on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `SUBSCRIBE` / `PUBLISH`.
     Channel,
     /// `PSUBSCRIBE`.
@@ -38,7 +38,7 @@ pub enum Kind {
 }
 
 /// Output-buffer limits for pub/sub clients (`client-output-buffer-limit pubsub`).
-pub type BufferLimits = crate::config::BufferLimit;
+pub(crate) type BufferLimits = crate::config::BufferLimit;
 
 impl PubSub {
     fn map(&self, kind: Kind) -> &DashMap<Bytes, Subscribers, KeyHasher> {
@@ -49,7 +49,7 @@ impl PubSub {
     }
 
     /// Adds a subscription; returns false if the client already had it.
-    pub fn subscribe(&self, kind: Kind, name: Bytes, sender: &PushSender) -> bool {
+    pub(crate) fn subscribe(&self, kind: Kind, name: Bytes, sender: &PushSender) -> bool {
         let id = sender.handle.id;
         match kind {
             Kind::Pattern => self
@@ -69,7 +69,7 @@ impl PubSub {
     }
 
     /// Removes a subscription; returns whether there was one.
-    pub fn unsubscribe(&self, kind: Kind, name: &[u8], client_id: u64) -> bool {
+    pub(crate) fn unsubscribe(&self, kind: Kind, name: &[u8], client_id: u64) -> bool {
         match kind {
             Kind::Pattern => {
                 let mut p = self.patterns.write();
@@ -95,7 +95,7 @@ impl PubSub {
 
     /// Delivers a message; returns how many clients received it (a client subscribed to the
     /// channel and to a matching pattern counts twice, as in Redis).
-    pub fn publish(
+    pub(crate) fn publish(
         &self,
         kind: Kind,
         channel: &Bytes,
@@ -146,7 +146,7 @@ impl PubSub {
     }
 
     /// Active channels (or shard channels) matching an optional pattern.
-    pub fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
+    pub(crate) fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
         self.map(kind)
             .iter()
             .filter(|e| pattern.is_none_or(|p| crate::glob::matches(p, e.key(), false)))
@@ -155,22 +155,22 @@ impl PubSub {
     }
 
     /// Number of subscribers of a channel (or shard channel).
-    pub fn numsub(&self, kind: Kind, channel: &[u8]) -> usize {
+    pub(crate) fn numsub(&self, kind: Kind, channel: &[u8]) -> usize {
         self.map(kind).get(channel).map_or(0, |s| s.len())
     }
 
     /// Number of channels with at least one subscriber.
-    pub fn channel_count(&self) -> usize {
+    pub(crate) fn channel_count(&self) -> usize {
         self.channels.len()
     }
 
     /// Number of patterns with at least one subscriber.
-    pub fn pattern_count(&self) -> usize {
+    pub(crate) fn pattern_count(&self) -> usize {
         self.patterns.read().len()
     }
 
     /// Drops every subscription of a departing client.
-    pub fn remove_client(&self, client: &Client) {
+    pub(crate) fn remove_client(&self, client: &Client) {
         let id = client.handle.id;
         for c in &client.channels {
             self.unsubscribe(Kind::Channel, c, id);
@@ -208,7 +208,7 @@ fn deliver(
 
 /// Roughly how many bytes a push message occupies in an output buffer, for the
 /// `client-output-buffer-limit pubsub` accounting.
-pub fn approx_size(f: &Frame) -> usize {
+pub(crate) fn approx_size(f: &Frame) -> usize {
     match f {
         Frame::Bulk(b) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(b) => b.len() + 16,
         Frame::Raw(b) => b.len(),

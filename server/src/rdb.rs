@@ -15,88 +15,94 @@
 //! version still reads); [`read`] parses what redis-server 7.0 writes, including the compact
 //! listpack, ziplist and quicklist encodings that [`packed`] decodes.
 
-pub mod packed;
-pub mod read;
-pub mod write;
+pub(crate) mod packed;
+pub(crate) mod read;
+pub(crate) mod write;
 
 use crc::{Crc, CRC_64_REDIS};
 
 /// The RDB version this server writes (what Redis 7.0 writes), and the newest it reads.
-pub const VERSION: u32 = 10;
+pub(crate) const VERSION: u32 = 10;
 
 /// The checksum Redis puts after `EOF`.
-pub const CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
+pub(crate) const CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
 
 /// Record opcodes: a byte that starts something other than a key.
-pub mod opcode {
+pub(crate) mod opcode {
     /// A library of Redis 7 functions (its code as a string).
-    pub const FUNCTION2: u8 = 245;
+    pub(crate) const FUNCTION2: u8 = 245;
     /// The pre-release form of the function opcode (never written by 7.0 GA).
-    pub const FUNCTION_PRE_GA: u8 = 246;
+    pub(crate) const FUNCTION_PRE_GA: u8 = 246;
     /// Module auxiliary data.
-    pub const MODULE_AUX: u8 = 247;
+    pub(crate) const MODULE_AUX: u8 = 247;
     /// The LRU idle time of the next key.
-    pub const IDLE: u8 = 248;
+    pub(crate) const IDLE: u8 = 248;
     /// The LFU frequency of the next key.
-    pub const FREQ: u8 = 249;
+    pub(crate) const FREQ: u8 = 249;
     /// A metadata field (`redis-ver`, `repl-id`, ...).
-    pub const AUX: u8 = 250;
+    pub(crate) const AUX: u8 = 250;
     /// Hash table sizes of the current database.
-    pub const RESIZEDB: u8 = 251;
+    pub(crate) const RESIZEDB: u8 = 251;
     /// The next key's expiry, in Unix milliseconds.
-    pub const EXPIRETIME_MS: u8 = 252;
+    pub(crate) const EXPIRETIME_MS: u8 = 252;
     /// The next key's expiry, in Unix seconds (old files).
-    pub const EXPIRETIME: u8 = 253;
+    pub(crate) const EXPIRETIME: u8 = 253;
     /// Switch to another database.
-    pub const SELECTDB: u8 = 254;
+    pub(crate) const SELECTDB: u8 = 254;
     /// End of the records; the checksum follows.
-    pub const EOF: u8 = 255;
+    pub(crate) const EOF: u8 = 255;
 }
 
 /// Value types: the byte before a key says how its value is encoded.
-pub mod kind {
+pub(crate) mod kind {
     /// A string.
-    pub const STRING: u8 = 0;
+    pub(crate) const STRING: u8 = 0;
     /// A list, element by element.
-    pub const LIST: u8 = 1;
+    pub(crate) const LIST: u8 = 1;
     /// A set, member by member.
-    pub const SET: u8 = 2;
+    pub(crate) const SET: u8 = 2;
     /// A sorted set with scores as decimal strings.
-    pub const ZSET: u8 = 3;
+    pub(crate) const ZSET: u8 = 3;
     /// A hash, field and value after field and value.
-    pub const HASH: u8 = 4;
+    pub(crate) const HASH: u8 = 4;
     /// A sorted set with scores as binary doubles.
-    pub const ZSET_2: u8 = 5;
+    pub(crate) const ZSET_2: u8 = 5;
     /// A module value (pre-GA form).
-    pub const MODULE_PRE_GA: u8 = 6;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const MODULE_PRE_GA: u8 = 6;
     /// A module value.
-    pub const MODULE_2: u8 = 7;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const MODULE_2: u8 = 7;
     /// A hash as a zipmap (Redis 2.x).
-    pub const HASH_ZIPMAP: u8 = 9;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const HASH_ZIPMAP: u8 = 9;
     /// A list as one ziplist.
-    pub const LIST_ZIPLIST: u8 = 10;
+    pub(crate) const LIST_ZIPLIST: u8 = 10;
     /// A set of integers.
-    pub const SET_INTSET: u8 = 11;
+    pub(crate) const SET_INTSET: u8 = 11;
     /// A sorted set as one ziplist.
-    pub const ZSET_ZIPLIST: u8 = 12;
+    pub(crate) const ZSET_ZIPLIST: u8 = 12;
     /// A hash as one ziplist.
-    pub const HASH_ZIPLIST: u8 = 13;
+    pub(crate) const HASH_ZIPLIST: u8 = 13;
     /// A list as a quicklist of ziplists.
-    pub const LIST_QUICKLIST: u8 = 14;
+    pub(crate) const LIST_QUICKLIST: u8 = 14;
     /// A stream.
-    pub const STREAM_LISTPACKS: u8 = 15;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const STREAM_LISTPACKS: u8 = 15;
     /// A hash as one listpack (Redis 7).
-    pub const HASH_LISTPACK: u8 = 16;
+    pub(crate) const HASH_LISTPACK: u8 = 16;
     /// A sorted set as one listpack (Redis 7).
-    pub const ZSET_LISTPACK: u8 = 17;
+    pub(crate) const ZSET_LISTPACK: u8 = 17;
     /// A list as a quicklist of listpacks or plain nodes (Redis 7).
-    pub const LIST_QUICKLIST_2: u8 = 18;
+    pub(crate) const LIST_QUICKLIST_2: u8 = 18;
     /// A stream (Redis 7.0).
-    pub const STREAM_LISTPACKS_2: u8 = 19;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const STREAM_LISTPACKS_2: u8 = 19;
     /// A set as one listpack (Redis 7.2).
-    pub const SET_LISTPACK: u8 = 20;
+    pub(crate) const SET_LISTPACK: u8 = 20;
     /// A stream (Redis 7.2).
-    pub const STREAM_LISTPACKS_3: u8 = 21;
+    #[allow(dead_code)] // named for the table's completeness; the reader refuses this type
+    pub(crate) const STREAM_LISTPACKS_3: u8 = 21;
 }
 
 /// Why an RDB payload could not be read.

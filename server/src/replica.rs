@@ -22,7 +22,7 @@ fn b(s: &str) -> Bytes {
 }
 
 /// Makes this server a replica of `host:port` (stopping any previous link).
-pub fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
+pub(crate) fn start_replica(shared: &Arc<Shared>, host: String, port: u16) {
     stop_link(shared);
     shared.set_replica(true);
     shared.replication.following.store(true, Ordering::Release);
@@ -194,7 +194,7 @@ async fn follow(
 /// the bytes received. [`start_replica`] runs it over TCP; the fuzz target `replica_stream`
 /// runs it over bytes in memory.
 #[doc(hidden)]
-pub async fn follow_link<R, W>(
+pub(crate) async fn follow_link<R, W>(
     shared: &Arc<Shared>,
     rd: R,
     mut wr: W,
@@ -222,9 +222,15 @@ where
     // server, an id the master does not know, which gets a full resync).
     let repl = &shared.replication;
     let (replid, next) = (repl.replid(), repl.offset() + 1);
-    wr.write_all(&command(&["PSYNC", &replid, &next.to_string()]))
-        .await?;
+    // A master handing over in a coordinated failover asks its target to take over.
+    let psync = if crate::promote::failover_in_progress(shared) {
+        command(&["PSYNC", &replid, &next.to_string(), "FAILOVER"])
+    } else {
+        command(&["PSYNC", &replid, &next.to_string()])
+    };
+    wr.write_all(&psync).await?;
     let reply = read_line(&mut rd).await?;
+    crate::promote::failover_psync_answered(shared, &reply);
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
     link.handle.info.lock().role = crate::client::ClientRole::Master;

@@ -37,11 +37,13 @@
 //! [`crate::promote`] (promotion, and what a restart does to replication).
 
 mod backlog;
+mod coordinated;
 mod downstream;
 mod faults;
 mod upstream;
 
-pub use backlog::Backlog;
+pub(crate) use backlog::Backlog;
+pub(crate) use coordinated::{Failover, Phase};
 pub(crate) use downstream::{Downstream, ReplicaLink, SyncCounts};
 pub(crate) use upstream::{MasterLink, Upstream};
 
@@ -85,7 +87,7 @@ impl Ids {
 }
 
 /// A fresh random replication id (40 hex characters).
-pub fn new_replid() -> String {
+pub(crate) fn new_replid() -> String {
     (0..40)
         .map(|_| char::from_digit(rand::random_range(0..16u32), 16).unwrap_or('0'))
         .collect()
@@ -93,7 +95,7 @@ pub fn new_replid() -> String {
 
 /// Replication state of one server, master side and replica side.
 #[derive(Debug)]
-pub struct Replication {
+pub(crate) struct Replication {
     /// This server's history: its replication ids.
     pub(crate) ids: Mutex<Ids>,
     /// The offset of the last byte of the stream (fed as a master, applied as a replica).
@@ -121,6 +123,8 @@ pub struct Replication {
     pub(crate) epoch: Instant,
     /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
     pub(crate) limits: std::sync::OnceLock<Arc<crate::config::Limits>>,
+    /// A coordinated failover (`FAILOVER`), when one runs.
+    pub(crate) failover: Mutex<Failover>,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -139,7 +143,7 @@ impl Replication {
     }
 
     /// Fresh state for a master with no replicas.
-    pub fn new(replid: String) -> Replication {
+    pub(crate) fn new(replid: String) -> Replication {
         Replication {
             ids: Mutex::new(Ids::fresh(replid)),
             offset: AtomicU64::new(0),
@@ -155,57 +159,45 @@ impl Replication {
             acked: Notify::new(),
             epoch: Instant::now(),
             limits: std::sync::OnceLock::new(),
+            failover: Mutex::new(Failover::default()),
         }
     }
 
     /// The replication id (`master_replid`).
-    pub fn replid(&self) -> String {
+    pub(crate) fn replid(&self) -> String {
         self.ids.lock().replid.clone()
     }
 
     /// `master_repl_offset`: the offset of the last byte of the stream (a replica: the last
     /// byte of its master's stream it applied).
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         self.offset.load(Ordering::Acquire)
     }
 
     /// Whether writes must be fed to the stream: a replica is attached, or a backlog is kept
     /// for replicas that may come back. Never on a replica, which feeds nothing: it records
     /// its master's stream as it arrives instead.
-    pub fn feeds_stream(&self) -> bool {
+    pub(crate) fn feeds_stream(&self) -> bool {
         self.recording.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
     /// Whether a replica is attached to this master right now.
-    pub fn has_attached_replicas(&self) -> bool {
+    #[cfg(feature = "internals")]
+    pub(crate) fn has_attached_replicas(&self) -> bool {
         self.attached.load(Ordering::Acquire) && !self.following.load(Ordering::Acquire)
     }
 
     /// Takes the stream-order lock; see [`Shared::order_guard`](crate::state::Shared::order_guard),
     /// which decides when it is needed.
-    pub fn lock_order(&self) -> ReentrantMutexGuard<'_, ()> {
+    pub(crate) fn lock_order(&self) -> ReentrantMutexGuard<'_, ()> {
         self.order.lock()
-    }
-
-    /// Appends commands to the stream (emitting `SELECT` when the database changes) and sends
-    /// them to every replica. Returns the new offset.
-    pub fn feed(&self, db: usize, commands: &[Vec<Bytes>]) -> u64 {
-        if !self.feeds_stream() || commands.is_empty() {
-            return self.offset();
-        }
-        let chunk = stream_chunk(|out| {
-            for c in commands {
-                encode(c, out);
-            }
-        });
-        self.feed_encoded(db, chunk)
     }
 
     /// Appends commands already encoded in RESP (by [`encode_effects`], say) to the stream,
     /// after a `SELECT` when the database changes, and sends them to every replica. The
     /// same bytes go to the backlog and to each replica, shared, not copied. Returns the new
     /// offset.
-    pub fn feed_encoded(&self, db: usize, commands: Bytes) -> u64 {
+    pub(crate) fn feed_encoded(&self, db: usize, commands: Bytes) -> u64 {
         if !self.feeds_stream() || commands.is_empty() {
             return self.offset();
         }
@@ -272,7 +264,7 @@ impl Replication {
     }
 
     /// How many replicas have acknowledged `offset`.
-    pub fn acked_count(&self, offset: u64) -> i64 {
+    pub(crate) fn acked_count(&self, offset: u64) -> i64 {
         self.downstream
             .lock()
             .links
@@ -283,7 +275,7 @@ impl Replication {
 
     /// Asks every replica for an acknowledgement (`REPLCONF GETACK *`). Like Redis, the
     /// request is part of the stream and counts in the offset.
-    pub fn request_acks(&self) {
+    pub(crate) fn request_acks(&self) {
         if self.downstream.lock().links.is_empty() || self.following.load(Ordering::Acquire) {
             return;
         }
@@ -298,15 +290,27 @@ impl Replication {
     }
 
     /// Waits until `n` replicas acknowledged `offset` or the timeout passes; returns the count.
-    pub async fn wait_for_acks(&self, n: i64, offset: u64, timeout: Option<Duration>) -> i64 {
+    pub(crate) async fn wait_for_acks(
+        &self,
+        n: i64,
+        offset: u64,
+        timeout: Option<Duration>,
+    ) -> i64 {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut asked = false;
         loop {
             let acked = self.acked.notified();
             let count = self.acked_count(offset);
             if count >= n {
                 return count;
             }
-            self.request_acks();
+            // One `GETACK` per blocked `WAIT`, as Redis sends (its offset counts in the
+            // stream, so a resent one would make the offsets depend on timing); the
+            // replicas' once-a-second acknowledgements cover the rest.
+            if !asked {
+                self.request_acks();
+                asked = true;
+            }
             let tick = tokio::time::sleep(Duration::from_millis(100));
             match deadline {
                 Some(d) => {
@@ -327,7 +331,7 @@ impl Replication {
     }
 
     /// How many replicas have `offset` on disk in their own AOF (what `WAITAOF` counts).
-    pub fn aof_acked_count(&self, offset: u64) -> i64 {
+    pub(crate) fn aof_acked_count(&self, offset: u64) -> i64 {
         self.downstream
             .lock()
             .links
@@ -338,7 +342,7 @@ impl Replication {
 
     /// How many attached replicas acknowledged within the last `max_lag_s` seconds (Redis's
     /// "good" replicas, which `min-replicas-to-write` counts).
-    pub fn good_replicas(&self, max_lag_s: u64) -> u64 {
+    pub(crate) fn good_replicas(&self, max_lag_s: u64) -> u64 {
         let down = self.downstream.lock();
         down.links
             .iter()
@@ -348,7 +352,7 @@ impl Replication {
 
     /// Records `REPLCONF ACK offset [FACK aof-offset]` from the replica connected as
     /// `client_id`.
-    pub fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
+    pub(crate) fn ack(&self, client_id: u64, offset: u64, fack: Option<u64>) {
         for r in self.downstream.lock().links.iter() {
             if r.client_id == client_id {
                 r.ack.fetch_max(offset, Ordering::AcqRel);
@@ -362,7 +366,7 @@ impl Replication {
     }
 
     /// Resolves when a replica acknowledges something, or after `tick` at the latest.
-    pub async fn next_ack(&self, tick: Duration) {
+    pub(crate) async fn next_ack(&self, tick: Duration) {
         tokio::select! {
             _ = self.acked.notified() => {}
             _ = tokio::time::sleep(tick) => {}
@@ -370,7 +374,7 @@ impl Replication {
     }
 
     /// Whether the client with this id is an attached replica.
-    pub fn is_replica_client(&self, client_id: u64) -> bool {
+    pub(crate) fn is_replica_client(&self, client_id: u64) -> bool {
         self.attached.load(Ordering::Acquire)
             && self
                 .downstream
@@ -381,7 +385,7 @@ impl Replication {
     }
 
     /// Forgets a replica whose connection closed (the backlog stays, for its return).
-    pub fn remove_replica(&self, client_id: u64) {
+    pub(crate) fn remove_replica(&self, client_id: u64) {
         let mut down = self.downstream.lock();
         down.links.retain(|l| l.client_id != client_id);
         let alone = down.links.is_empty();
@@ -394,7 +398,7 @@ impl Replication {
     }
 
     /// Whether this server follows a master, and whether the link is up.
-    pub fn master_link(&self) -> Option<(String, u16, bool, u64)> {
+    pub(crate) fn master_link(&self) -> Option<(String, u16, bool, u64)> {
         self.upstream.lock().link.as_ref().map(|m| {
             (
                 m.host.clone(),
@@ -415,7 +419,7 @@ impl Replication {
     }
 
     /// The replication lines of `INFO stats`: full and partial resynchronisations served.
-    pub fn stats_info(&self) -> String {
+    pub(crate) fn stats_info(&self) -> String {
         let sync = *self.sync.lock();
         format!(
             "sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n",
@@ -424,7 +428,7 @@ impl Replication {
     }
 
     /// Zeroes the counters of [`stats_info`](Replication::stats_info), for `CONFIG RESETSTAT`.
-    pub fn reset_stats(&self) {
+    pub(crate) fn reset_stats(&self) {
         *self.sync.lock() = SyncCounts::default();
     }
 
@@ -432,7 +436,7 @@ impl Replication {
     ///
     /// `good_replicas` is the count `min-replicas-to-write` compares with, shown as
     /// `min_slaves_good_slaves` when that rule is on.
-    pub fn info(&self, good_replicas: Option<u64>) -> String {
+    pub(crate) fn info(&self, good_replicas: Option<u64>) -> String {
         let mut s = String::new();
         match self.master_link() {
             Some((host, port, up, offset)) => {
@@ -483,7 +487,8 @@ impl Replication {
             None => (0, 1 << 20, 0, 0),
         };
         s.push_str(&format!(
-            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            self.failover.lock().phase.name(),
             ids.replid,
             ids.replid2,
             self.offset(),
@@ -512,7 +517,7 @@ impl Replication {
     }
 
     /// `ROLE`.
-    pub fn role(&self) -> Frame {
+    pub(crate) fn role(&self) -> Frame {
         match self.master_link() {
             Some((host, port, up, offset)) => Frame::Array(vec![
                 Frame::bulk("slave"),

@@ -27,7 +27,7 @@ use bytes::Bytes;
 use crate::state::Shared;
 
 /// Crashes the node and starts it again; with `aof`, from its append-only file.
-pub async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
+pub(crate) async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
     let master = {
         // Under the exclusive gate: no command is half-way through when the memory goes.
         // (A running script is waited for, with no busy limit.)
@@ -101,7 +101,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
 /// Runs the commands of an AOF against the server, as the link to a master would (writes
 /// allowed on a replica), except that nothing blocks: a `BLPOP 0` or `WAIT` in a hostile file
 /// answers at once instead of hanging the start, as Redis's AOF client does.
-pub async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
+pub(crate) async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
     let (mut loader, _pushes) = shared.clients.register(None, None);
     loader.is_replication_link = true;
     loader.deny_blocking = true;

@@ -11,20 +11,24 @@
 //! Errors are shaped the way Redis 7 shapes them: a Lua-level error handler turns whatever was
 //! raised into `{err=..., source=..., line=...}`, and the reply becomes
 //! `-<err> script: <sha>, on @user_script:<line>.`
+//!
+//! Where each concern lives: this file is the engine (the one Lua state, the script cache,
+//! `SCRIPT LOAD`/`FLUSH`, memory settings); [`sandbox`] decides what a script may reach;
+//! [`run`] is a script's life (the run record, time limit and kill checks, recorded writes,
+//! the error it ends with); [`bridge`] is `redis.call` and its siblings; [`reply`] converts
+//! between Lua values and replies; [`functions`] is `FUNCTION`/`FCALL`; the rest are the
+//! libraries Redis bundles (`cjson`, `cmsgpack`, `struct`, `bit`).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState};
+use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
-use crate::command::Ctx;
 use crate::frame::Frame;
-use crate::gate::BusyKind;
 
 mod bridge;
 mod cjson;
@@ -35,15 +39,18 @@ mod kill;
 mod libs;
 mod msgpack;
 mod reply;
+mod run;
 mod sandbox;
 mod shebang;
 mod structlib;
 
-pub use reply::lua_to_frame;
+pub(crate) use reply::lua_to_frame;
 
 use bridge::{lua_redis_call, lua_redis_pcall};
+use run::script_error;
+use run::{install_count_hook, RUN};
+pub(crate) use run::{record_effect, shared_argument};
 
-pub use functions::FunctionFlags;
 pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 
 /// How much memory the Lua interpreter may use, all scripts together, unless
@@ -51,7 +58,7 @@ pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 /// (a script can grow until the machine runs out); here an allocation past the limit fails
 /// the script with Lua's `not enough memory`, which `pcall` can catch as in Redis, and the
 /// server goes on. A lock script uses a few kilobytes.
-pub const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+pub(crate) const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 
 /// The interpreter's memory limit, kept in its app data for the libraries that bound their
 /// output by it.
@@ -100,101 +107,6 @@ end
 
 "#;
 
-/// Everything a running script needs from the command that started it.
-struct Run {
-    /// The context of the `EVAL`/`FCALL` command; valid for the whole run (see `run_script`).
-    ctx: *mut Ctx<'static>,
-    /// Replies converted with RESP3 rules (`redis.setresp(3)`).
-    resp3: bool,
-    /// Started by `EVAL_RO`/`EVALSHA_RO`/`FCALL_RO` or a `no-writes` function.
-    read_only: bool,
-    /// Declared `allow-oom`: its writes are not refused for memory.
-    allow_oom: bool,
-    /// Whether the script has written (then `SCRIPT KILL` must refuse).
-    wrote: bool,
-    /// The write commands that changed data, in order, kept only while
-    /// [`Scripting::record_effects`] is on (tests): replication and the AOF do not need them,
-    /// they receive each write as it happens.
-    effects: Option<Effects>,
-    /// Large string arguments already passed to `redis.call` in this run (see
-    /// [`shared_argument`]): passing one value to many commands stores it once.
-    large_args: Vec<Bytes>,
-}
-
-/// A run's recorded writes and their size in bytes (bounded by [`MAX_RECORDED_EFFECTS`]).
-#[derive(Default)]
-struct Effects {
-    commands: Vec<Vec<Bytes>>,
-    bytes: usize,
-}
-
-/// At most this many argument bytes of one run's writes are recorded while
-/// [`Scripting::record_effects`] is on; past it the run keeps going but stops recording, and
-/// [`Scripting::last_effects`] reports the overflow as a single `["EFFECTS-TRUNCATED"]`.
-const MAX_RECORDED_EFFECTS: usize = 64 << 20;
-
-/// A run that grew the Lua heap by more than this gets a full garbage collection when it ends.
-const COLLECT_AFTER_GROWTH: usize = 1 << 20;
-
-/// Arguments at least this long are looked up among the run's earlier large arguments before
-/// being copied out of Lua: short ones cost less to copy than to look up.
-const SHARE_ARGUMENT_MIN: usize = 1024;
-
-/// How many distinct large arguments one run remembers for sharing (the oldest is forgotten
-/// first): bounds the lookup of each argument and what the run holds alive.
-const SHARED_ARGUMENTS: usize = 16;
-
-/// Turns a string argument of `redis.call` into bytes. A large one that this run has already
-/// passed (the same Lua string: one value written under many keys, say) becomes a clone of the
-/// earlier bytes instead of a fresh copy, so `SET`ting one 4 MiB value under 64 keys stores
-/// 4 MiB, not 256. Equal content is checked, not just the address: Lua may have collected the
-/// earlier string and reused its memory for another.
-pub(crate) fn shared_argument(arg: &[u8]) -> Bytes {
-    if arg.len() < SHARE_ARGUMENT_MIN {
-        return Bytes::copy_from_slice(arg);
-    }
-    RUN.with(|r| {
-        let mut guard = r.borrow_mut();
-        let Some(run) = guard.as_mut() else {
-            return Bytes::copy_from_slice(arg);
-        };
-        if let Some(known) = run
-            .large_args
-            .iter()
-            .find(|b| b.len() == arg.len() && b.as_ref() == arg)
-        {
-            return known.clone();
-        }
-        let fresh = Bytes::copy_from_slice(arg);
-        if run.large_args.len() == SHARED_ARGUMENTS {
-            run.large_args.remove(0);
-        }
-        run.large_args.push(fresh.clone());
-        fresh
-    })
-}
-
-/// Records a write of the running script, when recording is on (see [`Effects`]).
-pub(crate) fn record_effect(argv: Vec<Bytes>) {
-    RUN.with(|r| {
-        let mut guard = r.borrow_mut();
-        let Some(effects) = guard.as_mut().and_then(|run| run.effects.as_mut()) else {
-            return;
-        };
-        let size: usize = argv.iter().map(Bytes::len).sum();
-        if effects.bytes.saturating_add(size) > MAX_RECORDED_EFFECTS {
-            effects.bytes = usize::MAX;
-            return;
-        }
-        effects.bytes += size;
-        effects.commands.push(argv);
-    });
-}
-
-thread_local! {
-    static RUN: RefCell<Option<Run>> = const { RefCell::new(None) };
-}
-
 /// A compiled script in the cache.
 ///
 /// The function is kept in Lua's registry, not as an mlua `Function`: every live mlua handle
@@ -210,7 +122,7 @@ struct Script {
 }
 
 /// The server's scripting engine: one Lua state, the script cache, and the kill switch.
-pub struct Scripting {
+pub(crate) struct Scripting {
     lua: Lua,
     /// The read-only proxy scripts use as their globals.
     env: Table,
@@ -260,20 +172,9 @@ impl Default for Scripting {
 
 impl crate::state::Shared {
     /// The server's scripting engine (plugged into the shared state when the server starts).
-    pub fn scripting(&self) -> &Scripting {
+    pub(crate) fn scripting(&self) -> &Scripting {
         self.scripting.get()
     }
-}
-
-/// The check a script's declared flags make before it runs: one that may write cannot be
-/// sent with a read-only command (`EVAL_RO`, `FCALL_RO`), as in Redis 7.0.
-fn check_declared(flags: ScriptFlags, read_only_call: bool) -> Result<(), Frame> {
-    if read_only_call && !flags.compat && !flags.no_writes {
-        return Err(Frame::error(
-            "ERR Can not execute a script with write flag using *_ro command.",
-        ));
-    }
-    Ok(())
 }
 
 /// A SHA1 as `EVALSHA` may send it (either case), lowercased on the stack: `EVALSHA` is the
@@ -289,7 +190,7 @@ fn lowercase_sha(sha: &[u8]) -> Option<[u8; 40]> {
 }
 
 /// SHA1 of a script body, lowercase hex, as `SCRIPT LOAD` returns it.
-pub fn sha1_hex(body: &[u8]) -> String {
+pub(crate) fn sha1_hex(body: &[u8]) -> String {
     hex::encode(Sha1::digest(body))
 }
 
@@ -373,9 +274,16 @@ impl Scripting {
         })
     }
 
+    /// The memory the Lua interpreter uses now, in bytes.
+    #[cfg(test)]
+    pub(crate) fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
     /// Sets how much memory the Lua interpreter may use (all scripts together), in bytes.
     /// Zero means no limit, as in Redis, where a runaway script can take the whole machine.
-    pub fn set_memory_limit(&self, bytes: usize) {
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn set_memory_limit(&self, bytes: usize) {
         // Only fails for a Lua state mlua does not allocate for, which this one is not.
         let _ = self.lua.set_memory_limit(bytes);
         self.lua.set_app_data(MemoryLimit(bytes));
@@ -385,7 +293,7 @@ impl Scripting {
     /// The scripting lines of `INFO memory`, in Redis 7.0's order. One interpreter serves
     /// both scripts and functions here, so all of its memory is reported as the scripts'
     /// (`used_memory_vm_eval`) and none as the functions' VM.
-    pub fn memory_info(&self) -> String {
+    pub(crate) fn memory_info(&self) -> String {
         let lua = self.lua.used_memory() as u64;
         let (cached, eval_bytes) = {
             let cache = self.cache.lock();
@@ -405,11 +313,6 @@ impl Scripting {
         )
     }
 
-    /// The memory the Lua interpreter uses now, in bytes (`used_memory_lua` in `INFO`).
-    pub fn used_memory(&self) -> usize {
-        self.lua.used_memory()
-    }
-
     /// After a run: when the interpreter holds more than half its limit (a script built
     /// something big, or stopped the collector with `collectgarbage('stop')`), collect now,
     /// so the garbage of one script does not fail the next with `not enough memory` (Lua
@@ -427,7 +330,7 @@ impl Scripting {
 
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is
     /// returned as Redis's reply.
-    pub fn load(&self, body: &[u8]) -> Result<String, Frame> {
+    pub(crate) fn load(&self, body: &[u8]) -> Result<String, Frame> {
         self.load_function(body).map(|(sha, _, _)| sha)
     }
 
@@ -494,14 +397,16 @@ impl Scripting {
     /// each write as it happens and need no copy, so by default nothing of a run's writes is
     /// held once it ends.
     #[doc(hidden)]
-    pub fn last_effects(&self) -> Vec<Vec<Bytes>> {
+    #[cfg(feature = "internals")]
+    pub(crate) fn last_effects(&self) -> Vec<Vec<Bytes>> {
         self.last_effects.lock().clone()
     }
 
     /// Switches the recording of [`last_effects`](Scripting::last_effects) on or off (for
     /// tests). Switching it off frees what was recorded.
     #[doc(hidden)]
-    pub fn record_effects(&self, on: bool) {
+    #[cfg(feature = "internals")]
+    pub(crate) fn record_effects(&self, on: bool) {
         self.recording.store(on, Ordering::Release);
         if !on {
             self.last_effects.lock().clear();
@@ -511,7 +416,8 @@ impl Scripting {
     /// Bytes the scripting engine holds between runs: the Lua heap and the recorded effects
     /// (for tests: after a run it must come back to where it was).
     #[doc(hidden)]
-    pub fn retained_bytes(&self) -> usize {
+    #[cfg(feature = "internals")]
+    pub(crate) fn retained_bytes(&self) -> usize {
         let effects: usize = self
             .last_effects
             .lock()
@@ -534,12 +440,12 @@ impl Scripting {
     }
 
     /// Whether a script with this SHA1 is cached.
-    pub fn exists(&self, sha: &str) -> bool {
+    pub(crate) fn exists(&self, sha: &str) -> bool {
         self.cache.lock().contains_key(&sha.to_ascii_lowercase())
     }
 
     /// Forgets every cached script (`SCRIPT FLUSH`).
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         self.cache.lock().clear();
         self.any_declared.store(false, Ordering::Release);
         // Redis starts a fresh interpreter: what scripts configured is forgotten too.
@@ -554,252 +460,9 @@ impl Scripting {
     ///
     /// `wrong_kind`: the refusal to give instead when the running script is not the kind
     /// the command kills (see `SCRIPT KILL` and `FUNCTION KILL`).
-    pub fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
+    pub(crate) fn request_kill(&self, wrong_kind: Option<Frame>) -> Result<(), Frame> {
         self.kill.request(wrong_kind)
     }
-
-    /// Runs a cached script with `KEYS` and `ARGV`. `None` when the SHA1 is unknown. The SHA1
-    /// may be in either case, as `EVALSHA` accepts it.
-    pub fn run(
-        &self,
-        ctx: &mut Ctx<'_>,
-        sha: &[u8],
-        keys: &[Bytes],
-        argv: &[Bytes],
-        read_only: bool,
-    ) -> Option<Frame> {
-        let lower = lowercase_sha(sha)?;
-        let sha = std::str::from_utf8(&lower).ok()?;
-        let (function, flags) = {
-            let cache = self.cache.lock();
-            let script = cache.get(sha)?;
-            (
-                self.lua.registry_value::<Function>(&script.function).ok()?,
-                script.flags,
-            )
-        };
-        if let Err(e) = check_declared(flags, read_only) {
-            return Some(e);
-        }
-        ctx.shared.gate.mark_script(BusyKind::Script);
-        Some(self.execute(
-            ctx,
-            sha,
-            &function,
-            keys,
-            argv,
-            read_only || flags.no_writes,
-            flags.allow_oom,
-            false,
-        ))
-    }
-
-    /// Compiles (or finds in the cache) and runs a script body, as `EVAL` does.
-    pub fn eval(
-        &self,
-        ctx: &mut Ctx<'_>,
-        body: &[u8],
-        keys: &[Bytes],
-        argv: &[Bytes],
-        read_only: bool,
-    ) -> Frame {
-        match self.load_function(body) {
-            Ok((sha, function, flags)) => {
-                if let Err(e) = check_declared(flags, read_only) {
-                    return e;
-                }
-                ctx.shared.gate.mark_script(BusyKind::Script);
-                self.execute(
-                    ctx,
-                    &sha,
-                    &function,
-                    keys,
-                    argv,
-                    read_only || flags.no_writes,
-                    flags.allow_oom,
-                    false,
-                )
-            }
-            Err(e) => e,
-        }
-    }
-
-    /// After a run: drops the run's `KEYS` and `ARGV` (globals that would otherwise keep the
-    /// last run's arguments, a large value among them, alive until the next run), and when
-    /// the run left the Lua heap much larger than it found it, collects the garbage now
-    /// rather than whenever Lua's incremental collector gets to it.
-    fn release_run_memory(&self) {
-        let _ = self.visible.raw_set("KEYS", Value::Nil);
-        let _ = self.visible.raw_set("ARGV", Value::Nil);
-        let before = self.heap_at_start.load(Ordering::Acquire);
-        if self.lua.used_memory() > before.saturating_add(COLLECT_AFTER_GROWTH) {
-            let _ = self.lua.gc_collect();
-        }
-    }
-
-    /// Runs a script (as `KEYS`/`ARGV` globals) or a function (as its two parameters).
-    #[allow(clippy::too_many_arguments)]
-    fn execute(
-        &self,
-        ctx: &mut Ctx<'_>,
-        name: &str,
-        function: &Function,
-        keys: &[Bytes],
-        argv: &[Bytes],
-        read_only: bool,
-        allow_oom: bool,
-        as_function: bool,
-    ) -> Frame {
-        self.kill.start();
-        // More than one write reaches the replicas and the AOF as one transaction.
-        let _unit = ctx.shared.begin_unit();
-        // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
-        let _span = crate::hand_off::start();
-        self.heap_at_start
-            .store(self.lua.used_memory(), Ordering::Release);
-        // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
-        // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
-        // function. It is cleared before this function returns (the guard runs on unwind too).
-        // A `SELECT` inside the script changes the database for the rest of the script only,
-        // never for the client that sent it (as in Redis).
-        let db_before = ctx.client.db;
-        let ptr = (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>();
-        RUN.with(|r| {
-            *r.borrow_mut() = Some(Run {
-                ctx: ptr,
-                resp3: false,
-                read_only,
-                allow_oom,
-                wrote: false,
-                effects: self
-                    .recording
-                    .load(Ordering::Acquire)
-                    .then(Effects::default),
-                large_args: Vec::new(),
-            })
-        });
-        struct ClearRun<'a>(&'a Scripting);
-        impl Drop for ClearRun<'_> {
-            fn drop(&mut self) {
-                if let Some(run) = RUN.with(|r| r.borrow_mut().take()) {
-                    if let Some(effects) = run.effects {
-                        *self.0.last_effects.lock() = if effects.bytes == usize::MAX {
-                            vec![vec![Bytes::from_static(b"EFFECTS-TRUNCATED")]]
-                        } else {
-                            wrap_effects(effects.commands)
-                        };
-                    }
-                }
-                self.0.release_run_memory();
-                self.0.kill.end();
-                if self.0.line_hook.swap(false, Ordering::AcqRel) {
-                    // The run was killed: back to the hook that fires every 100k instructions.
-                    install_count_hook(&self.0.lua, self.0.kill.clone(), self.0.line_hook.clone());
-                }
-            }
-        }
-        let _clear = ClearRun(self);
-        let runner = if as_function {
-            &self.run_with_fn
-        } else {
-            &self.run_fn
-        };
-        // One trip into Lua, on the raw stack: build `KEYS` and `ARGV`, publish them as
-        // globals (scripts) or pass them (functions), and call the runner, which returns
-        // `(ok, value)`. Done through mlua's handles, each table and string would be a
-        // registry reference of its own, taken and released under mlua's lock.
-        // SAFETY: the closure runs inside mlua's protected call, so a Lua error raised in it
-        // is caught there; it holds nothing with a destructor (only borrowed slices), so
-        // the `longjmp` of such an error skips nothing. `lua_call` cannot leave more than the
-        // two results, and the stack is sized for what is pushed.
-        let result = unsafe {
-            self.lua
-                .exec_raw::<(bool, Value)>((runner, function, &self.visible), |state| {
-                    use mlua::ffi;
-                    // Stack: 1 runner, 2 function, 3 visible.
-                    ffi::luaL_checkstack(state, 4, std::ptr::null());
-                    push_string_array(state, keys); // 4
-                    push_string_array(state, argv); // 5
-                    if as_function {
-                        ffi::lua_remove(state, 3);
-                        ffi::lua_call(state, 3, 2);
-                    } else {
-                        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
-                        ffi::lua_pushvalue(state, 4);
-                        ffi::lua_rawset(state, 3);
-                        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
-                        ffi::lua_pushvalue(state, 5);
-                        ffi::lua_rawset(state, 3);
-                        ffi::lua_settop(state, 2);
-                        ffi::lua_call(state, 1, 2);
-                    }
-                })
-        };
-        ctx.client.db = db_before;
-        let reply = match result {
-            Ok((ok, value)) => {
-                if ok {
-                    lua_to_frame(&self.lua, &value, ctx.client.protocol)
-                } else {
-                    script_error(&value, name)
-                }
-            }
-            Err(mlua::Error::MemoryError(msg)) => {
-                Frame::error(format!("ERR Error running script {name}, {msg}"))
-            }
-            Err(e) => Frame::error(format!("ERR Error running script {name}: {e}")),
-        };
-        self.collect_if_full();
-        reply
-    }
-}
-
-/// Pushes a Lua array of strings (`KEYS` or `ARGV`).
-///
-/// # Safety
-/// `state` must be a live Lua state with room for two more stack slots.
-unsafe fn push_string_array(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
-    use mlua::ffi;
-    ffi::lua_createtable(state, items.len() as std::os::raw::c_int, 0);
-    for (i, item) in items.iter().enumerate() {
-        ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
-        ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
-    }
-}
-
-/// Installs the instruction hook every script runs under: every 100k instructions (about a
-/// millisecond) it looks at the clock (see [`crate::hand_off`]) and at the kill switch. Lua
-/// counts instructions across runs, so the hook may fire early in a short script: harmless,
-/// since what it decides by is the time this run has taken.
-///
-/// Once the script is killed the hook raises the kill error and, as Redis does, from then on
-/// fires on every line: a script that catches the error with `pcall` meets it again at its
-/// next line, outside the `pcall`, instead of looping on for another 100k instructions.
-fn install_count_hook(lua: &Lua, kill: Arc<kill::KillSwitch>, line_hook: Arc<AtomicBool>) {
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(100_000),
-        move |lua, _debug| {
-            // A long script hands this worker's other tasks to another thread, so that other
-            // clients are served (and answered -BUSY) and the runtime's timers fire while it
-            // runs. Retried at each firing until it took.
-            crate::hand_off::if_long();
-            if functions::load_timed_out() {
-                return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()));
-            }
-            if kill.is_killed() {
-                line_hook.store(true, Ordering::Release);
-                let kill = kill.clone();
-                lua.set_hook(HookTriggers::EVERY_LINE, move |_lua, _debug| {
-                    if kill.is_killed() {
-                        return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
-                    }
-                    Ok(VmState::Continue)
-                });
-                return Err(mlua::Error::RuntimeError(kill::KILLED_MESSAGE.into()));
-            }
-            Ok(VmState::Continue)
-        },
-    );
 }
 
 /// A table that reads through to `real` and refuses every assignment, with Redis's texts.
@@ -828,51 +491,6 @@ fn read_only_proxy(lua: &Lua, real: &Table) -> mlua::Result<Table> {
     }
     let make: Function = lua.globals().raw_get("__lk_proxy")?;
     make.call(real.clone())
-}
-
-/// Wraps a run's writes the way Redis 7 propagates them.
-fn wrap_effects(effects: Vec<Vec<Bytes>>) -> Vec<Vec<Bytes>> {
-    if effects.len() <= 1 {
-        return effects;
-    }
-    let mut out = Vec::with_capacity(effects.len() + 2);
-    out.push(vec![Bytes::from_static(b"MULTI")]);
-    out.extend(effects);
-    out.push(vec![Bytes::from_static(b"EXEC")]);
-    out
-}
-
-/// Formats a script failure as Redis 7 does.
-fn script_error(err: &Value, sha: &str) -> Frame {
-    let t = match err {
-        Value::Table(t) => t,
-        // Not shaped by the error handler: Lua 5.1 reports running out of memory (and an
-        // error inside the handler) without calling it. Redis 7.0 then answers
-        // `Error running script <sha>, <message cut to 100 bytes>`.
-        Value::String(s) => {
-            let msg = s.as_bytes();
-            let msg =
-                String::from_utf8_lossy(&msg[..msg.len().min(100)]).replace(['\r', '\n'], " ");
-            return Frame::error(format!("ERR Error running script {sha}, {msg}"));
-        }
-        _ => return Frame::error("ERR execution failure"),
-    };
-    let msg = match t.raw_get::<Value>("err") {
-        Ok(Value::String(s)) => s.to_string_lossy().to_string(),
-        _ => "ERR execution failure".into(),
-    };
-    // Errors raised from Rust (the kill hook) arrive wrapped; keep only their message.
-    let msg = if msg.contains("Script killed by user with SCRIPT KILL") {
-        "ERR Script killed by user with SCRIPT KILL...".to_string()
-    } else {
-        msg
-    };
-    let source: Option<String> = t.raw_get("source").ok();
-    let line: Option<i64> = t.raw_get("line").ok();
-    match (source, line) {
-        (Some(src), Some(line)) => Frame::error(format!("{msg} script: {sha}, on {src}:{line}.")),
-        _ => Frame::error(msg),
-    }
 }
 
 /// A number as C's `printf("%.<precision>g")` prints it (glibc's spelling of infinities and

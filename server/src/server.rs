@@ -24,7 +24,7 @@ use crate::client::{Client, PushReceiver};
 use crate::clock::Clock;
 use crate::cmd;
 use crate::frame::Frame;
-pub use crate::state::{Shared, Stats};
+pub(crate) use crate::state::Shared;
 
 /// Configures and starts a server. Get one from [`Server::builder`].
 #[derive(Debug, Clone)]
@@ -171,6 +171,20 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, done: mpsc::Sen
     }
 }
 
+/// A cheap, cloneable way to open in-process clients of one server later, without borrowing
+/// its [`ServerHandle`]: a connection pool or a task that outlives the borrow keeps one.
+#[derive(Clone, Debug)]
+pub struct Connector {
+    shared: Arc<Shared>,
+}
+
+impl Connector {
+    /// A new in-process client, as [`ServerHandle::client`] gives.
+    pub fn client(&self) -> LocalClient {
+        LocalClient::new(self.shared.clone())
+    }
+}
+
 /// A running server: its address, its clock, in-process clients, and shutdown.
 #[derive(Debug)]
 pub struct ServerHandle {
@@ -195,14 +209,22 @@ impl ServerHandle {
         &self.shared.clock
     }
 
-    /// Server-wide state, for advanced embedding and tests.
-    pub fn shared(&self) -> &Arc<Shared> {
+    /// Server-wide state, for the crate's own modules.
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 
     /// A client that runs commands in-process, without a socket.
     pub fn client(&self) -> LocalClient {
         LocalClient::new(self.shared.clone())
+    }
+
+    /// A cloneable source of in-process clients of this server (see [`Connector`]).
+    pub fn connector(&self) -> Connector {
+        Connector {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Stops accepting connections, closes every connection and waits for their tasks.
@@ -227,6 +249,12 @@ impl ServerHandle {
     /// Makes this server a replica of `master` (like `REPLICAOF host port`).
     pub fn replicate_from(&self, master: SocketAddr) {
         crate::replica::start_replica(&self.shared, master.ip().to_string(), master.port());
+    }
+
+    /// Makes this server a replica of the master at `host:port`, a name or an address (like
+    /// `REPLICAOF host port`; the name is resolved on each connection attempt).
+    pub fn replicate_from_host(&self, host: impl Into<String>, port: u16) {
+        crate::replica::start_replica(&self.shared, host.into(), port);
     }
 
     /// Promotes a replica to master (like `REPLICAOF NO ONE`).
@@ -254,7 +282,7 @@ impl ServerHandle {
 
     /// Restarts this node in place, as a crash and a new start would: every connection
     /// closes, the keyspace is gone, and it comes back on the same port, replaying its
-    /// append-only file when `aof` is true or empty when false (see [`crate::restart`]).
+    /// append-only file when `aof` is true or empty when false.
     /// Resolves once it serves again.
     pub async fn restart(&self, aof: bool) -> std::io::Result<()> {
         crate::restart::restart(&self.shared, aof).await
@@ -323,8 +351,8 @@ pub struct LocalClient {
 }
 
 impl LocalClient {
-    /// A new in-process client of the server that owns `shared` (see [`ServerHandle::shared`]).
-    pub fn new(shared: Arc<Shared>) -> LocalClient {
+    /// A new in-process client of the server that owns `shared`.
+    pub(crate) fn new(shared: Arc<Shared>) -> LocalClient {
         let (client, pushes) = shared.clients.register(None, None);
         LocalClient {
             shared,

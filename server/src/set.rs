@@ -10,12 +10,9 @@ use indexmap::IndexSet;
 
 use crate::codec::parse_int;
 
-/// Redis's default `set-max-intset-entries`.
-pub const DEFAULT_MAX_INTSET_ENTRIES: usize = 512;
-
 /// A set of byte strings.
 #[derive(Clone, Debug)]
-pub enum Set {
+pub(crate) enum Set {
     /// Integer members, ascending, each once (Redis's `intset` encoding).
     Ints(Vec<i64>),
     /// Any members (Redis's `hashtable` encoding); positions give O(1) random picks.
@@ -35,13 +32,13 @@ fn int_bytes(i: i64) -> Bytes {
 
 impl Set {
     /// An empty set (an intset until a member says otherwise).
-    pub fn new() -> Set {
+    pub(crate) fn new() -> Set {
         Set::default()
     }
 
     /// A set holding `members`, shaped as Redis would shape a set built by adding them one by
     /// one with `max_intset` as `set-max-intset-entries`.
-    pub fn from_members(members: impl IntoIterator<Item = Bytes>, max_intset: usize) -> Set {
+    pub(crate) fn from_members(members: impl IntoIterator<Item = Bytes>, max_intset: usize) -> Set {
         let mut s = Set::new();
         for m in members {
             s.insert(m, max_intset);
@@ -50,7 +47,7 @@ impl Set {
     }
 
     /// Number of members.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Set::Ints(v) => v.len(),
             Set::Table(t) => t.len(),
@@ -58,12 +55,12 @@ impl Set {
     }
 
     /// Whether the set has no members.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The name `OBJECT ENCODING` answers.
-    pub fn encoding(&self) -> &'static str {
+    pub(crate) fn encoding(&self) -> &'static str {
         match self {
             Set::Ints(_) => "intset",
             Set::Table(_) => "hashtable",
@@ -80,7 +77,7 @@ impl Set {
 
     /// Adds `member`; false when it was there already. `max_intset` is the current
     /// `set-max-intset-entries`.
-    pub fn insert(&mut self, member: Bytes, max_intset: usize) -> bool {
+    pub(crate) fn insert(&mut self, member: Bytes, max_intset: usize) -> bool {
         if let Set::Ints(v) = self {
             match parse_int(&member) {
                 Some(i) => {
@@ -105,7 +102,7 @@ impl Set {
     }
 
     /// Removes `member`; false when it was not there.
-    pub fn remove(&mut self, member: &[u8]) -> bool {
+    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
         match self {
             Set::Ints(v) => match parse_int(member).map(|i| v.binary_search(&i)) {
                 Some(Ok(pos)) => {
@@ -119,7 +116,7 @@ impl Set {
     }
 
     /// Whether `member` is in the set.
-    pub fn contains(&self, member: &[u8]) -> bool {
+    pub(crate) fn contains(&self, member: &[u8]) -> bool {
         match self {
             Set::Ints(v) => parse_int(member).is_some_and(|i| v.binary_search(&i).is_ok()),
             Set::Table(t) => t.contains(member),
@@ -127,7 +124,7 @@ impl Set {
     }
 
     /// The member at position `i` (`i < len`): any fixed order, for random picks.
-    pub fn get_index(&self, i: usize) -> Option<Bytes> {
+    pub(crate) fn get_index(&self, i: usize) -> Option<Bytes> {
         match self {
             Set::Ints(v) => v.get(i).map(|n| int_bytes(*n)),
             Set::Table(t) => t.get_index(i).cloned(),
@@ -135,7 +132,7 @@ impl Set {
     }
 
     /// Removes and returns the member at position `i`.
-    pub fn remove_index(&mut self, i: usize) -> Option<Bytes> {
+    pub(crate) fn remove_index(&mut self, i: usize) -> Option<Bytes> {
         match self {
             Set::Ints(v) => (i < v.len()).then(|| int_bytes(v.remove(i))),
             Set::Table(t) => t.swap_remove_index(i),
@@ -143,7 +140,7 @@ impl Set {
     }
 
     /// Every member, in the set's order (ascending for an intset).
-    pub fn members(&self) -> Vec<Bytes> {
+    pub(crate) fn members(&self) -> Vec<Bytes> {
         match self {
             Set::Ints(v) => v.iter().map(|i| int_bytes(*i)).collect(),
             Set::Table(t) => t.iter().cloned().collect(),
@@ -151,7 +148,7 @@ impl Set {
     }
 
     /// The integer members of an intset, ascending (`None` for a hashtable).
-    pub fn ints(&self) -> Option<&[i64]> {
+    pub(crate) fn ints(&self) -> Option<&[i64]> {
         match self {
             Set::Ints(v) => Some(v),
             Set::Table(_) => None,
@@ -160,17 +157,26 @@ impl Set {
 
     /// Converts an intset that holds more than `max_intset` members (loading a snapshot
     /// written under a larger setting does this, as Redis does).
-    pub fn fit(&mut self, max_intset: usize) {
+    pub(crate) fn fit(&mut self, max_intset: usize) {
         if matches!(self, Set::Ints(v) if v.len() > max_intset) {
             self.become_table();
         }
     }
 
     /// Bytes the members take (for the memory estimate): each member's length.
-    pub fn sample_member_len(&self, i: usize) -> usize {
+    pub(crate) fn sample_member_len(&self, i: usize) -> usize {
         match self {
             Set::Ints(_) => 8,
             Set::Table(t) => t.get_index(i).map_or(0, |m| m.len()),
+        }
+    }
+}
+
+impl crate::shrink::Shrink for Set {
+    fn shrink_if_sparse(&mut self) -> bool {
+        match self {
+            Set::Ints(v) => v.shrink_if_sparse(),
+            Set::Table(t) => t.shrink_if_sparse(),
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::tracking::Tracking;
 
 /// Counters `INFO stats` reports.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Connections accepted since start.
     pub connections_received: AtomicU64,
     /// Commands run since start.
@@ -42,14 +42,14 @@ pub struct Stats {
 
 impl Stats {
     /// Counts one command.
-    pub fn command_processed(&self) {
+    pub(crate) fn command_processed(&self) {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// Server-wide state shared by every connection and background task.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// The sixteen databases.
     pub keyspace: Keyspace,
     /// The time source.
@@ -98,6 +98,7 @@ pub struct Shared {
 
 impl Shared {
     pub(crate) fn new(clock: Clock, scripting: Plugged) -> Shared {
+        let pause = crate::pause::ClientPause::new(clock.clone());
         let (shutdown_tx, _) = watch::channel(false);
         let hex40 = || -> String {
             (0..40)
@@ -131,7 +132,7 @@ impl Shared {
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
             evictor: Evictor::default(),
-            pause: crate::pause::ClientPause::default(),
+            pause,
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),
@@ -145,24 +146,24 @@ impl Shared {
     }
 
     /// Whether this server is a replica (read-only, never expires keys itself).
-    pub fn is_replica(&self) -> bool {
+    pub(crate) fn is_replica(&self) -> bool {
         self.replica.load(Ordering::Acquire)
     }
 
     /// Makes this server a replica or a master again.
-    pub fn set_replica(&self, replica: bool) {
+    pub(crate) fn set_replica(&self, replica: bool) {
         self.replica.store(replica, Ordering::Release);
     }
 
     /// Whether reads may delete expired keys (masters do; replicas wait for the master).
-    pub fn lazy_expire_deletes(&self) -> bool {
+    pub(crate) fn lazy_expire_deletes(&self) -> bool {
         // During a `CLIENT PAUSE` an expired key reads as missing but stays: its `DEL`
         // would be a write, which the pause promises there are none of.
         !self.is_replica() && !self.pause.holds_expiry()
     }
 
     /// The body of `INFO replication`.
-    pub fn replication_info(&self) -> String {
+    pub(crate) fn replication_info(&self) -> String {
         let (to_write, max_lag) = self.config.min_replicas();
         let good = (to_write > 0 && max_lag > 0)
             .then(|| self.replication.good_replicas(max_lag) * u64::from(!self.is_replica()));
@@ -170,36 +171,36 @@ impl Shared {
     }
 
     /// Asks the server to shut down: the listener stops and every connection closes.
-    pub fn request_shutdown(&self) {
+    pub(crate) fn request_shutdown(&self) {
         self.shutdown_tx.send_replace(true);
         self.clients.kill_all();
     }
 
     /// Marks the keyspace as being reloaded (a [restart](crate::restart)), or ready again.
-    pub fn set_loading(&self, loading: bool) {
+    pub(crate) fn set_loading(&self, loading: bool) {
         self.loading_tx.send_replace(loading);
     }
 
     /// Resolves once the keyspace is not being reloaded (at once, almost always).
-    pub async fn wait_loaded(&self) {
+    pub(crate) async fn wait_loaded(&self) {
         let mut rx = self.loading_tx.subscribe();
         let _ = rx.wait_for(|loading| !*loading).await;
     }
 
     /// Whether a [restart](crate::restart) is reloading the keyspace.
-    pub fn is_loading(&self) -> bool {
+    pub(crate) fn is_loading(&self) -> bool {
         *self.loading_tx.borrow()
     }
 
     /// A receiver that sees `true` once shutdown was requested.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
     }
 }
 
 /// Eviction state kept across calls: the candidate pool and the counters.
 #[derive(Debug, Default)]
-pub struct Evictor {
+pub(crate) struct Evictor {
     pub(crate) pool: parking_lot::Mutex<Vec<Candidate>>,
     /// Keys evicted since start (`INFO stats`'s `evicted_keys`).
     pub evicted_keys: AtomicU64,
@@ -213,7 +214,7 @@ pub struct Evictor {
 
 impl Evictor {
     /// Records a reading of used memory; returns the peak so far.
-    pub fn note_peak(&self, used: usize) -> usize {
+    pub(crate) fn note_peak(&self, used: usize) -> usize {
         self.peak.fetch_max(used, Ordering::Relaxed).max(used)
     }
 }
@@ -228,7 +229,7 @@ pub(crate) struct Candidate {
 /// Wake-ups and progress of the active expiry cycle, shared between the cycle's task and
 /// whoever waits for it to catch up.
 #[derive(Debug)]
-pub struct ExpiryState {
+pub(crate) struct ExpiryState {
     /// Wakes the cycle's task now instead of at its next tick.
     pub(crate) kick: Notify,
     /// Counts the passes completed; bumped at the end of every pass.
@@ -245,7 +246,7 @@ impl Default for ExpiryState {
 }
 
 /// Releases everything a departing client held: subscriptions, watches, its registry entry.
-pub fn cleanup_client(shared: &Shared, client: &mut Client) {
+pub(crate) fn cleanup_client(shared: &Shared, client: &mut Client) {
     shared.pubsub.remove_client(client);
     shared.tracking.disable(client.handle.id);
     shared.replication.remove_replica(client.handle.id);
@@ -257,7 +258,7 @@ pub fn cleanup_client(shared: &Shared, client: &mut Client) {
 /// floor imports no feature: the scripting engine, whose scripts run commands and so sits
 /// above the dispatcher. The server plugs it in when it starts; the feature reads it back,
 /// typed, through its own accessor (`Shared::scripting`, in [`crate::scripting`]).
-pub struct Plugged(Box<dyn Any + Send + Sync>);
+pub(crate) struct Plugged(Box<dyn Any + Send + Sync>);
 
 impl Plugged {
     /// Holds `value`.

@@ -47,11 +47,11 @@ use crate::db::KeyChanges;
 use crate::frame::Frame;
 
 /// The channel a RESP2 redirection target hears invalidations on.
-pub const CHANNEL: &str = "__redis__:invalidate";
+pub(crate) const CHANNEL: &str = "__redis__:invalidate";
 
 /// What `CLIENT TRACKING ON` asks for, already checked by [`Tracking::enable`].
 #[derive(Debug, Clone, Default)]
-pub struct Request {
+pub(crate) struct Request {
     /// The options.
     pub mode: TrackingMode,
     /// `REDIRECT id` (0: none).
@@ -93,7 +93,7 @@ struct Inner {
 
 /// The tracking state of a server: the table, the prefixes, the tracking clients.
 #[derive(Debug)]
-pub struct Tracking {
+pub(crate) struct Tracking {
     /// Set while anything could need a message: a client tracks, or the table holds keys.
     /// Shared with the keyspace's [`ChangeHook`](crate::db::ChangeHook).
     armed: Arc<AtomicBool>,
@@ -126,7 +126,7 @@ fn hold(held: Vec<Option<Bytes>>) {
 
 /// Marks a client's command as running on this thread until dropped (see [`Tracking::running`]).
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     previous: u64,
 }
 
@@ -137,10 +137,16 @@ impl Drop for Running {
 }
 
 impl Tracking {
+    /// Whether the keyspace calls in on changes: a client tracks, or the table holds keys.
+    #[cfg(test)]
+    fn armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
     /// An empty table; `armed` is the keyspace's hook flag, `clients` the registry, `limits`
     /// and `clock` what output-buffer limits are enforced with, `max_keys` the configured
     /// bound.
-    pub fn new(
+    pub(crate) fn new(
         armed: Arc<AtomicBool>,
         clients: ClientDirectory,
         limits: Arc<Limits>,
@@ -157,13 +163,8 @@ impl Tracking {
         }
     }
 
-    /// Whether the keyspace calls in on changes: a client tracks, or the table holds keys.
-    pub fn armed(&self) -> bool {
-        self.armed.load(Ordering::Relaxed)
-    }
-
     /// `tracking-table-max-keys`.
-    pub fn max_keys(&self) -> u64 {
+    pub(crate) fn max_keys(&self) -> u64 {
         self.max_keys.load(Ordering::Relaxed)
     }
 
@@ -174,7 +175,7 @@ impl Tracking {
 
     /// Marks `id`'s command as running on this thread until the guard drops: a thread-local
     /// write, no atomic, so that every command may do it.
-    pub fn running(id: u64) -> Running {
+    pub(crate) fn running(id: u64) -> Running {
         Running {
             previous: CURRENT.with(|c| c.replace(id)),
         }
@@ -182,7 +183,7 @@ impl Tracking {
 
     /// Turns tracking on for `handle`'s client (or changes its options, adding prefixes),
     /// once the command has checked the request. Returns the mode to keep on the client.
-    pub fn enable(&self, handle: &Arc<ClientHandle>, req: Request) -> TrackingMode {
+    pub(crate) fn enable(&self, handle: &Arc<ClientHandle>, req: Request) -> TrackingMode {
         let mut inner = self.inner.lock();
         let id = handle.id;
         let mut prefixes = match inner.trackers.remove(&id) {
@@ -220,7 +221,7 @@ impl Tracking {
 
     /// Turns tracking off for client `id` (`CLIENT TRACKING OFF`, `RESET`, a disconnection).
     /// Keys it read stay in the table until they change or are evicted, as in Redis.
-    pub fn disable(&self, id: u64) {
+    pub(crate) fn disable(&self, id: u64) {
         let mut inner = self.inner.lock();
         let Some(t) = inner.trackers.remove(&id) else {
             return;
@@ -239,7 +240,7 @@ impl Tracking {
     }
 
     /// The prefixes client `id` listens to (`BCAST`), in order.
-    pub fn prefixes_of(&self, id: u64) -> Vec<Bytes> {
+    pub(crate) fn prefixes_of(&self, id: u64) -> Vec<Bytes> {
         let inner = self.inner.lock();
         inner
             .trackers
@@ -250,7 +251,7 @@ impl Tracking {
 
     /// Whether client `id` already listens to a prefix overlapping `p` (one is a prefix of the
     /// other): the existing prefix, if so.
-    pub fn overlapping_prefix(&self, id: u64, p: &[u8]) -> Option<Bytes> {
+    pub(crate) fn overlapping_prefix(&self, id: u64, p: &[u8]) -> Option<Bytes> {
         let inner = self.inner.lock();
         let t = inner.trackers.get(&id)?;
         t.prefixes.iter().find(|q| overlap(q, p)).cloned()
@@ -258,14 +259,14 @@ impl Tracking {
 
     /// `(redirect, broken redirect)` of client `id` if its tracking is on: what `CLIENT
     /// LIST`, `GETREDIR` and `TRACKINGINFO` show.
-    pub fn redirect_of(&self, id: u64) -> Option<(u64, bool)> {
+    pub(crate) fn redirect_of(&self, id: u64) -> Option<(u64, bool)> {
         let inner = self.inner.lock();
         inner.trackers.get(&id).map(|t| (t.redirect, t.broken))
     }
 
     /// `(redirect, broken redirect, broadcast)` of client `id` if its tracking is on: what
     /// another client's `CLIENT LIST` line shows of it.
-    pub fn list_info(&self, id: u64) -> Option<(u64, bool, bool)> {
+    pub(crate) fn list_info(&self, id: u64) -> Option<(u64, bool, bool)> {
         let inner = self.inner.lock();
         inner
             .trackers
@@ -275,7 +276,7 @@ impl Tracking {
 
     /// `INFO`'s counts: tracking clients, keys in the table, items (key-client pairs),
     /// prefixes.
-    pub fn counts(&self) -> (usize, usize, usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
         let inner = self.inner.lock();
         (
             inner.trackers.len(),
@@ -288,7 +289,7 @@ impl Tracking {
     /// Remembers that client `id` read `keys` (a read-only command in default mode), then
     /// brings the table back within `tracking-table-max-keys`. Called while `id`'s command
     /// runs: invalidations of its own keys go after its reply.
-    pub fn remember<'k>(&self, id: u64, keys: impl Iterator<Item = &'k Bytes>) {
+    pub(crate) fn remember<'k>(&self, id: u64, keys: impl Iterator<Item = &'k Bytes>) {
         let mut inner = self.inner.lock();
         let mut added = 0;
         for k in keys {
@@ -305,7 +306,7 @@ impl Tracking {
 
     /// Brings the table back within `tracking-table-max-keys` (after `CONFIG SET` lowered
     /// it), on behalf of client `current`.
-    pub fn fit(&self, current: u64) {
+    pub(crate) fn fit(&self, current: u64) {
         let mut inner = self.inner.lock();
         let mut held = Vec::new();
         self.fit_locked(&mut inner, current, &mut held);
@@ -458,7 +459,7 @@ impl Tracking {
     /// After client `id`'s command: the invalidations held for it (its own changes) and the
     /// broadcasts gathered meanwhile go out; the ones for its own connection are returned, to
     /// be written after its reply.
-    pub fn after_command(&self, id: u64) -> Vec<Frame> {
+    pub(crate) fn after_command(&self, id: u64) -> Vec<Frame> {
         if !WORK.with(|w| w.replace(false)) {
             return Vec::new();
         }
@@ -519,7 +520,7 @@ enum Payload<'a> {
 }
 
 /// Whether one of two prefixes starts with the other (Redis's `stringCheckPrefix`).
-pub fn overlap(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn overlap(a: &[u8], b: &[u8]) -> bool {
     let n = a.len().min(b.len());
     a[..n] == b[..n]
 }

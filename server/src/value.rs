@@ -13,7 +13,7 @@ use crate::zset::ZSet;
 
 /// A stored value.
 #[derive(Clone, Debug)]
-pub enum Value {
+pub(crate) enum Value {
     /// A string (also what `INCR` works on).
     Str(Bytes),
     /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
@@ -27,8 +27,21 @@ pub enum Value {
 }
 
 impl Value {
+    /// Gives back the room a collection keeps from its peak once it is mostly empty (see
+    /// [`crate::shrink`]); true when it rebuilt. Strings are left as they are.
+    pub(crate) fn shrink_if_sparse(&mut self) -> bool {
+        use crate::shrink::Shrink;
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.shrink_if_sparse(),
+            Value::List(l) => l.shrink_if_sparse(),
+            Value::ZSet(z) => z.shrink_if_sparse(),
+            Value::Set(s) => s.shrink_if_sparse(),
+        }
+    }
+
     /// The name `TYPE` replies with.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
@@ -40,7 +53,7 @@ impl Value {
 
     /// Whether this is a hash, list, set or sorted set with nothing left in it (a key Redis
     /// deletes).
-    pub fn is_empty_collection(&self) -> bool {
+    pub(crate) fn is_empty_collection(&self) -> bool {
         match self {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
@@ -53,7 +66,7 @@ impl Value {
 
 /// A value and its absolute expiry time (Unix milliseconds), if it has one.
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The stored value.
     pub value: Value,
     /// When the key stops existing, in Unix milliseconds.
@@ -64,12 +77,12 @@ pub struct Entry {
 
 impl Entry {
     /// An entry without expiry.
-    pub fn new(value: Value) -> Entry {
+    pub(crate) fn new(value: Value) -> Entry {
         Entry::with_expiry(value, None)
     }
 
     /// An entry that expires at `expires_at` (Unix milliseconds), if given.
-    pub fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
+    pub(crate) fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
         Entry {
             value,
             expires_at,
@@ -78,7 +91,7 @@ impl Entry {
     }
 
     /// Whether the entry is logically gone at `now_ms`.
-    pub fn is_expired(&self, now_ms: u64) -> bool {
+    pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
         matches!(self.expires_at, Some(t) if t <= now_ms)
     }
 }
@@ -94,7 +107,7 @@ pub(crate) const LFU_INIT: u32 = 5;
 /// how often: a 16-bit minute stamp of the last decrement and an 8-bit logarithmic counter,
 /// the layout of Redis's `lru` field.
 #[derive(Debug, Default)]
-pub struct Access(AtomicU32);
+pub(crate) struct Access(AtomicU32);
 
 impl Clone for Access {
     fn clone(&self) -> Self {

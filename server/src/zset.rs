@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 /// A score with a total order (scores are never NaN: commands reject NaN before storing).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Score(pub f64);
+pub(crate) struct Score(pub f64);
 
 impl Eq for Score {}
 
@@ -25,34 +25,34 @@ impl Ord for Score {
 
 /// A sorted set: each member once, ordered by score and then by member bytes.
 #[derive(Clone, Debug, Default)]
-pub struct ZSet {
+pub(crate) struct ZSet {
     scores: HashMap<Bytes, f64>,
     order: BTreeSet<(Score, Bytes)>,
 }
 
 impl ZSet {
     /// An empty sorted set.
-    pub fn new() -> ZSet {
+    pub(crate) fn new() -> ZSet {
         ZSet::default()
     }
 
     /// Number of members.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.scores.len()
     }
 
     /// Whether there are no members.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.scores.is_empty()
     }
 
     /// The score of `member`, if present.
-    pub fn score(&self, member: &[u8]) -> Option<f64> {
+    pub(crate) fn score(&self, member: &[u8]) -> Option<f64> {
         self.scores.get(member).copied()
     }
 
     /// Adds or updates a member; returns its previous score.
-    pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
+    pub(crate) fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
         // -0.0 and 0.0 are the same score to Redis; store one of them.
         let score = if score == 0.0 { 0.0 } else { score };
         let old = self.scores.insert(member.clone(), score);
@@ -64,21 +64,28 @@ impl ZSet {
     }
 
     /// Removes a member; returns its score if it was present.
-    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+    pub(crate) fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let (m, s) = self.scores.remove_entry(member)?;
         self.order.remove(&(Score(s), m));
         Some(s)
     }
 
     /// Members in ascending order with their scores.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
         self.order.iter().map(|(s, m)| (m, s.0))
     }
 
     /// 0-based rank of `member` in ascending order.
-    pub fn rank(&self, member: &[u8]) -> Option<usize> {
+    pub(crate) fn rank(&self, member: &[u8]) -> Option<usize> {
         let s = self.score(member)?;
         let key = (Score(s), Bytes::copy_from_slice(member));
         Some(self.order.range(..key).count())
+    }
+}
+
+impl crate::shrink::Shrink for ZSet {
+    /// The member table shrinks; the ordered index frees its nodes as members go.
+    fn shrink_if_sparse(&mut self) -> bool {
+        self.scores.shrink_if_sparse()
     }
 }

@@ -6,8 +6,6 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use latchkey_server::db::{Entry, Value};
 use latchkey_server::{Clock, Frame, LocalClient, Server, ServerHandle};
 
 /// A directory for one test's files, removed when dropped.
@@ -327,81 +325,6 @@ async fn one_advance_expires_every_due_key_and_the_replica_and_the_aof_agree() {
     restored.shutdown().await;
     replica.shutdown().await;
     master.shutdown().await;
-}
-
-/// Keys in the million-key test.
-const MILLION: usize = 1_000_000;
-
-/// One advance past a million deadlines: the cycle deletes them in bounded steps between the
-/// commands of a client that keeps running (its commands are answered throughout, and
-/// between two of them at most a burst or two of steps go, `MAX_BURST_STEPS` steps each),
-/// and once it has caught up nothing expired is left.
-#[tokio::test]
-async fn a_million_deadlines_pass_in_bounded_steps_between_commands() {
-    let s = Server::builder()
-        .no_listener()
-        .virtual_clock()
-        .start()
-        .await
-        .unwrap();
-    let now = s.clock().now_ms();
-    let db = s.shared().keyspace.db(0);
-    // Loaded straight into the keyspace: a million commands would take longer in a debug
-    // build, and the loading is not what this test is about.
-    let token = Bytes::from_static(b"token");
-    for i in 0..MILLION {
-        db.insert(
-            Bytes::from(format!("lock:{i}")),
-            Entry::with_expiry(
-                Value::Str(token.clone()),
-                Some(now + 5000 + (i % 5000) as u64),
-            ),
-        );
-    }
-    let mut c = s.client();
-    c.cmd(["SET", "live", "v"]).await;
-    assert_eq!(int(c.cmd(["DBSIZE"]).await), MILLION as i64 + 1);
-    assert_eq!(
-        info_expires(&mut c, 0).await,
-        (MILLION as i64 + 1, MILLION as i64)
-    );
-
-    s.clock().advance(Duration::from_secs(60));
-    // The most the cycle deletes in one go before it lets others run.
-    let step =
-        (latchkey_server::expire::STEP_KEYS * latchkey_server::expire::MAX_BURST_STEPS) as i64;
-    let mut last = MILLION as i64 + 1;
-    let (mut largest_drop, mut observations) = (0, 0);
-    loop {
-        // The client gives the scheduler a turn between commands, as a networked one would
-        // while waiting for its next request.
-        tokio::task::yield_now().await;
-        assert_eq!(c.cmd(["GET", "live"]).await, Frame::bulk("v"));
-        let size = int(c.cmd(["DBSIZE"]).await);
-        largest_drop = largest_drop.max(last - size);
-        last = size;
-        observations += 1;
-        if size == 1 {
-            break;
-        }
-    }
-    assert!(
-        largest_drop <= 2 * step,
-        "{largest_drop} keys went between two commands of one client: more than a burst or two"
-    );
-    assert!(observations as i64 >= MILLION as i64 / (2 * step));
-    s.expiry_caught_up().await;
-    assert_eq!(int(c.cmd(["DBSIZE"]).await), 1);
-    assert_eq!(info_expires(&mut c, 0).await, (1, 0));
-    assert_eq!(
-        info_field(&mut c, "stats", "expired_keys").await,
-        MILLION.to_string()
-    );
-    assert_eq!(
-        strings(c.cmd(["KEYS", "*"]).await),
-        ["live".to_string()].into()
-    );
-    s.shutdown().await;
 }
 
 /// With the cycle off (`DEBUG SET-ACTIVE-EXPIRE 0`) expired keys linger, as in Redis: `DBSIZE`

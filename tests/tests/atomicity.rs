@@ -109,8 +109,9 @@ fn scripts_are_never_observed_half_done_over_tcp() {
 async fn script_effects_are_recorded_as_redis_7_propagates_them() {
     let server = Server::builder().no_listener().start().await.unwrap();
     let mut c = server.client();
-    server.shared().scripting().record_effects(true);
-    let effects = || server.shared().scripting().last_effects();
+    let node = latchkey_server::internals::node(&server);
+    node.record_script_effects(true);
+    let effects = || node.last_script_effects();
     let strings = |v: Vec<Vec<bytes::Bytes>>| -> Vec<Vec<String>> {
         v.into_iter()
             .map(|c| {
@@ -159,15 +160,15 @@ return 1"#;
     // Warm the engine up (the script cached, the heap at its working size).
     c.cmd(["EVAL", acquire, "1", "warm", "v", "60000"]).await;
     c.cmd(["DEL", "warm"]).await;
-    let scripting = server.shared().scripting();
-    let before = scripting.retained_bytes();
+    let node = latchkey_server::internals::node(&server);
+    let before = node.script_retained_bytes();
     let value = "x".repeat(4 << 20);
     let keys: Vec<String> = (0..64).map(|i| format!("lock:{i}")).collect();
     let mut args: Vec<&str> = vec!["EVAL", acquire, "64"];
     args.extend(keys.iter().map(String::as_str));
     args.extend([value.as_str(), "60000"]);
     assert_eq!(c.cmd(args).await, latchkey_server::Frame::Integer(1));
-    let after = scripting.retained_bytes();
+    let after = node.script_retained_bytes();
     assert!(
         after <= before + (256 << 10),
         "the engine holds {} bytes more after the script than before it",

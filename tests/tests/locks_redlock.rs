@@ -67,7 +67,10 @@ async fn redlock_in_process() {
     let transports: Vec<LocalTransport> = handles.iter().map(LocalTransport::new).collect();
     // "Down" in-process: the server refuses every write (a read-only replica), so it grants
     // nothing, like one that is unreachable.
-    let shared: Vec<_> = handles.iter().map(|h| h.shared().clone()).collect();
+    let shared: Vec<_> = handles
+        .iter()
+        .map(latchkey_server::internals::node)
+        .collect();
     check_majority(transports, |i| {
         shared[i].set_replica(true);
     })
@@ -83,7 +86,10 @@ async fn redlock_latchkey_tcp() {
         transports.push(RedisTransport::connect(&h.url()).await.unwrap());
         handles.push(h);
     }
-    let shared: Vec<_> = handles.iter().map(|h| h.shared().clone()).collect();
+    let shared: Vec<_> = handles
+        .iter()
+        .map(latchkey_server::internals::node)
+        .collect();
     check_majority(transports, |i| shared[i].request_shutdown()).await;
 }
 

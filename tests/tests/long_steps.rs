@@ -81,13 +81,7 @@ async fn keys_over_a_large_keyspace_leaves_the_runtimes_timers_running() {
         }
     });
     // The BLPOP is waiting before KEYS starts.
-    while server
-        .shared()
-        .stats
-        .blocked_clients
-        .load(Ordering::Acquire)
-        == 0
-    {
+    while latchkey_server::internals::node(&server).blocked_clients() == 0 {
         tokio::task::yield_now().await;
     }
     let keys = tokio::spawn({

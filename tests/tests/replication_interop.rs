@@ -303,7 +303,7 @@ fn cut_with_writes_held(master: &BlockingServer, m: &mut RawConn, keys: &[&str])
     for k in keys {
         assert_eq!(cmd(m, &["SET", k, "while-cut", "PX", "60000"]), "+OK\r\n");
     }
-    master.handle().shared().replication.disconnect_replicas();
+    latchkey_server::internals::node(master.handle()).disconnect_replicas();
 }
 
 #[test]
@@ -879,7 +879,7 @@ fn race_order_sensitive_writes(addr: std::net::SocketAddr, with_reads: bool) {
 #[test]
 fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
     let (master, mut m, _replica, mut r) = pair_for_racing_writes();
-    let repl = &master.handle().shared().replication;
+    let repl = latchkey_server::internals::node(master.handle());
     assert!(repl.has_attached_replicas());
     // The replica leaves (it follows a port nobody listens on) with its history intact.
     assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", "1"]), "+OK\r\n");
@@ -890,7 +890,7 @@ fn writes_after_the_last_replica_left_keep_the_backlog_in_order() {
         !repl.has_attached_replicas(),
         "the replica is still counted"
     );
-    assert!(repl.feeds_stream(), "the backlog is kept");
+    assert!(repl.feeds_replication_stream(), "the backlog is kept");
     race_order_sensitive_writes(master.addr(), false);
     follow(&mut r, master.addr());
     assert_eq!(
@@ -923,7 +923,7 @@ fn an_idle_backlog_is_freed_after_its_ttl() {
         info(&mut m, "replication", "repl_backlog_active").as_deref() == Some("0")
     });
     assert_ne!(info(&mut m, "replication", "master_replid"), old_id);
-    assert!(!master.handle().shared().replication.feeds_stream());
+    assert!(!latchkey_server::internals::node(master.handle()).feeds_replication_stream());
     cmd(&mut m, &["SET", "k", "v2"]);
     follow(&mut r, master.addr());
     assert_eq!(syncs(&mut m, "sync_full"), 2);

@@ -112,15 +112,10 @@ fn a_subscriber_that_never_reads_is_disconnected_at_its_limit() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // What was queued for it is bounded by the limit, and it is gone from the registry.
-    let clients = server.handle().shared().clients.list();
-    for c in clients {
-        let queued = c
-            .queued_push_bytes
-            .load(std::sync::atomic::Ordering::Relaxed);
+    for (id, queued) in latchkey_server::internals::node(server.handle()).queued_push_bytes() {
         assert!(
             queued < 8 << 20,
-            "client {} still has {queued} bytes queued",
-            c.id
+            "client {id} still has {queued} bytes queued"
         );
     }
     assert_eq!(publisher.cmd(&["PING"]), b"+PONG\r\n");

@@ -5,7 +5,7 @@
 //! for `redis-server --port 7000 --save '' --appendonly no` run it unchanged.
 
 use clap::Parser;
-use latchkey_server::memory::CountingAllocator;
+use latchkey_server::CountingAllocator;
 use latchkey_server::Server;
 
 /// Counts every allocation, so that `INFO memory`'s `used_memory` (and `maxmemory`) see the
@@ -92,7 +92,7 @@ fn main() -> std::io::Result<()> {
             let port = master[1].parse::<u16>().map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad --replicaof port")
             })?;
-            latchkey_server::replica::start_replica(server.shared(), master[0].clone(), port);
+            server.replicate_from_host(master[0].clone(), port);
         }
         tracing::info!(
             "latchkey-server {} ready to accept connections",

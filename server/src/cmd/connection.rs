@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::util::{is, parse_i64};
+use super::util::{is, parse_i64, unknown_subcommand};
 use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_QUEUE, STALE,
     SUBSCRIBED_OK,
@@ -13,7 +13,7 @@ use crate::frame::{Frame, Protocol};
 use crate::pause::PauseMode;
 
 /// The connection commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("ping", -1, FAST | SUBSCRIBED_OK | STALE, 0, 0, 0, ping),
     spec("echo", 2, FAST | LOADING | STALE, 0, 0, 0, echo),
     spec("select", 2, FAST | LOADING | STALE, 0, 0, 0, select),
@@ -329,10 +329,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "pause" => Frame::error(
             "ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.",
         ),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(args, "client"),
     }
 }
 

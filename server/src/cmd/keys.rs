@@ -11,12 +11,12 @@ use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::command::WALKS_KEYSPACE;
-use crate::db::{Entry, Update};
+use crate::db::Update;
 use crate::frame::Frame;
 use crate::glob;
 
 /// The key-space commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("del", -2, WRITE | MULTI_KEY, 1, -1, 1, del),
     spec("unlink", -2, WRITE | FAST | MULTI_KEY, 1, -1, 1, del),
     spec("exists", -2, READONLY | FAST | MULTI_KEY, 1, -1, 1, exists),
@@ -139,7 +139,7 @@ fn scan_position(key: &[u8]) -> u64 {
 
 /// The options shared by `SCAN`, `HSCAN` and friends.
 #[derive(Debug, Default)]
-pub struct ScanOptions {
+pub(crate) struct ScanOptions {
     /// `MATCH pattern`.
     pub pattern: Option<Bytes>,
     /// `COUNT n` (default 10).
@@ -149,7 +149,7 @@ pub struct ScanOptions {
 }
 
 /// Parses `cursor [MATCH p] [COUNT n] [TYPE t]` starting at `args[1]`, the cursor.
-pub fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanOptions), Frame> {
+pub(crate) fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanOptions), Frame> {
     // Like C's strtoul, which Redis uses: a leading sign is accepted and `-1` wraps around.
     let cursor = std::str::from_utf8(&args[1])
         .ok()
@@ -191,7 +191,7 @@ pub fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanOptions)
 /// Picks the next page of `items` after `cursor`: the `count` items with the smallest scan
 /// positions at or after it. Returns the page and the next cursor (0 when done). Every item
 /// present for the whole iteration is returned exactly once, whatever changes in between.
-pub fn scan_page<T>(
+pub(crate) fn scan_page<T>(
     items: Vec<T>,
     key_of: impl Fn(&T) -> &[u8],
     cursor: u64,
@@ -407,11 +407,4 @@ fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             None => (Update::Keep, Frame::Integer(0)),
         }
     })
-}
-
-/// Reads a key's whole entry (value and TTL), for commands that move or copy keys.
-pub fn read_entry(ctx: &Ctx<'_>, key: &[u8]) -> Option<Entry> {
-    ctx.db()
-        .get(key, ctx.now_ms, ctx.lazy_delete())
-        .map(|e| e.clone())
 }

@@ -13,7 +13,7 @@ use crate::frame::Frame;
 use crate::state::Shared;
 
 /// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
     spec("lmpop", -4, WRITE, 0, 0, 0, lmpop),
     spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop),

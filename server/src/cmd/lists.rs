@@ -23,7 +23,7 @@ use crate::frame::Frame;
 use crate::state::Shared;
 
 /// The list commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("lpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpush),
     spec("rpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, rpush),
     spec("lpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpushx),

@@ -12,7 +12,7 @@ use super::{arity_error, spec, CommandSpec, Ctx, READONLY};
 use crate::frame::Frame;
 
 /// The `MEMORY` command.
-pub const COMMANDS: &[CommandSpec] = &[spec("memory", -2, READONLY, 2, 2, 1, memory)];
+pub(crate) const COMMANDS: &[CommandSpec] = &[spec("memory", -2, READONLY, 2, 2, 1, memory)];
 
 const HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

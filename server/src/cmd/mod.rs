@@ -10,27 +10,27 @@
 //! for ordinary commands, exclusive for those flagged [`EXCLUSIVE`]. A handler that must wait
 //! (`BLPOP`, `WAIT`, `DEBUG SLEEP`) hands a future to [`Ctx::block`] instead of waiting itself.
 
-pub use crate::command::*;
-pub use crate::dispatch::{call, call_spec, execute, execute_spec};
+pub(crate) use crate::command::*;
+pub(crate) use crate::dispatch::{call_spec, execute};
 
-pub mod connection;
-pub mod hashes;
-pub mod keys;
-pub mod list_multi;
-pub mod lists;
-pub mod memory;
-pub mod object;
-pub mod pubsub;
-pub mod relocate;
-pub mod replication;
-pub mod scripting;
-pub mod server;
-pub mod sets;
-pub mod strings;
+pub(crate) mod connection;
+pub(crate) mod hashes;
+pub(crate) mod keys;
+pub(crate) mod list_multi;
+pub(crate) mod lists;
+pub(crate) mod memory;
+pub(crate) mod object;
+pub(crate) mod pubsub;
+pub(crate) mod relocate;
+pub(crate) mod replication;
+pub(crate) mod scripting;
+pub(crate) mod server;
+pub(crate) mod sets;
+pub(crate) mod strings;
 pub(crate) mod tracking;
-pub mod transactions;
-pub mod util;
-pub mod zsets;
+pub(crate) mod transactions;
+pub(crate) mod util;
+pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
 fn tables() -> [&'static [CommandSpec]; 16] {
@@ -56,17 +56,17 @@ fn tables() -> [&'static [CommandSpec]; 16] {
 
 /// Registers the command table with the dispatcher (see [`crate::command::install`]); a
 /// server does this when it starts.
-pub fn install() {
+pub(crate) fn install() {
     crate::command::install(|| tables().to_vec());
 }
 
 /// Looks a command up by name, case-insensitively.
-pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     install();
     crate::command::lookup(name)
 }
 
 /// Every command, for `COMMAND` and `COMMAND COUNT`.
-pub fn all_commands() -> Vec<&'static CommandSpec> {
+pub(crate) fn all_commands() -> Vec<&'static CommandSpec> {
     tables().iter().flat_map(|t| t.iter()).collect()
 }

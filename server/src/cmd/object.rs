@@ -16,7 +16,7 @@ use crate::db::Value;
 use crate::frame::Frame;
 
 /// The `OBJECT` command.
-pub const COMMANDS: &[CommandSpec] = &[spec("object", -2, READONLY, 2, 2, 1, object)];
+pub(crate) const COMMANDS: &[CommandSpec] = &[spec("object", -2, READONLY, 2, 2, 1, object)];
 
 const HELP: &[&str] = &[
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

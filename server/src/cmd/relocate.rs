@@ -10,7 +10,7 @@ use crate::db::{Entry, NUM_DBS};
 use crate::frame::Frame;
 
 /// `COPY` and `MOVE`.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("copy", -3, WRITE | DENYOOM | MULTI_KEY, 1, 2, 1, copy),
     spec("move", 3, WRITE | FAST | MULTI_KEY, 1, 1, 1, move_cmd),
 ];

@@ -20,7 +20,7 @@ use crate::config::{ConfigError, Runtime};
 use crate::frame::{Frame, Protocol};
 
 /// The server commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("info", -1, LOADING | STALE, 0, 0, 0, info),
     spec(
         "config",
@@ -556,7 +556,7 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// Builds the `INFO` text for the requested sections (none means the default set).
-pub fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
+pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     let all = wanted.iter().any(|w| w == "all" || w == "everything");
     let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let want = |name: &str| all || default || wanted.iter().any(|w| w == name);

@@ -21,7 +21,7 @@ use crate::memory::EntryMut;
 use crate::set::Set;
 
 /// The set commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("sadd", -3, WRITE | DENYOOM | FAST, 1, 1, 1, sadd),
     spec("srem", -3, WRITE | FAST, 1, 1, 1, srem),
     spec("smembers", 2, READONLY | WALKS_VALUE, 1, 1, 1, smembers),

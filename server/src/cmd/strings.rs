@@ -14,7 +14,7 @@ use crate::frame::Frame;
 use crate::long_double::IncrError;
 
 /// The string commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("get", 2, READONLY | FAST, 1, 1, 1, get),
     spec("set", -3, WRITE | DENYOOM, 1, 1, 1, set),
     spec("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, setnx),
@@ -47,7 +47,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// Reads a string key: `Ok(None)` when absent, `Err(WRONGTYPE)` when it holds another type.
-pub fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Frame> {
+pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Frame> {
     match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
         None => Ok(None),
         Some(e) => match &e.value {
@@ -90,7 +90,7 @@ fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// When a key set by `SET`-like commands should expire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expiry {
+pub(crate) enum Expiry {
     /// No TTL: any previous TTL is cleared.
     None,
     /// Keep the key's existing TTL (`KEEPTTL`).
@@ -101,7 +101,7 @@ pub enum Expiry {
 
 /// Turns a relative or absolute expire argument into an absolute deadline, with Redis's
 /// `invalid expire time` error for non-positive or overflowing values.
-pub fn expire_deadline(
+pub(crate) fn expire_deadline(
     ctx: &Ctx<'_>,
     raw: &[u8],
     unit_ms: i64,
@@ -194,7 +194,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// Stores a string value with the given expiry, as `SET` does (whatever type was there).
-pub fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
+pub(crate) fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Expiry) {
     ctx.update_key(&key, |current| {
         let entry = string_entry(value, deadline(expiry, current));
         (Update::Put(entry), Frame::ok())

@@ -15,7 +15,7 @@ use crate::client::MultiState;
 use crate::frame::Frame;
 
 /// The transaction commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "multi",
         1,

@@ -8,38 +8,33 @@ use crate::db::{Db, Value};
 use crate::frame::Frame;
 
 /// `-WRONGTYPE Operation against a key holding the wrong kind of value`.
-pub fn wrongtype() -> Frame {
+pub(crate) fn wrongtype() -> Frame {
     Frame::error("WRONGTYPE Operation against a key holding the wrong kind of value")
 }
 
 /// `-ERR syntax error`.
-pub fn syntax_error() -> Frame {
+pub(crate) fn syntax_error() -> Frame {
     Frame::error("ERR syntax error")
 }
 
 /// `-ERR value is not an integer or out of range`.
-pub fn not_integer() -> Frame {
+pub(crate) fn not_integer() -> Frame {
     Frame::error("ERR value is not an integer or out of range")
 }
 
 /// `-ERR value is not a valid float`.
-pub fn not_float() -> Frame {
+pub(crate) fn not_float() -> Frame {
     Frame::error("ERR value is not a valid float")
 }
 
 /// Parses an argument as a 64-bit signed integer, strictly as Redis does.
-pub fn parse_i64(arg: &[u8]) -> Result<i64, Frame> {
+pub(crate) fn parse_i64(arg: &[u8]) -> Result<i64, Frame> {
     codec::parse_int(arg).ok_or_else(not_integer)
 }
 
 /// Parses an argument as a double as Redis's `getDoubleFromObject` does (`inf`, `-inf` allowed,
-/// no NaN, no surrounding spaces).
-pub fn parse_f64(arg: &[u8]) -> Result<f64, Frame> {
-    parse_double(arg).ok_or_else(not_float)
-}
-
-/// The parsing behind [`parse_f64`], without choosing an error text.
-pub fn parse_double(arg: &[u8]) -> Option<f64> {
+/// no NaN, no surrounding spaces); the caller chooses the error text.
+pub(crate) fn parse_double(arg: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(arg).ok()?;
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
         return None;
@@ -62,23 +57,23 @@ pub fn parse_double(arg: &[u8]) -> Option<f64> {
 }
 
 /// ASCII case-insensitive comparison of an argument with an option name.
-pub fn is(arg: &[u8], option: &str) -> bool {
+pub(crate) fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())
 }
 
 /// The decimal form of an integer as bytes.
-pub fn int_bytes(i: i64) -> Bytes {
+pub(crate) fn int_bytes(i: i64) -> Bytes {
     let mut b = itoa::Buffer::new();
     Bytes::copy_from_slice(b.format(i).as_bytes())
 }
 
 /// Lowercased UTF-8 (lossy) text of an argument, for error messages and subcommand matching.
-pub fn lower(arg: &[u8]) -> String {
+pub(crate) fn lower(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).to_ascii_lowercase()
 }
 
 /// A container value type (hash, list, sorted set) that commands read and write in place.
-pub trait Container: Sized {
+pub(crate) trait Container: Sized {
     /// The container inside `v`, if `v` holds this type.
     fn of(v: &Value) -> Option<&Self>;
     /// The same, mutably.
@@ -161,7 +156,7 @@ impl Container for crate::set::Set {
 
 /// Runs `f` on the container at `key`: `Ok(None)` when the key is absent, WRONGTYPE when it
 /// holds another type.
-pub fn read_container<C: Container, R>(
+pub(crate) fn read_container<C: Container, R>(
     db: &Db,
     key: &[u8],
     now_ms: u64,
@@ -176,7 +171,7 @@ pub fn read_container<C: Container, R>(
 
 /// The entry at `key` for in-place modification of its container, created empty when absent
 /// and `create` is set. WRONGTYPE when it holds another type.
-pub fn write_container<'a, C: Container>(
+pub(crate) fn write_container<'a, C: Container>(
     db: &'a Db,
     key: &Bytes,
     now_ms: u64,
@@ -201,15 +196,29 @@ pub fn write_container<'a, C: Container>(
 }
 
 /// The container inside an entry returned by [`write_container`].
-pub fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mut C {
+pub(crate) fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mut C {
     C::of_mut(&mut e.value).expect("write_container only returns entries of its type")
 }
 
 /// Redis's reply to a subcommand it does not know (`OBJECT FOO`), naming the first 128
 /// characters of what was sent and the parent command's `HELP`.
 pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
+    subcommand_error("unknown subcommand", args, parent)
+}
+
+/// Redis's error for a known subcommand given the wrong number of arguments where Redis
+/// words it this way (`addReplySubcommandSyntaxError`): the name cut at 128 characters too.
+pub(crate) fn subcommand_syntax_error(args: &[Bytes], parent: &str) -> Frame {
+    subcommand_error(
+        "unknown subcommand or wrong number of arguments for",
+        args,
+        parent,
+    )
+}
+
+fn subcommand_error(what: &str, args: &[Bytes], parent: &str) -> Frame {
     Frame::error(format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
+        "ERR {what} '{}'. Try {} HELP.",
         String::from_utf8_lossy(&args[1])
             .chars()
             .take(128)

@@ -14,7 +14,7 @@ use crate::frame::{Frame, Protocol};
 use crate::zset::ZSet;
 
 /// The sorted-set commands.
-pub const COMMANDS: &[CommandSpec] = &[
+pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, zadd),
     spec("zincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, zincrby),
     spec("zrem", -3, WRITE | FAST, 1, 1, 1, zrem),

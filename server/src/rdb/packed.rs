@@ -41,7 +41,7 @@ fn int_entry(v: i64) -> Bytes {
 /// The members of an intset: a 4-byte width (2, 4 or 8), a 4-byte count, then the integers
 /// at that width, little-endian. They must be strictly ascending, as Redis checks when it loads
 /// one, since set lookups binary-search them.
-pub fn intset(data: &[u8]) -> Result<Vec<i64>, RdbError> {
+pub(crate) fn intset(data: &[u8]) -> Result<Vec<i64>, RdbError> {
     let mut pos = 0;
     let width = int_le(take(data, &mut pos, 4)?) as u32 as usize;
     let count = int_le(take(data, &mut pos, 4)?) as u32 as usize;
@@ -64,7 +64,7 @@ pub fn intset(data: &[u8]) -> Result<Vec<i64>, RdbError> {
 
 /// The entries of a listpack: a 4-byte total size, a 2-byte count, entries each followed by
 /// its own length ("backlen", so it can be walked backwards), and `0xFF`.
-pub fn listpack(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {
+pub(crate) fn listpack(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {
     let mut pos = 6;
     let mut out = Vec::new();
     loop {
@@ -119,7 +119,7 @@ pub fn listpack(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {
 
 /// The entries of a ziplist: a 10-byte header, entries each led by the previous entry's
 /// length and its own encoding, and `0xFF`.
-pub fn ziplist(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {
+pub(crate) fn ziplist(data: &[u8]) -> Result<Vec<Bytes>, RdbError> {
     let mut pos = 10;
     let mut out = Vec::new();
     loop {

@@ -18,7 +18,7 @@ use crate::zset::ZSet;
 
 /// One thing an RDB file holds.
 #[derive(Debug)]
-pub enum Record {
+pub(crate) enum Record {
     /// A metadata field (`redis-ver`, `repl-id`, `repl-offset`, ...).
     Aux(Bytes, Bytes),
     /// The code of a function library (what `FUNCTION LOAD` takes).
@@ -285,7 +285,7 @@ fn skip_module_aux(r: &mut Reader<'_>) -> Result<(), RdbError> {
 
 /// Walks a whole RDB payload, calling `sink` for each record. Checks the magic, the version
 /// and, when it is not zero (Redis writes zero with `rdbchecksum no`), the CRC-64.
-pub fn parse(
+pub(crate) fn parse(
     data: &[u8],
     mut sink: impl FnMut(Record) -> Result<(), RdbError>,
 ) -> Result<(), RdbError> {
@@ -353,7 +353,7 @@ pub fn parse(
 
 /// What [`load`] found besides keys.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// Keys loaded.
     pub keys: usize,
     /// Function libraries, for the caller to `FUNCTION LOAD`.
@@ -366,7 +366,7 @@ pub struct Loaded {
 /// checksum checked) before anything is touched, so a snapshot that cannot be loaded leaves
 /// the keyspace as it was. Keys already past their expiry are loaded too, as a replica does:
 /// the master's `DEL` removes them.
-pub fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
+pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
     let mut loaded = Loaded::default();
     let mut keys = Vec::new();
     parse(data, |rec| {

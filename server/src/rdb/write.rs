@@ -14,7 +14,7 @@ use crate::state::Shared;
 /// Where the replication stream stands when the snapshot is taken; goes into the `AUX` fields
 /// so that a loader can pick the stream up from there.
 #[derive(Debug, Clone)]
-pub struct ReplInfo {
+pub(crate) struct ReplInfo {
     /// The master's replication id.
     pub replid: String,
     /// The master's replication offset at the snapshot.
@@ -25,7 +25,7 @@ pub struct ReplInfo {
 
 /// Appends an RDB length: 6 bits in one byte, 14 bits in two, else a marker byte and 32 or 64
 /// bits big-endian.
-pub fn len(out: &mut BytesMut, n: u64) {
+pub(crate) fn len(out: &mut BytesMut, n: u64) {
     if n < 1 << 6 {
         out.put_u8(n as u8);
     } else if n < 1 << 14 {
@@ -48,7 +48,7 @@ const LZF_MIN_LEN: usize = 4096;
 /// Appends a string. Like Redis, a string that is the canonical decimal form of a small
 /// integer is stored as that integer (one to four bytes after a marker), and a long one is
 /// LZF-compressed when that saves at least 4 bytes.
-pub fn string(out: &mut BytesMut, s: &[u8]) {
+pub(crate) fn string(out: &mut BytesMut, s: &[u8]) {
     if let Some(v) = small_int(s) {
         if let Ok(v) = i8::try_from(v) {
             out.put_u8(0xC0);
@@ -110,7 +110,7 @@ fn function_libraries(shared: &Shared) -> Vec<Bytes> {
 }
 
 /// Serialises every live key of every database (and the function libraries) as an RDB file.
-pub fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
+pub(crate) fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
     let mut out = BytesMut::with_capacity(4096);
     out.put_slice(format!("REDIS{VERSION:04}").as_bytes());
     let now = shared.clock.now_ms();

@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 /// A bounded window onto the end of the replication stream.
 #[derive(Debug)]
-pub struct Backlog {
+pub(crate) struct Backlog {
     /// The window, as the chunks the stream was fed in (cheap to append and to drop whole).
     chunks: VecDeque<Bytes>,
     /// Bytes held (`repl_backlog_histlen`).
@@ -25,7 +25,7 @@ pub struct Backlog {
 
 impl Backlog {
     /// An empty backlog of `size` bytes whose first byte will be the one after `offset`.
-    pub fn new(size: u64, offset: u64) -> Backlog {
+    pub(crate) fn new(size: u64, offset: u64) -> Backlog {
         Backlog {
             chunks: VecDeque::new(),
             histlen: 0,
@@ -35,28 +35,28 @@ impl Backlog {
     }
 
     /// `repl_backlog_size`.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.size
     }
 
     /// `repl_backlog_histlen`.
-    pub fn histlen(&self) -> u64 {
+    pub(crate) fn histlen(&self) -> u64 {
         self.histlen
     }
 
     /// `repl_backlog_first_byte_offset`.
-    pub fn first_byte_offset(&self) -> u64 {
+    pub(crate) fn first_byte_offset(&self) -> u64 {
         self.first_byte_offset
     }
 
     /// Changes the size (`CONFIG SET repl-backlog-size`), dropping the oldest bytes if needed.
-    pub fn resize(&mut self, size: u64) {
+    pub(crate) fn resize(&mut self, size: u64) {
         self.size = size.max(1);
         self.trim();
     }
 
     /// Appends the next bytes of the stream.
-    pub fn push(&mut self, chunk: Bytes) {
+    pub(crate) fn push(&mut self, chunk: Bytes) {
         if chunk.is_empty() {
             return;
         }
@@ -85,7 +85,7 @@ impl Backlog {
     /// Every byte from `offset` to the end of the stream, or `None` when `offset` is no longer
     /// (or not yet) in the window. `offset` one past the end gives an empty list: nothing was
     /// missed.
-    pub fn since(&self, offset: u64) -> Option<Vec<Bytes>> {
+    pub(crate) fn since(&self, offset: u64) -> Option<Vec<Bytes>> {
         let end = self.first_byte_offset + self.histlen;
         if offset < self.first_byte_offset || offset > end {
             return None;

@@ -10,7 +10,7 @@ use crate::frame::Frame;
 impl Replication {
     /// Replica side: delays applying (and acknowledging) the stream by `lag`, to show a lagging
     /// replica; zero applies at once.
-    pub fn set_lag(&self, lag: Duration) {
+    pub(crate) fn set_lag(&self, lag: Duration) {
         self.upstream.lock().lag = lag;
     }
 
@@ -20,14 +20,14 @@ impl Replication {
 
     /// Closes the connection of every replica, as `CLIENT KILL TYPE replica` does: they
     /// reconnect and resynchronise (partially, if the backlog still covers them).
-    pub fn disconnect_replicas(&self) {
+    pub(crate) fn disconnect_replicas(&self) {
         for r in self.downstream.lock().links.iter() {
             r.sender.handle.kill();
         }
     }
 
     /// Pauses or resumes the stream to every replica (held on this master meanwhile).
-    pub fn set_paused(&self, paused: bool) {
+    pub(crate) fn set_paused(&self, paused: bool) {
         for r in self.downstream.lock().links.iter_mut() {
             r.paused = paused;
             if !paused {
@@ -39,7 +39,7 @@ impl Replication {
     }
 
     /// Drops every byte held for paused replicas: what a crash loses.
-    pub fn discard_held(&self) {
+    pub(crate) fn discard_held(&self) {
         for r in self.downstream.lock().links.iter_mut() {
             r.held.clear();
         }

@@ -14,7 +14,7 @@ use crate::gate::BusyKind;
 
 /// Flags a function declares when it registers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FunctionFlags {
+pub(crate) struct FunctionFlags {
     /// `no-writes`: the function only reads, so `FCALL_RO` may run it.
     pub no_writes: bool,
     /// Every flag as declared, for `FUNCTION LIST`.
@@ -330,7 +330,7 @@ fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
 
 impl Scripting {
     /// `FUNCTION LOAD [REPLACE] code`: compiles and runs the library, keeping what it registers.
-    pub fn load_library(&self, code: &Bytes, replace: bool) -> Result<String, Frame> {
+    pub(crate) fn load_library(&self, code: &Bytes, replace: bool) -> Result<String, Frame> {
         let name = parse_shebang(code)?;
         if !replace && self.libraries.lock().libs.contains_key(&name) {
             return Err(Frame::error(format!("ERR Library '{name}' already exists")));
@@ -412,7 +412,7 @@ impl Scripting {
     }
 
     /// `FUNCTION DELETE`.
-    pub fn delete_library(&self, name: &str) -> bool {
+    pub(crate) fn delete_library(&self, name: &str) -> bool {
         let gone = self.libraries.lock().libs.shift_remove(name).is_some();
         // The dropped callbacks' registry slots are given back to Lua.
         self.lua.expire_registry_values();
@@ -420,13 +420,13 @@ impl Scripting {
     }
 
     /// `FUNCTION FLUSH`.
-    pub fn flush_libraries(&self) {
+    pub(crate) fn flush_libraries(&self) {
         self.libraries.lock().libs.clear();
         self.lua.expire_registry_values();
     }
 
     /// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`.
-    pub fn list_libraries(&self, pattern: Option<&[u8]>, with_code: bool) -> Frame {
+    pub(crate) fn list_libraries(&self, pattern: Option<&[u8]>, with_code: bool) -> Frame {
         let libs = self.libraries.lock();
         let mut out = Vec::new();
         for (name, lib) in libs.libs.iter() {
@@ -485,7 +485,7 @@ impl Scripting {
     ///
     /// `running_for` is how long the function running now has run (`None` when no function
     /// runs; a running `EVAL` script is not shown here, as in Redis).
-    pub fn function_stats(&self, running_for: Option<std::time::Duration>) -> Frame {
+    pub(crate) fn function_stats(&self, running_for: Option<std::time::Duration>) -> Frame {
         let libs = self.libraries.lock();
         let functions: usize = libs.libs.values().map(|l| l.functions.len()).sum();
         let running = match (&libs.running, running_for) {
@@ -537,7 +537,7 @@ impl Scripting {
     ///
     /// `command` is the whole command as the client sent it, which `FUNCTION STATS` shows
     /// while the function runs.
-    pub fn call_function(
+    pub(crate) fn call_function(
         &self,
         ctx: &mut Ctx<'_>,
         command: &[Bytes],

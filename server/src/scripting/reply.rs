@@ -31,7 +31,7 @@ const NEEDED: usize = 4;
 const RAW_EVERY: usize = 32;
 
 /// Converts what a script returned into a reply for a client speaking `proto`.
-pub fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol) -> Frame {
+pub(crate) fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol) -> Frame {
     match v {
         Value::Table(_) => {}
         // Plain values need no walk.

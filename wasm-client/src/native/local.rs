@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use latchkey_server::server::Shared;
-use latchkey_server::{Frame, LocalClient, ServerHandle};
+use latchkey_server::{Connector, Frame, LocalClient, ServerHandle};
 
 use super::hub::{Hub, HubCommand, NativeSubscription};
 use super::Runtime;
@@ -15,7 +14,7 @@ use crate::{Error, Reply, Transport};
 /// A transport to an embedded latchkey server.
 #[derive(Clone)]
 pub struct LocalTransport {
-    shared: Arc<Shared>,
+    connector: Connector,
     pool: Arc<Mutex<Vec<LocalClient>>>,
     hub: Arc<Hub>,
     rt: Runtime,
@@ -30,9 +29,9 @@ impl std::fmt::Debug for LocalTransport {
 impl LocalTransport {
     /// A transport to `server` (which must stay alive while the transport is used).
     pub fn new(server: &ServerHandle) -> LocalTransport {
-        let shared = server.shared().clone();
+        let connector = server.connector();
         let (hub, mut commands) = Hub::new();
-        let mut sub_client = LocalClient::new(shared.clone());
+        let mut sub_client = connector.client();
         let mut pushes = sub_client.take_pushes();
         let deliver_to = Arc::downgrade(&hub);
         tokio::spawn(async move {
@@ -64,7 +63,7 @@ impl LocalTransport {
             }
         });
         LocalTransport {
-            shared,
+            connector,
             pool: Arc::new(Mutex::new(Vec::new())),
             hub,
             rt: Runtime::new(),
@@ -98,7 +97,7 @@ impl Transport for LocalTransport {
 
     async fn command(&self, args: Vec<Vec<u8>>) -> Result<Reply, Error> {
         let client = self.pool.lock().expect("pool lock").pop();
-        let mut client = client.unwrap_or_else(|| LocalClient::new(self.shared.clone()));
+        let mut client = client.unwrap_or_else(|| self.connector.client());
         let reply = client.cmd(args.into_iter().map(Bytes::from)).await;
         self.pool.lock().expect("pool lock").push(client);
         Ok(frame_to_reply(reply))

@@ -1,4 +1,4 @@
-//! `resp_decode`: the request decoder ([`latchkey_server::codec::Decoder`]) against a simple
+//! `resp_decode`: the request decoder ([`crate::codec::Decoder`]) against a simple
 //! reference decoder written here, whole-buffer and fed in pieces.
 //!
 //! Asserted for every input:
@@ -10,8 +10,8 @@
 //! - no parse call allocates more than a small multiple of the bytes it was given plus a
 //!   constant (a claimed count or length is never allocated ahead of its bytes).
 
+use crate::codec::{parse_int, split_args, Decoder, Parsed, INLINE_MAX};
 use bytes::{Bytes, BytesMut};
-use latchkey_server::codec::{parse_int, split_args, Decoder, Parsed, INLINE_MAX};
 
 /// What a decode of a whole input comes to: the commands, in order (an empty request is an
 /// empty list), and the protocol error that ended it, if any.
@@ -67,9 +67,9 @@ fn decode_in_pieces(data: &[u8], sizes: &[usize]) -> Verdict {
         fed += n;
         loop {
             let before = buf.len();
-            let base = super::alloc::start();
+            let base = super::alloc_start();
             let parsed = decoder.parse(&mut buf, MAX_BULK);
-            let used = super::alloc::peak_since(base);
+            let used = super::alloc_peak_since(base);
             assert!(
                 used <= ALLOC_FACTOR * before + ALLOC_CONST,
                 "one parse of {before} buffered bytes allocated {used} bytes"

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use latchkey_server::{Server, ServerHandle};
+use crate::{Server, ServerHandle};
 
 thread_local! {
     static RT: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()

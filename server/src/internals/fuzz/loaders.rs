@@ -4,10 +4,10 @@
 
 use std::sync::atomic::AtomicBool;
 
+use crate::codec::{Decoder, Parsed};
+use crate::{aof, rdb, Frame, ServerHandle};
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::{Bytes, BytesMut};
-use latchkey_server::codec::{Decoder, Parsed};
-use latchkey_server::{aof, rdb, Frame, ServerHandle};
 
 /// A parse may allocate this many times the bytes it was given ...
 const ALLOC_FACTOR: usize = 256;
@@ -36,21 +36,21 @@ async fn assert_healthy(server: &ServerHandle) {
 /// `rdb_load`: the RDB reader on arbitrary bytes. A payload that parses is then loaded into a
 /// server, which must stay healthy.
 pub fn check_rdb(data: &[u8]) {
-    let base = super::alloc::start();
+    let base = super::alloc_start();
     let mut records = 0usize;
     let parsed = rdb::read::parse(data, |_| {
         records += 1;
         Ok(())
     });
-    assert_bounded("RDB parse", data.len(), super::alloc::peak_since(base));
+    assert_bounded("RDB parse", data.len(), super::alloc_peak_since(base));
     if parsed.is_err() {
         return;
     }
     super::rt::block_on(async {
         let server = super::rt::server().await;
-        let base = super::alloc::start();
+        let base = super::alloc_start();
         let loaded = rdb::read::load(server.shared(), data).expect("parsed once, loads");
-        assert_bounded("RDB load", data.len(), super::alloc::peak_since(base));
+        assert_bounded("RDB load", data.len(), super::alloc_peak_since(base));
         assert!(loaded.keys <= records);
         assert_healthy(&server).await;
         server.shutdown().await;
@@ -69,9 +69,9 @@ fn any_forbidden(commands: &[Vec<Bytes>]) -> bool {
 /// `aof_load`: the AOF parser on arbitrary bytes, then a replay of what it found into a fresh
 /// server (which must finish: nothing blocks while an AOF loads) and a health check.
 pub fn check_aof(data: &[u8]) {
-    let base = super::alloc::start();
+    let base = super::alloc_start();
     let (commands, good) = aof::parse(data);
-    assert_bounded("AOF parse", data.len(), super::alloc::peak_since(base));
+    assert_bounded("AOF parse", data.len(), super::alloc_peak_since(base));
     assert!(good <= data.len());
     // The intact prefix parses to the same commands on its own, with nothing left over.
     let (again, good_again) = aof::parse(&data[..good]);
@@ -82,7 +82,7 @@ pub fn check_aof(data: &[u8]) {
     }
     super::rt::block_on(async {
         let server = super::rt::server().await;
-        let replay = latchkey_server::restart::replay(server.shared(), commands);
+        let replay = crate::restart::replay(server.shared(), commands);
         // Paused time: this elapses at once if the replay waits on anything at all.
         tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, replay)
             .await
@@ -256,14 +256,13 @@ pub fn check_master_bytes(bytes: &[u8], bounded: bool) {
         let server = super::rt::server().await;
         server.shared().set_replica(true);
         let up = AtomicBool::new(false);
-        let base = super::alloc::start();
-        let link =
-            latchkey_server::replica::follow_link(server.shared(), bytes, tokio::io::sink(), &up);
+        let base = super::alloc_start();
+        let link = crate::replica::follow_link(server.shared(), bytes, tokio::io::sink(), &up);
         // A master may legitimately stall the link (a BLPOP 0 in its stream blocks it in
         // Redis too); only the process must not hang, which libFuzzer's -timeout watches.
         let ended = tokio::time::timeout(super::rt::COMMAND_TIMEOUT * 100, link).await;
         if bounded {
-            assert_bounded("replica link", bytes.len(), super::alloc::peak_since(base));
+            assert_bounded("replica link", bytes.len(), super::alloc_peak_since(base));
         }
         if let Ok(r) = ended {
             assert!(
@@ -275,4 +274,9 @@ pub fn check_master_bytes(bytes: &[u8], bounded: bool) {
         assert_healthy(&server).await;
         server.shutdown().await;
     });
+}
+
+/// Whether the RDB reader accepts `data` (parsed only, nothing loaded).
+pub fn rdb_parses(data: &[u8]) -> bool {
+    rdb::read::parse(data, |_| Ok(())).is_ok()
 }

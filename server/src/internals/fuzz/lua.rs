@@ -15,8 +15,8 @@
 
 use std::fmt::Write;
 
+use crate::{Frame, LocalClient, ServerHandle};
 use arbitrary::{Arbitrary, Unstructured};
-use latchkey_server::{Frame, LocalClient, ServerHandle};
 
 /// The value the canary key holds.
 const CANARY: &str = "canary-value-never-named-by-a-script";

@@ -11,9 +11,9 @@
 //!   input could legitimately have touched it; see [`may_touch_canary`]);
 //! - every key with a TTL has its deadline in its database's expiry index.
 
+use crate::cmd::all_commands;
+use crate::Frame;
 use arbitrary::{Arbitrary, Unstructured};
-use latchkey_server::cmd::all_commands;
-use latchkey_server::Frame;
 
 /// The canary's name and value. Its database is 0.
 pub const CANARY: &str = "__fuzz_canary__";
@@ -219,7 +219,7 @@ pub fn may_touch_canary(args: &[Vec<u8>]) -> bool {
 pub fn check_lines(text: &[u8]) {
     let mut steps = Vec::new();
     for line in text.split(|b| *b == b'\n') {
-        let Some(words) = latchkey_server::codec::split_args(line) else {
+        let Some(words) = crate::codec::split_args(line) else {
             panic!("unbalanced quotes in {:?}", String::from_utf8_lossy(line));
         };
         match words.first().map(|w| &w[..]) {
