@@ -310,6 +310,7 @@ async fn watchdog_keeps_and_reports_loss<L: Locks>(t: L, time: Time) {
     t.command(args(["DEL", "{watched}"])).await;
     let reason = guard("the loss of a deleted lease", watch.lost()).await;
     assert_eq!(reason, LostReason::Expired);
+    assert!(watch.is_lost().await, "a lost lease reads as lost");
 
     // Taken by another token: the next renewal finds someone else's token, and leaves it.
     let taken = t.simple("taken");

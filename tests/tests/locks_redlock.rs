@@ -13,8 +13,15 @@ use latchkey_tests::{FaultProxy, RawConn, RedisProcess};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// RedLock's allowance for clock drift on a lock of `ttl`: the validity it states is at most
+/// `ttl` minus this.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
 async fn check_majority<T: Transport + Clone>(servers: Vec<T>, stop: impl Fn(usize)) {
     let redlock = RedLock::new(servers.clone(), Duration::from_millis(200));
+    assert_eq!((redlock.nodes(), redlock.quorum()), (5, 3));
     let l = redlock
         .acquire("all-up", TTL)
         .await
@@ -22,12 +29,16 @@ async fn check_majority<T: Transport + Clone>(servers: Vec<T>, stop: impl Fn(usi
         .expect("5 of 5 up");
     assert_eq!(l.granted, 5);
     assert!(l.validity > Duration::ZERO && l.validity < TTL);
+    // The validity leaves out the clock-drift allowance (1 % of the TTL plus 2 ms) whatever
+    // the round took.
+    assert!(l.validity <= TTL - drift(TTL), "{l:?}");
     // A second acquisition of the same resource fails while the first is held.
     assert!(redlock.acquire("all-up", TTL).await.unwrap().is_none());
     // Extended on all five (validity counted afresh), then released on all five.
     let longer = redlock.extend(&l, TTL * 2).await.expect("held on all five");
     assert_eq!((longer.granted, &longer.token), (5, &l.token));
     assert!(longer.validity > TTL, "{longer:?}");
+    assert!(longer.validity <= TTL * 2 - drift(TTL * 2), "{longer:?}");
     assert_eq!(redlock.release(&longer).await, 5);
     assert!(redlock.extend(&longer, TTL).await.is_none(), "released");
 
@@ -50,12 +61,20 @@ async fn check_majority<T: Transport + Clone>(servers: Vec<T>, stop: impl Fn(usi
     );
     // Failure released what the two live servers had granted.
     let again = RedLock::new(servers[3..].to_vec(), Duration::from_millis(200));
+    assert_eq!((again.nodes(), again.quorum()), (2, 2));
     let l = again
         .acquire("three-down", TTL)
         .await
         .unwrap()
         .expect("released after the failure");
     assert_eq!(l.granted, 2);
+
+    // No servers at all: no lease, nobody answered, and the failure says why.
+    let none = RedLock::new(Vec::<T>::new(), Duration::from_millis(200));
+    assert_eq!((none.nodes(), none.quorum()), (0, 1));
+    let attempt = none.attempt("nowhere", TTL).await;
+    assert_eq!((attempt.lease, attempt.answered), (None, 0));
+    assert!(attempt.first_error.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

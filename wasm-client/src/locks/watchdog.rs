@@ -113,9 +113,7 @@ impl Watchdog {
         let metrics = dog.metrics.clone();
         tokio::spawn(async move {
             loop {
-                // ttl/3 minus 5-10 % jitter: renewals never drift towards the deadline.
-                let period = ttl / 3;
-                let wait = period - period / 20 - jitter(&t, period / 20);
+                let wait = renewal_wait(ttl, |max| jitter(&t, max));
                 t.sleep(wait).await;
                 let Some(entries) = entries.upgrade() else {
                     return;
@@ -150,6 +148,14 @@ impl Watchdog {
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
+}
+
+/// How long the watchdog waits between two rounds for leases of `ttl`: a third of the TTL,
+/// less 5 % and less a random `jitter(max)` of at most another 5 % (`max` is that 5 %), so
+/// renewals never drift towards the deadline and many clients do not renew in step.
+fn renewal_wait(ttl: Duration, jitter: impl FnOnce(Duration) -> Duration) -> Duration {
+    let period = ttl / 3;
+    period - period / 20 - jitter(period / 20)
 }
 
 /// One batch: every watched lease renewed by a single script call.
@@ -209,5 +215,37 @@ async fn renew_all<T: Transport>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The renewal period is a third of the TTL less 5-10 %: the end-to-end tests cannot see
+    /// it (their transport sleeps in real time while the server's TTLs run on a virtual
+    /// clock), and a watchdog that renewed too late would lose every lease it keeps.
+    #[test]
+    fn renewals_come_every_third_of_the_ttl_less_five_to_ten_percent() {
+        let ttl = Duration::from_secs(30);
+        let mut asked = None;
+        let least = renewal_wait(ttl, |max| {
+            asked = Some(max);
+            max
+        });
+        assert_eq!(
+            asked,
+            Some(Duration::from_millis(500)),
+            "jitter bound: 5 % of ttl/3"
+        );
+        assert_eq!(least, Duration::from_secs(9));
+        assert_eq!(
+            renewal_wait(ttl, |_| Duration::ZERO),
+            Duration::from_millis(9500)
+        );
+        assert_eq!(
+            renewal_wait(Duration::from_millis(3000), |_| Duration::from_millis(20)),
+            Duration::from_millis(930)
+        );
     }
 }
