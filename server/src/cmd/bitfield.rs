@@ -296,13 +296,25 @@ mod tests {
     #[test]
     fn overflow_rules_match_redis() {
         assert_eq!(unsigned_overflow(250, 10, 8, Overflow::Wrap), Some(Some(4)));
-        assert_eq!(unsigned_overflow(250, 10, 8, Overflow::Sat), Some(Some(255)));
+        assert_eq!(
+            unsigned_overflow(250, 10, 8, Overflow::Sat),
+            Some(Some(255))
+        );
         assert_eq!(unsigned_overflow(5, -10, 8, Overflow::Sat), Some(Some(0)));
         assert_eq!(unsigned_overflow(5, -10, 8, Overflow::Fail), Some(None));
         assert_eq!(unsigned_overflow(5, 10, 8, Overflow::Fail), None);
-        assert_eq!(signed_overflow(120, 10, 8, Overflow::Wrap), Some(Some(-126)));
-        assert_eq!(signed_overflow(-120, -10, 8, Overflow::Sat), Some(Some(-128)));
-        assert_eq!(signed_overflow(i64::MAX, 1, 64, Overflow::Wrap), Some(Some(i64::MIN)));
+        assert_eq!(
+            signed_overflow(120, 10, 8, Overflow::Wrap),
+            Some(Some(-126))
+        );
+        assert_eq!(
+            signed_overflow(-120, -10, 8, Overflow::Sat),
+            Some(Some(-128))
+        );
+        assert_eq!(
+            signed_overflow(i64::MAX, 1, 64, Overflow::Wrap),
+            Some(Some(i64::MIN))
+        );
         assert_eq!(signed_overflow(-1, 1, 64, Overflow::Fail), None);
     }
 

@@ -116,7 +116,10 @@ fn bit_range(start: i64, end: i64, in_bits: bool) -> (u64, u64) {
 /// How many bits are set in bits `lo..=hi` of `p` (both inside `p`).
 pub(crate) fn count_bits(p: &[u8], lo: u64, hi: u64) -> u64 {
     let (first, last) = ((lo >> 3) as usize, (hi >> 3) as usize);
-    let whole: u64 = p[first..=last].iter().map(|b| u64::from(b.count_ones())).sum();
+    let whole: u64 = p[first..=last]
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum();
     // Take away the bits of the edge bytes that lie outside the range.
     let head = p[first] & !(0xffu8 >> (lo & 7));
     let tail = p[last] & (0x7fu8 >> (hi & 7));

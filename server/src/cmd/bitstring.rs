@@ -19,7 +19,11 @@ const HEAVY_GROWTH: usize = 16 * 1024 * 1024;
 /// Parses a bit offset as Redis's `getBitOffsetFromArgument`: a plain integer, or with
 /// `width` given (`BITFIELD`), `#N` meaning `N * width`. Refused when negative or when its byte
 /// lies past `proto-max-bulk-len`, except on the master's link (Redis obeys its master).
-pub(crate) fn parse_bit_offset(ctx: &Ctx<'_>, arg: &[u8], width: Option<u32>) -> Result<u64, Frame> {
+pub(crate) fn parse_bit_offset(
+    ctx: &Ctx<'_>,
+    arg: &[u8],
+    width: Option<u32>,
+) -> Result<u64, Frame> {
     let bad = || Frame::error(BAD_OFFSET);
     let (digits, times) = match (arg.first(), width) {
         (Some(b'#'), Some(w)) => (&arg[1..], Some(w)),
