@@ -317,7 +317,7 @@ mod tests {
     fn counting_and_finding_bits_respects_the_edges_of_the_range() {
         let p = [0b1010_1010u8, 0xff, 0x00, 0b0000_0001];
         assert_eq!(count_bits(&p, 0, 31), 4 + 8 + 1);
-        assert_eq!(count_bits(&p, 1, 6), 2);
+        assert_eq!(count_bits(&p, 1, 6), 3);
         assert_eq!(count_bits(&p, 3, 12), 2 + 5);
         assert_eq!(find_bit(&p, 1, 31, 1), Some(2));
         assert_eq!(find_bit(&p, 8, 31, 0), Some(16));
