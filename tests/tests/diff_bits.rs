@@ -502,3 +502,31 @@ fn watch_sees_only_real_bit_changes() {
         assert_eq!(aborted, aborts, "{change}");
     }
 }
+
+/// The other commands that grow a string stop at `proto-max-bulk-len` with Redis's error:
+/// `APPEND` past it, `SETRANGE` past it (an empty value changes nothing, even far out).
+#[test]
+fn append_and_setrange_stop_at_the_largest_string() {
+    let mut d = Diff::new();
+    let part = "a".repeat(600_000);
+    d.check(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]);
+    d.check(&["SET", "k", &part]);
+    d.check(&["APPEND", "k", &part]);
+    d.check(&["APPEND", "k", &"b".repeat(448_576)]);
+    d.check(&["APPEND", "k", "c"]);
+    d.check(&["STRLEN", "k"]);
+    d.table(&[
+        "SETRANGE r 1048575 x",
+        "SETRANGE r 1048576 x",
+        "SETRANGE r 1048575 xy",
+        "SETRANGE r 99999999999 ''",
+        "SETRANGE nokey 99999999999 ''",
+        "SETRANGE nokey 99999999999 x",
+        "EXISTS nokey",
+        "STRLEN r",
+        "HSET h f v",
+        "SETRANGE h 99999999999 x",
+        "SETRANGE h 0 x",
+        "APPEND h x",
+    ]);
+}

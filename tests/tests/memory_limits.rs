@@ -548,6 +548,8 @@ fn one_command_cannot_grow_past_maxmemory() {
     assert_eq!(c.cmd(&["SETBIT", "big", "8000", "1"]), b":0\r\n");
     assert_eq!(c.cmd(&["SETBIT", "big", "536870911", "1"]), OOM);
     assert_eq!(c.cmd(&["STRLEN", "big"]), b":1001\r\n");
+    assert_eq!(c.cmd(&["SETRANGE", "big", "67108863", "x"]), OOM);
+    assert_eq!(c.cmd(&["SETRANGE", "big", "2000", "x"]), b":2001\r\n");
     // Two strings of 2000 bytes: a 16 MB table.
     let long = "x".repeat(2000);
     c.cmd(&["SET", "a", &long]);
