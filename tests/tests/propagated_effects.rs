@@ -211,3 +211,57 @@ fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
     );
     assert_eq!(list_effects(latchkey.addr()), expected);
 }
+
+/// Runs bitmap commands, some of which change nothing, and returns what the stream carried up
+/// to the closing `SET end 1`.
+fn bit_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in [
+        "SETBIT b 7 1",
+        "SETBIT b 7 1",
+        "SETBIT b 100 0",
+        "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
+        "BITFIELD b SET u8 0 1",
+        "BITFIELD b SET u8 0 2",
+        "BITFIELD b SET u8 0 2",
+        "BITFIELD b GET u8 0",
+        "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
+        "BITFIELD_RO b GET u8 0",
+        "BITOP NOT d b",
+        "BITOP AND d nokey",
+        "BITOP AND d nokey",
+        "LCS b d",
+        "HSET h f v",
+        "HRANDFIELD h -3",
+        "SET end 1",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// A bit command reaches replicas and the AOF only when it changed something, as in Redis 7.0:
+/// a `SETBIT` of a bit to the value it has, a `BITFIELD` whose writes all failed or wrote the
+/// same value, and reads are not sent.
+#[test]
+fn bit_commands_reach_the_stream_only_when_they_change_something() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = bit_effects(redis.addr());
+    let names: Vec<&str> = expected.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(
+        names,
+        ["SETBIT", "SETBIT", "BITFIELD", "BITOP", "BITOP", "HSET"],
+        "redis-server's own stream: {expected:?}"
+    );
+    assert_eq!(bit_effects(latchkey.addr()), expected);
+}

@@ -13,9 +13,14 @@
 pub(crate) use crate::command::*;
 pub(crate) use crate::dispatch::{call_spec, execute};
 
+pub(crate) mod bitfield;
+pub(crate) mod bitmaps;
+pub(crate) mod bitstring;
 pub(crate) mod connection;
 pub(crate) mod hashes;
+pub(crate) mod hrandfield;
 pub(crate) mod keys;
+pub(crate) mod lcs;
 pub(crate) mod list_multi;
 pub(crate) mod lists;
 pub(crate) mod memory;
@@ -33,17 +38,21 @@ pub(crate) mod util;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 16] {
+fn tables() -> [&'static [CommandSpec]; 20] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
+        bitmaps::COMMANDS,
+        bitfield::COMMANDS,
+        lcs::COMMANDS,
         keys::COMMANDS,
         object::COMMANDS,
         memory::COMMANDS,
         relocate::COMMANDS,
         hashes::COMMANDS,
+        hrandfield::COMMANDS,
         lists::COMMANDS,
         list_multi::COMMANDS,
         sets::COMMANDS,

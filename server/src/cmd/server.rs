@@ -181,14 +181,16 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// The family a command belongs to, for ACL categories and `COMMAND DOCS` groups.
 fn group_of(spec: &CommandSpec) -> &'static str {
     let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
-    if find(super::strings::COMMANDS) {
+    if find(super::strings::COMMANDS) || find(super::lcs::COMMANDS) {
         "string"
+    } else if find(super::bitmaps::COMMANDS) || find(super::bitfield::COMMANDS) {
+        "bitmap"
     } else if find(super::keys::COMMANDS)
         || find(super::object::COMMANDS)
         || find(super::relocate::COMMANDS)
     {
         "generic"
-    } else if find(super::hashes::COMMANDS) {
+    } else if find(super::hashes::COMMANDS) || find(super::hrandfield::COMMANDS) {
         "hash"
     } else if find(super::lists::COMMANDS) || find(super::list_multi::COMMANDS) {
         "list"
@@ -220,6 +222,7 @@ fn command_info(spec: &CommandSpec) -> Frame {
     }
     let group = match group_of(spec) {
         "string" => "@string",
+        "bitmap" => "@bitmap",
         "generic" => "@keyspace",
         "hash" => "@hash",
         "list" => "@list",
