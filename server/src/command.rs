@@ -61,6 +61,29 @@ pub(crate) const WALKS_KEYSPACE: u32 = 1 << 17;
 /// worker when that collection is large (see [`crate::walk`]).
 pub(crate) const WALKS_VALUE: u32 = 1 << 18;
 
+// Flags that change nothing here but what `COMMAND INFO` says: Redis's table declares them,
+// and clients read them (a cluster client asks which commands have `movablekeys`).
+
+/// Where the keys are depends on the arguments (`EVAL`'s numkeys, `LMPOP`'s count).
+pub(crate) const MOVABLEKEYS: u32 = 1 << 19;
+/// May be called with no key at all though it takes keys (`EVAL ... 0`).
+pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 20;
+/// Not shown to `MONITOR` as such (scripts show their calls instead).
+pub(crate) const SKIP_MONITOR: u32 = 1 << 21;
+/// Not logged in the slow log as such (`EXEC`: its commands are).
+pub(crate) const SKIP_SLOWLOG: u32 = 1 << 22;
+/// Allowed before authentication (`HELLO`, `QUIT`, `RESET`).
+pub(crate) const NO_AUTH: u32 = 1 << 23;
+/// Not allowed while a replica loads its master's snapshot asynchronously.
+pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 24;
+/// A container of subcommands (`CLIENT`, `CONFIG`, `SCRIPT`, ...): Redis's table gives the
+/// container no flags and no keys of its own (each subcommand has them), so `COMMAND INFO`
+/// shows none, whatever the flags here say about how its subcommands run.
+pub(crate) const CONTAINER: u32 = 1 << 25;
+/// Blocks (counted in `blocked_clients`) though Redis's table does not flag it `blocking`
+/// (`WAIT`).
+pub(crate) const BLOCKS_UNLISTED: u32 = 1 << 26;
+
 /// How a command runs.
 pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
 
@@ -115,8 +138,11 @@ impl CommandSpec {
         (a > 0 && argc as i32 == a) || (a < 0 && argc as i32 >= -a)
     }
 
-    /// The flag names `COMMAND INFO` shows.
+    /// The flag names `COMMAND INFO` shows, in the order Redis 7.0 lists them.
     pub(crate) fn flag_names(&self) -> Vec<&'static str> {
+        if self.has(CONTAINER) {
+            return Vec::new();
+        }
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
@@ -127,13 +153,20 @@ impl CommandSpec {
             (BLOCKING, "blocking"),
             (LOADING, "loading"),
             (STALE, "stale"),
+            (SKIP_MONITOR, "skip_monitor"),
+            (SKIP_SLOWLOG, "skip_slowlog"),
             (FAST, "fast"),
-            (ALLOW_BUSY, "allow_busy"),
+            (NO_AUTH, "no_auth"),
+            (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (NO_ASYNC_LOADING, "no_async_loading"),
             (NO_MULTI, "no_multi"),
+            (MOVABLEKEYS, "movablekeys"),
+            (ALLOW_BUSY, "allow_busy"),
         ];
         names
             .iter()
             .filter(|(f, _)| self.has(*f))
+            .filter(|(f, _)| *f != BLOCKING || !self.has(BLOCKS_UNLISTED))
             .map(|(_, n)| *n)
             .collect()
     }

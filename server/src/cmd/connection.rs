@@ -1,5 +1,6 @@
 //! Connection commands: `PING`, `ECHO`, `HELLO`, `SELECT`, `QUIT`, `RESET` and `CLIENT`.
 
+use crate::command::{CONTAINER, NO_AUTH};
 use bytes::Bytes;
 
 use super::util::{is, parse_i64, unknown_subcommand};
@@ -14,13 +15,13 @@ use crate::pause::PauseMode;
 
 /// The connection commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("ping", -1, FAST | SUBSCRIBED_OK | STALE, 0, 0, 0, ping),
+    spec("ping", -1, FAST | SUBSCRIBED_OK, 0, 0, 0, ping),
     spec("echo", 2, FAST | LOADING | STALE, 0, 0, 0, echo),
     spec("select", 2, FAST | LOADING | STALE, 0, 0, 0, select),
     spec(
         "quit",
         -1,
-        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -29,7 +30,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "hello",
         -1,
-        FAST | NOSCRIPT | LOADING | STALE | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -38,7 +39,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "reset",
         1,
-        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -47,7 +48,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "client",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | CONTAINER,
         0,
         0,
         0,

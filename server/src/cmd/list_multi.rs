@@ -4,6 +4,7 @@
 //! gate. What replicas and the AOF get is what happened, as Redis 7.0 sends it: `LPOP`/`RPOP`
 //! with the number of elements taken, `LMOVE` or `RPOPLPUSH`.
 
+use crate::command::MOVABLEKEYS;
 use bytes::Bytes;
 
 use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
@@ -15,8 +16,16 @@ use crate::state::Shared;
 /// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop),
-    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop),
+    spec("lmpop", -4, WRITE | MOVABLEKEYS, 0, 0, 0, lmpop),
+    spec(
+        "blmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLEKEYS,
+        0,
+        0,
+        0,
+        blmpop,
+    ),
     spec(
         "blmove",
         6,

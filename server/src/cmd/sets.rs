@@ -8,6 +8,7 @@
 //! it did, in Redis 7.0's form: `SREM key member` for one, `MULTI`, one `SREM` per member and
 //! `EXEC` for a count, `DEL key` when the count took the whole set.
 
+use crate::command::MOVABLEKEYS;
 use bytes::Bytes;
 use rand::Rng;
 
@@ -41,7 +42,15 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         sinter,
     ),
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("sintercard", -3, READONLY | MULTI_KEY, 0, 0, 0, sintercard),
+    spec(
+        "sintercard",
+        -3,
+        READONLY | MULTI_KEY | MOVABLEKEYS,
+        0,
+        0,
+        0,
+        sintercard,
+    ),
     spec(
         "sinterstore",
         -3,
