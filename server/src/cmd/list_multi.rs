@@ -38,11 +38,11 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// What a served attempt did: the reply, and the commands replicas and the AOF get for it.
-type Served = (Frame, Vec<Vec<Bytes>>);
+pub(super) type Served = (Frame, Vec<Vec<Bytes>>);
 
 /// One attempt of a blocked command, at a time: what it did when it could be served, `None` to
 /// keep waiting.
-type Attempt = Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
+pub(super) type Attempt = Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
 
 /// Runs one attempt of a blocked client and records its effect, as one step for the stream
 /// (the caller holds the gate).
@@ -63,7 +63,7 @@ fn attempt_and_record(
 
 /// Serves a command at once if it can be: its effect goes to replicas and the AOF with the
 /// command's own write (see [`Ctx::propagate_as`]).
-fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
+pub(super) fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
     match served {
         Ok(Some((frame, effects))) => {
             ctx.changed();
@@ -78,7 +78,7 @@ fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option
 /// Waits until `attempt` serves the client or `timeout_ms` passes (0: forever), woken by
 /// pushes onto `keys`, as `BLPOP` waits ([`block_until`]); what a served attempt did goes to
 /// replicas and the AOF. `exclusive`: the attempt touches two keys and runs alone.
-fn wait_for(
+pub(super) fn wait_for(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
     timeout_ms: u64,

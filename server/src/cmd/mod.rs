@@ -30,10 +30,15 @@ pub(crate) mod strings;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
 pub(crate) mod util;
+pub(crate) mod zset_algebra;
+pub(crate) mod zset_lex;
+pub(crate) mod zset_pop;
+pub(crate) mod zset_random;
+pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 16] {
+fn tables() -> [&'static [CommandSpec]; 21] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -48,6 +53,11 @@ fn tables() -> [&'static [CommandSpec]; 16] {
         list_multi::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        zset_range::COMMANDS,
+        zset_lex::COMMANDS,
+        zset_algebra::COMMANDS,
+        zset_pop::COMMANDS,
+        zset_random::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,
