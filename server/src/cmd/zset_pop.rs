@@ -104,10 +104,10 @@ fn pop_command(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Frame {
     }
     let count = match args.get(2) {
         None => None,
+        // Redis's text for a count that is negative or not a number at all.
         Some(c) => match parse_i64(c) {
             Ok(n) if n >= 0 => Some(n as u64),
-            Ok(_) => return Frame::error("ERR value is out of range, must be positive"),
-            Err(e) => return e,
+            _ => return Frame::error("ERR value is out of range, must be positive"),
         },
     };
     let n = count.map_or(1, |c| usize::try_from(c).unwrap_or(usize::MAX));

@@ -1,7 +1,7 @@
 //! `ZRANDMEMBER key [count [WITHSCORES]]`: random members of a sorted set.
 //!
 //! Without a count, one member (a null when the key is missing). A positive count gives
-//! distinct members, the whole set (in its order) when the count reaches its size; a negative
+//! distinct members, the whole set (highest first) when the count reaches its size; a negative
 //! count gives that many picks that may repeat. `WITHSCORES` pairs each with its score: flat
 //! under RESP2, `[member, score]` arrays under RESP3.
 
@@ -86,7 +86,8 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .collect();
         }
         if n >= len as u64 {
-            return all.into_iter().map(|(m, s)| (m.clone(), s)).collect();
+            // The whole set, from the highest member down: Redis walks it from its tail.
+            return all.into_iter().rev().map(|(m, s)| (m.clone(), s)).collect();
         }
         let mut idx = rand::seq::index::sample(&mut rng, len, n as usize).into_vec();
         idx.sort_unstable();
