@@ -1,5 +1,6 @@
-//! Finding (and if need be building) the components tenants run: the lock client, and the
-//! guests the tests use (the misbehaving one, and one written only against `wasi:keyvalue`).
+//! Finding (and if need be building) the components tenants run: the lock client, the guests
+//! the tests use (the misbehaving one, and ones written only against `wasi:keyvalue` and the
+//! lease proposal), and the example tenants of `docs/TENANTS.md` in Rust and JavaScript.
 //!
 //! A nested cargo must not share the outer build's target directory (it would wait on the
 //! outer cargo's lock forever), nor inherit its `CARGO_ENCODED_RUSTFLAGS`.
@@ -101,6 +102,61 @@ pub fn kv_draft_guest_path() -> std::io::Result<PathBuf> {
         "latchkey_kv_draft_guest",
         "the wasi:keyvalue 0.2.0-draft guest",
     )
+}
+
+/// The example tenant in Rust (`plugin/tenant-rs`, `docs/TENANTS.md`), built by the very command
+/// the walkthrough gives: `cargo build --manifest-path plugin/tenant-rs/Cargo.toml --target
+/// wasm32-wasip2 --release`, into the tenant's own `target/`.
+pub fn tenant_rs_path() -> std::io::Result<PathBuf> {
+    let root = root();
+    let status = cargo()
+        .current_dir(&root)
+        .args([
+            "build",
+            "-q",
+            "--manifest-path",
+            "plugin/tenant-rs/Cargo.toml",
+        ])
+        .args(["--target", "wasm32-wasip2", "--release"])
+        .status()?;
+    if !status.success() {
+        return Err(std::io::Error::other("building plugin/tenant-rs failed"));
+    }
+    Ok(root.join("plugin/tenant-rs/target/wasm32-wasip2/release/tenant_rs.wasm"))
+}
+
+/// The example tenant in JavaScript (`plugin/tenant-js`, `docs/TENANTS.md`), made by the
+/// walkthrough's commands: `npm ci` (the committed lockfile's componentize-js) when its
+/// `node_modules` lacks componentize-js, then `npm run build` when `tenant_js.wasm` is missing or
+/// older than a source (`tenant.js`, `wit/`, `package.json`, the lockfile). Needs `node` and
+/// `npm`.
+pub fn tenant_js_path() -> std::io::Result<PathBuf> {
+    let dir = root().join("plugin/tenant-js");
+    let npm = |args: &[&str]| -> std::io::Result<()> {
+        let status = Command::new("npm").current_dir(&dir).args(args).status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "`npm {}` in plugin/tenant-js failed",
+                args.join(" ")
+            )));
+        }
+        Ok(())
+    };
+    if !dir
+        .join("node_modules/@bytecodealliance/componentize-js")
+        .is_dir()
+    {
+        npm(&["ci", "--no-audit", "--no-fund", "--loglevel=error"])?;
+    }
+    let out = dir.join("tenant_js.wasm");
+    let sources = ["tenant.js", "wit", "package.json", "package-lock.json"]
+        .iter()
+        .filter_map(|p| newest(&dir.join(p)))
+        .max();
+    if out.metadata().and_then(|m| m.modified()).ok() <= sources {
+        npm(&["run", "build", "--silent"])?;
+    }
+    Ok(out)
 }
 
 /// Builds a wasm32-wasip2 component with an inner cargo (`which` selects the package) into

@@ -33,6 +33,13 @@ pub struct HostConfig {
     pub core_instances_per_component: u32,
     /// Where compiled components are cached (`None`: compile every time).
     pub cache_dir: Option<PathBuf>,
+    /// Whether a component may import interfaces of packages this host serves none of (say
+    /// `wasi:http`), each function of which then traps when called (as `wasmtime run
+    /// --trap-unknown-imports`; see `unknown_imports.rs`). Off by default: such a component
+    /// is refused at [`Host::load`], which names the import. A
+    /// JavaScript component made by `componentize-js` needs it: its runtime (StarlingMonkey)
+    /// imports `wasi:http/types` for `fetch` whether the tenant uses it or not.
+    pub trap_unknown_imports: bool,
     /// The bounds every tenant runs under.
     pub limits: Limits,
 }
@@ -43,6 +50,7 @@ impl Default for HostConfig {
             pool_instances: 1_000,
             core_instances_per_component: 16,
             cache_dir: None,
+            trap_unknown_imports: false,
             limits: Limits::default(),
         }
     }
@@ -62,6 +70,7 @@ pub(crate) struct Shared {
         std::sync::Mutex<std::collections::HashMap<String, crate::budget::TenantBudget>>,
     pooled: bool,
     cache_dir: Option<PathBuf>,
+    trap_unknown_imports: bool,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -190,6 +199,7 @@ impl Host {
                 budgets: Default::default(),
                 pooled,
                 cache_dir: cfg.cache_dir,
+                trap_unknown_imports: cfg.trap_unknown_imports,
                 stop_ticker,
             }),
         })
@@ -246,7 +256,14 @@ impl Host {
             }
         };
         Ok(Plugin {
-            pre: self.shared.linker.instantiate_pre(&component)?,
+            pre: if self.shared.trap_unknown_imports {
+                // A linker of this component's own: the traps never reach another's.
+                let mut linker = self.shared.linker.clone();
+                crate::unknown_imports::trap_unknown(&mut linker, engine, &component)?;
+                linker.instantiate_pre(&component)?
+            } else {
+                self.shared.linker.instantiate_pre(&component)?
+            },
             from_cache,
             size: bytes.len(),
         })

@@ -23,7 +23,8 @@
 //! - [`state`]: the host functions (`redis` imports) themselves, all `async`: a guest that
 //!   waits is suspended and holds no thread;
 //! - [`keyvalue`]: the standard `wasi:keyvalue` (0.2.0-draft2) for tenants written against it,
-//!   each bucket in the tenant's namespace.
+//!   each bucket in the tenant's namespace, and the `latchkey:lease` proposal beside it;
+//! - [`run_cli`]: `latchkey run`, which runs such tenants (`docs/TENANTS.md`).
 
 pub mod backend;
 pub mod bindings;
@@ -38,9 +39,12 @@ pub mod lesson;
 pub mod limits;
 pub mod namespace;
 pub(crate) mod quota;
+#[cfg(feature = "cli")]
+pub mod run_cli;
 pub mod state;
 pub(crate) mod storage;
 pub mod tenant;
+pub(crate) mod unknown_imports;
 
 pub use bindings::*;
 

@@ -6,7 +6,8 @@
 //! quorum locks run on all of them; `--redlock` has the workers take a RedLock over them
 //! instead of the simple lock.
 //!
-//! `latchkey lesson NAME` plays a lesson instead (see [`latchkey_plugin::lesson`]).
+//! `latchkey lesson NAME` plays a lesson instead (see [`latchkey_plugin::lesson`]);
+//! `latchkey run COMPONENT...` runs `wasi:keyvalue` tenants (see [`latchkey_plugin::run_cli`]).
 //!
 //! ```text
 //! latchkey lesson unprotected --html lesson.html
@@ -72,6 +73,9 @@ enum Command {
     /// Plays a lesson: how a failover (restart, pause, eviction) loses a lock and what each
     /// defence changes; without a name, lists the lessons.
     Lesson(latchkey_plugin::lesson::cli::LessonArgs),
+    /// Runs tenants written against `wasi:keyvalue` and the lease proposal (each exports
+    /// `run(bucket)`), one after the other as one tenant, and prints what they say.
+    Run(latchkey_plugin::run_cli::RunArgs),
 }
 
 /// Per-tenant bounds (see SECURITY.md, "Tenants"); unset ones keep their default.
@@ -231,6 +235,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(1);
         }
         return Ok(());
+    }
+    if let Some(Command::Run(run)) = args.command {
+        return latchkey_plugin::run_cli::main(run).await;
     }
     // The embedded server lives as long as `_server`.
     let mut nodes = Vec::new();

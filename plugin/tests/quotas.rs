@@ -994,6 +994,44 @@ async fn wasi_keyvalue_is_bounded_like_every_other_import() {
                     bed.what
                 );
                 assert_eq!(flood(2, 8).await, "ok 2 answers", "{}", bed.what);
+                // The same for writes: a flood of `set-many` is refused whole, from the list's
+                // shape, from a value's size or from the bucket's bound, and writes nothing.
+                let mut set_flood = async |n: u32, size: u32| {
+                    rogue
+                        .call::<(String, u32, u32), (String,)>(
+                            "set-many-flood",
+                            ("b1".into(), n, size),
+                        )
+                        .await
+                        .expect("a refusal is the tenant's error, not a trap")
+                        .0
+                };
+                for (n, size, refusal) in [
+                    (
+                        100_000,
+                        8,
+                        "err other(a batch of 100000 keys is over the tenant's limit of 1024 per call)",
+                    ),
+                    (
+                        512,
+                        4_096,
+                        "err other(a batch of over 1048576 bytes is over the tenant's limit per call)",
+                    ),
+                    (
+                        1,
+                        70_000,
+                        "err other(a value of 70000 bytes is over the tenant's limit of 65536)",
+                    ),
+                    (20, 1, "err other(the bucket holds its limit of 10 keys)"),
+                ] {
+                    assert_eq!(set_flood(n, size).await, refusal, "{}", bed.what);
+                    assert_eq!(
+                        bed.cmd(&["EXISTS", "{rogue:kv:b1}"]).await,
+                        Reply::Int(0),
+                        "{}: nothing of a refused batch is written",
+                        bed.what
+                    );
+                }
                 let mut fill = async |bucket: &str, n: u32| {
                     rogue
                         .call::<(String, u32), ((u32, String),)>("fill", (bucket.into(), n))

@@ -107,6 +107,14 @@ pub(crate) enum Update {
     Expire(Option<u64>),
 }
 
+/// Where [`Db::shrink_step`] looks next in each of a database's tables.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ShrinkCursor {
+    keys: usize,
+    watchers: usize,
+    blocked: usize,
+}
+
 /// One logical database.
 #[derive(Debug, Default)]
 pub(crate) struct Db {
@@ -145,6 +153,25 @@ impl Db {
     /// The map itself, for eviction's sampling.
     pub(crate) fn map(&self) -> &DashMap<Bytes, Entry, KeyHasher> {
         &self.map
+    }
+
+    /// Rebuilds, at most `budget` of them, the shards of this database's tables (the keys,
+    /// and the registries of watched and blocked-on keys) that deletions left mostly empty;
+    /// `cursor` remembers where to look next (see [`crate::shrink`]). Returns how many.
+    pub(crate) fn shrink_step(&self, cursor: &mut ShrinkCursor, budget: usize) -> usize {
+        use crate::shrink::shrink_shards;
+        let mut done = shrink_shards(&self.map, &mut cursor.keys, budget);
+        done += shrink_shards(
+            &self.watchers,
+            &mut cursor.watchers,
+            budget - done.min(budget),
+        );
+        done += shrink_shards(
+            &self.blocked,
+            &mut cursor.blocked,
+            budget - done.min(budget),
+        );
+        done
     }
 
     /// Reads a key, expiring it first if its time has passed. `lazy_delete` is false on a

@@ -144,6 +144,12 @@ impl Encodings {
         self.get(SET_INTSET)
     }
 
+    /// `hash-max-listpack-entries`: up to this many fields Redis keeps a hash in insertion
+    /// order (a listpack), past it in a hash table of no particular order.
+    pub(crate) fn hash_max_entries(&self) -> usize {
+        self.get(HASH_ENTRIES)
+    }
+
     /// What `OBJECT ENCODING` answers for a hash of `len` fields whose longest field or value
     /// has `longest` bytes: `listpack` within both limits, `hashtable` past either.
     pub(crate) fn hash_encoding(&self, len: usize, longest: usize) -> &'static str {

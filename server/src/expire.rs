@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::db::ShrinkCursor;
 use crate::state::Shared;
 
 /// Keys deleted in one step, under the gate, before yielding to clients. Small enough that a
@@ -73,15 +74,31 @@ pub(crate) async fn active_expiry(shared: Arc<Shared>, _done: mpsc::Sender<()>) 
     let mut shutdown = shared.shutdown_signal();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shrink = vec![ShrinkCursor::default(); crate::db::NUM_DBS];
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shared.clock.advanced() => {}
-            _ = shared.expiry.kick.notified() => {}
+        let ticked = tokio::select! {
+            _ = tick.tick() => true,
+            _ = shared.clock.advanced() => false,
+            _ = shared.expiry.kick.notified() => false,
             _ = shutdown.wait_for(|s| *s) => return,
-        }
+        };
         expire_cycle(&shared).await;
         shared.expiry.passes.send_modify(|n| *n += 1);
+        if ticked {
+            shrink_tables(&shared, &mut shrink);
+        }
+    }
+}
+
+/// Rebuilds a few of the keyspace's shards that expiry and deletions left mostly empty, at
+/// most [`SHARDS_PER_TICK`](crate::shrink::SHARDS_PER_TICK) per call (see [`crate::shrink`]).
+fn shrink_tables(shared: &Shared, cursors: &mut [ShrinkCursor]) {
+    let mut budget = crate::shrink::SHARDS_PER_TICK;
+    for ((_, db), cursor) in shared.keyspace.iter().zip(cursors.iter_mut()) {
+        if budget == 0 {
+            return;
+        }
+        budget -= db.shrink_step(cursor, budget);
     }
 }
 

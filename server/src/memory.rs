@@ -319,6 +319,9 @@ impl DerefMut for EntryMut<'_> {
 
 impl Drop for EntryMut<'_> {
     fn drop(&mut self) {
+        // A collection that deletions left mostly empty gives its room back now, so that the
+        // measure below, and the process, see the smaller table.
+        self.inner.value_mut().value.shrink_if_sparse();
         self.mem
             .changed(self.before, self.inner.key(), self.inner.value());
     }

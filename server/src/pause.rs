@@ -35,10 +35,19 @@ struct Pause {
     until: Instant,
 }
 
+/// What holds commands now: a `CLIENT PAUSE`, and the write pause of a coordinated
+/// `FAILOVER`, which has no end of its own and which `CLIENT UNPAUSE` does not lift (Redis
+/// keeps the two apart the same way: `PAUSE_BY_CLIENT_COMMAND`, `PAUSE_DURING_FAILOVER`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Holds {
+    client: Option<Pause>,
+    failover: bool,
+}
+
 /// The server's pause state, shared by every connection.
 #[derive(Debug)]
 pub(crate) struct ClientPause {
-    state: watch::Sender<Option<Pause>>,
+    state: watch::Sender<Holds>,
     /// Whether a pause may be in force: set after `pause`, cleared by `unpause` and by the
     /// first look that finds the pause over. Every command and every key read asks, so the
     /// common answer ("no pause") costs one atomic load instead of a lock and a clock read.
@@ -48,7 +57,7 @@ pub(crate) struct ClientPause {
 impl Default for ClientPause {
     fn default() -> Self {
         ClientPause {
-            state: watch::channel(None).0,
+            state: watch::channel(Holds::default()).0,
             armed: AtomicBool::new(false),
         }
     }
@@ -60,8 +69,8 @@ impl ClientPause {
     pub(crate) fn pause(&self, mode: PauseMode, duration: Duration) {
         let now = Instant::now();
         let until = now.checked_add(duration).unwrap_or_else(far_future);
-        self.state.send_modify(|p| {
-            *p = Some(match *p {
+        self.state.send_modify(|h| {
+            h.client = Some(match h.client {
                 Some(old) if old.until > now => Pause {
                     mode: old.mode.max(mode),
                     until: old.until.max(until),
@@ -74,10 +83,23 @@ impl ClientPause {
         self.armed.store(true, Ordering::Release);
     }
 
-    /// Ends the pause in force, if any (`CLIENT UNPAUSE`): every held command runs.
+    /// Ends the `CLIENT PAUSE` in force, if any (`CLIENT UNPAUSE`): every command it held
+    /// runs, unless a failover still holds writes.
     pub(crate) fn unpause(&self) {
-        self.armed.store(false, Ordering::Release);
-        self.state.send_replace(None);
+        self.state.send_modify(|h| {
+            h.client = None;
+            if !h.failover {
+                self.armed.store(false, Ordering::Release);
+            }
+        });
+    }
+
+    /// Holds every write, with no end, while a coordinated `FAILOVER` runs; `false` lifts it.
+    pub(crate) fn hold_writes_for_failover(&self, hold: bool) {
+        self.state.send_modify(|h| h.failover = hold);
+        if hold {
+            self.armed.store(true, Ordering::Release);
+        }
     }
 
     /// The mode of the pause in force now, if one is.
@@ -86,13 +108,16 @@ impl ClientPause {
             return None;
         }
         let state = self.state.borrow();
-        match *state {
-            Some(p) if p.until > Instant::now() => Some(p.mode),
-            _ => {
-                self.armed.store(false, Ordering::Release);
-                None
-            }
+        let client = state
+            .client
+            .filter(|p| p.until > Instant::now())
+            .map(|p| p.mode);
+        let failover = state.failover.then_some(PauseMode::Write);
+        let mode = client.max(failover);
+        if mode.is_none() {
+            self.armed.store(false, Ordering::Release);
         }
+        mode
     }
 
     /// Whether keys may not expire now (any pause holds expiry).
@@ -105,15 +130,23 @@ impl ClientPause {
     pub(crate) async fn wait_while(&self, held: impl Fn(PauseMode) -> bool) {
         let mut rx = self.state.subscribe();
         loop {
-            let pause = *rx.borrow_and_update();
-            let Some(p) = pause else { return };
-            if p.until <= Instant::now() || !held(p.mode) {
+            let holds = *rx.borrow_and_update();
+            let client = holds
+                .client
+                .filter(|p| p.until > Instant::now() && held(p.mode));
+            let by_failover = holds.failover && held(PauseMode::Write);
+            if client.is_none() && !by_failover {
                 return;
             }
+            // A failover's hold ends only with a change of state; a client pause at its end.
+            let wake = match client {
+                Some(p) if !by_failover => p.until,
+                _ => far_future(),
+            };
             tokio::select! {
-                // A new pause, an extension or an unpause: look again.
+                // A new pause, an extension, an unpause, a failover's end: look again.
                 r = rx.changed() => if r.is_err() { return },
-                _ = tokio::time::sleep_until(p.until) => {}
+                _ = tokio::time::sleep_until(wake) => {}
             }
         }
     }
@@ -166,5 +199,33 @@ mod tests {
         // A huge timeout is a pause without end, not an overflow.
         p.pause(PauseMode::All, Duration::MAX);
         assert_eq!(p.current(), Some(PauseMode::All));
+    }
+
+    #[tokio::test]
+    async fn a_failover_holds_writes_until_it_ends_whatever_client_unpause_does() {
+        let p = std::sync::Arc::new(ClientPause::default());
+        p.hold_writes_for_failover(true);
+        assert_eq!(p.current(), Some(PauseMode::Write));
+        // Reads go on.
+        p.wait_while(|m| m == PauseMode::All).await;
+        p.pause(PauseMode::All, Duration::from_secs(100));
+        assert_eq!(p.current(), Some(PauseMode::All));
+        p.unpause();
+        assert_eq!(
+            p.current(),
+            Some(PauseMode::Write),
+            "CLIENT UNPAUSE keeps the failover's"
+        );
+        let write = {
+            let p = p.clone();
+            tokio::spawn(async move { p.wait_while(|_| true).await })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!write.is_finished());
+        p.hold_writes_for_failover(false);
+        write.await.unwrap();
+        assert_eq!(p.current(), None);
     }
 }

@@ -1,5 +1,6 @@
-//! Leaving a role: a replica promoted to master (`REPLICAOF NO ONE`, [`stop_replica`]), and
-//! what a restart does to replication ([`reset_for_restart`]).
+//! Leaving a role: a replica promoted to master (`REPLICAOF NO ONE`, [`stop_replica`]), the
+//! end of a coordinated failover ([`end_failover`]), and what a restart does to replication
+//! ([`reset_for_restart`]).
 
 use std::sync::atomic::Ordering;
 
@@ -62,4 +63,46 @@ pub(crate) fn stop_replica(shared: &Shared) {
     }
     repl.following.store(false, Ordering::Release);
     shared.set_replica(false);
+}
+
+/// Ends the coordinated failover that runs, if one does, and lifts its hold on writes. When
+/// this server had already made itself a replica of the target (`failover-in-progress`),
+/// `back_to_master` undoes that (an abort, or a target that refused to take over); after a
+/// target accepted, this server stays its replica.
+pub(crate) fn end_failover(shared: &Shared, back_to_master: bool) {
+    let phase = {
+        let mut f = shared.replication.failover.lock();
+        let phase = f.phase;
+        *f = Failover {
+            generation: f.generation,
+            ..Failover::default()
+        };
+        phase
+    };
+    if phase == Phase::None {
+        return;
+    }
+    if phase == Phase::InProgress && back_to_master {
+        stop_replica(shared);
+    }
+    shared.pause.hold_writes_for_failover(false);
+}
+
+/// What the replica's side does with the target's answer to `PSYNC ... FAILOVER`: a
+/// continuation or a full resync means the target took over, and the failover is done; any
+/// other answer aborts it, and this server is a master again.
+pub(crate) fn failover_psync_answered(shared: &Shared, reply: &str) {
+    if shared.replication.failover.lock().phase != Phase::InProgress {
+        return;
+    }
+    let accepted = reply.starts_with("+CONTINUE") || reply.starts_with("+FULLRESYNC");
+    if !accepted {
+        tracing::warn!("FAILOVER aborted: the target rejected the psync request ({reply})");
+    }
+    end_failover(shared, !accepted);
+}
+
+/// Whether this server's next `PSYNC` asks its master to take over (`PSYNC ... FAILOVER`).
+pub(crate) fn failover_in_progress(shared: &Shared) -> bool {
+    shared.replication.failover.lock().phase == Phase::InProgress
 }

@@ -222,9 +222,15 @@ where
     // server, an id the master does not know, which gets a full resync).
     let repl = &shared.replication;
     let (replid, next) = (repl.replid(), repl.offset() + 1);
-    wr.write_all(&command(&["PSYNC", &replid, &next.to_string()]))
-        .await?;
+    // A master handing over in a coordinated failover asks its target to take over.
+    let psync = if crate::promote::failover_in_progress(shared) {
+        command(&["PSYNC", &replid, &next.to_string(), "FAILOVER"])
+    } else {
+        command(&["PSYNC", &replid, &next.to_string()])
+    };
+    wr.write_all(&psync).await?;
     let reply = read_line(&mut rd).await?;
+    crate::promote::failover_psync_answered(shared, &reply);
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
     link.handle.info.lock().role = crate::client::ClientRole::Master;

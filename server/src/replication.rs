@@ -37,11 +37,13 @@
 //! [`crate::promote`] (promotion, and what a restart does to replication).
 
 mod backlog;
+mod coordinated;
 mod downstream;
 mod faults;
 mod upstream;
 
 pub(crate) use backlog::Backlog;
+pub(crate) use coordinated::{Failover, Phase};
 pub(crate) use downstream::{Downstream, ReplicaLink, SyncCounts};
 pub(crate) use upstream::{MasterLink, Upstream};
 
@@ -121,6 +123,8 @@ pub(crate) struct Replication {
     pub(crate) epoch: Instant,
     /// The server's memory limits (`client-output-buffer-limit replica`), once attached.
     pub(crate) limits: std::sync::OnceLock<Arc<crate::config::Limits>>,
+    /// A coordinated failover (`FAILOVER`), when one runs.
+    pub(crate) failover: Mutex<Failover>,
 }
 
 /// What a replica asked for with `PSYNC`, and what it gets.
@@ -155,6 +159,7 @@ impl Replication {
             acked: Notify::new(),
             epoch: Instant::now(),
             limits: std::sync::OnceLock::new(),
+            failover: Mutex::new(Failover::default()),
         }
     }
 
@@ -475,7 +480,8 @@ impl Replication {
             None => (0, 1 << 20, 0, 0),
         };
         s.push_str(&format!(
-            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{histlen}\r\n",
+            self.failover.lock().phase.name(),
             ids.replid,
             ids.replid2,
             self.offset(),

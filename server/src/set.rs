@@ -172,6 +172,15 @@ impl Set {
     }
 }
 
+impl crate::shrink::Shrink for Set {
+    fn shrink_if_sparse(&mut self) -> bool {
+        match self {
+            Set::Ints(v) => v.shrink_if_sparse(),
+            Set::Table(t) => t.shrink_if_sparse(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,19 @@ pub(crate) enum Value {
 }
 
 impl Value {
+    /// Gives back the room a collection keeps from its peak once it is mostly empty (see
+    /// [`crate::shrink`]); true when it rebuilt. Strings are left as they are.
+    pub(crate) fn shrink_if_sparse(&mut self) -> bool {
+        use crate::shrink::Shrink;
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.shrink_if_sparse(),
+            Value::List(l) => l.shrink_if_sparse(),
+            Value::ZSet(z) => z.shrink_if_sparse(),
+            Value::Set(s) => s.shrink_if_sparse(),
+        }
+    }
+
     /// The name `TYPE` replies with.
     pub(crate) fn type_name(&self) -> &'static str {
         match self {

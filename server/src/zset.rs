@@ -82,3 +82,10 @@ impl ZSet {
         Some(self.order.range(..key).count())
     }
 }
+
+impl crate::shrink::Shrink for ZSet {
+    /// The member table shrinks; the ordered index frees its nodes as members go.
+    fn shrink_if_sparse(&mut self) -> bool {
+        self.scores.shrink_if_sparse()
+    }
+}

@@ -225,6 +225,14 @@ impl Guest for Foreign {
         })
     }
 
+    fn set_many_flood(name: String, n: u32, size: u32) -> String {
+        let b = store::open(&name).expect("the bucket opens");
+        let value = vec![b'v'; size as usize];
+        let pairs: Vec<(String, Vec<u8>)> =
+            (0..n).map(|i| (format!("k{i}"), value.clone())).collect();
+        res(&batch::set_many(&b, &pairs), |()| "set".into())
+    }
+
     fn fill(name: String, n: u32) -> (u32, String) {
         let b = match store::open(&name) {
             Ok(b) => b,

@@ -121,16 +121,26 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let key = &args[1];
+    let listpack_max = ctx.shared.config.encodings.hash_max_entries();
     let mut e = match write(ctx, key, false) {
         Ok(Some(e)) => e,
         Ok(None) => return Frame::Integer(0),
         Err(err) => return err,
     };
     let h = hash_of(&mut e);
-    // shift_remove keeps the remaining fields in insertion order, as Redis's listpack does.
+    // A hash Redis keeps as a listpack keeps its remaining fields in insertion order:
+    // shift_remove does the same, at the listpack's cost (its length). A bigger one is a hash
+    // table in Redis, in no order: swap_remove is O(1) a field, so deleting many fields of a
+    // big hash is not quadratic.
     let removed = args[2..]
         .iter()
-        .filter(|f| h.shift_remove(*f).is_some())
+        .filter(|f| {
+            if h.len() <= listpack_max {
+                h.shift_remove(*f).is_some()
+            } else {
+                h.swap_remove(*f).is_some()
+            }
+        })
         .count();
     let empty = h.is_empty();
     drop(e);

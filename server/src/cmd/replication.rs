@@ -1,5 +1,6 @@
 //! Replication commands: `REPLICAOF`, `ROLE`, `WAIT`, the handshake a replica sends
-//! (`REPLCONF`, `PSYNC`), and `LATCHKEY.FAILOVER`, the wire form of the failover controls.
+//! (`REPLCONF`, `PSYNC`), `FAILOVER` (a coordinated failover, see [`crate::failover`]), and
+//! `LATCHKEY.FAILOVER`, the wire form of the failover controls.
 
 use std::time::Duration;
 
@@ -45,6 +46,15 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         sync,
+    ),
+    spec(
+        "failover",
+        -1,
+        ADMIN | NOSCRIPT | STALE,
+        0,
+        0,
+        0,
+        failover_command,
     ),
     spec(
         "latchkey.failover",
@@ -217,9 +227,69 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     Frame::ok()
 }
 
-/// `PSYNC replid offset`: `+CONTINUE` and what the replica missed when the backlog still
-/// has it, else `+FULLRESYNC` and an RDB snapshot.
+/// `FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]`, parsed as Redis 7.0 parses it
+/// (each option once; `ABORT` alone).
+fn failover_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if args.len() == 2 && is(&args[1], "abort") {
+        return if crate::failover::abort(ctx.shared) {
+            Frame::ok()
+        } else {
+            Frame::error("ERR No failover in progress.")
+        };
+    }
+    let mut req = crate::failover::Request::default();
+    let mut j = 1;
+    while j < args.len() {
+        if is(&args[j], "timeout") && j + 1 < args.len() && req.timeout_ms.is_none() {
+            let Ok(ms) = parse_i64(&args[j + 1]) else {
+                return not_integer();
+            };
+            if ms <= 0 {
+                return Frame::error("ERR FAILOVER timeout must be greater than 0");
+            }
+            req.timeout_ms = Some(ms as u64);
+            j += 2;
+        } else if is(&args[j], "to") && j + 2 < args.len() && req.target.is_none() {
+            let Ok(port) = parse_i64(&args[j + 2]) else {
+                return not_integer();
+            };
+            req.target = Some((String::from_utf8_lossy(&args[j + 1]).into_owned(), port));
+            j += 3;
+        } else if is(&args[j], "force") && !req.force {
+            req.force = true;
+            j += 1;
+        } else {
+            return Frame::error("ERR syntax error");
+        }
+    }
+    match crate::failover::start(ctx.shared, req) {
+        Ok(()) => Frame::ok(),
+        Err(e) => e,
+    }
+}
+
+/// `PSYNC replid offset [FAILOVER]`: `+CONTINUE` and what the replica missed when the backlog
+/// still has it, else `+FULLRESYNC` and an RDB snapshot. With `FAILOVER`, sent by our own
+/// master in a coordinated failover, this replica first takes over as master (if the request
+/// continues its own history), then answers as one.
 fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if args.len() > 3 && is(&args[3], "failover") {
+        tracing::info!(
+            "Failover request received for replid {}.",
+            String::from_utf8_lossy(&args[1])
+        );
+        if ctx.shared.replication.upstream.lock().link.is_none() {
+            return Frame::error("ERR PSYNC FAILOVER can't be sent to a master.");
+        }
+        if args[1] != ctx.shared.replication.replid().as_bytes() {
+            return Frame::error("ERR PSYNC FAILOVER replid must match my replid.");
+        }
+        crate::promote::stop_replica(ctx.shared);
+        tracing::info!("MASTER MODE enabled (failover request)");
+    }
+    if ctx.shared.replication.failover.lock().phase != crate::replication::Phase::None {
+        return Frame::error("NOMASTERLINK Can't SYNC while failing over");
+    }
     if ctx.shared.is_replica() {
         return Frame::error("ERR Replica chaining is not supported by latchkey");
     }
@@ -233,6 +303,9 @@ fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// `SYNC`: the pre-PSYNC handshake, a snapshot with no `+FULLRESYNC` line, then the stream.
 /// `redis-cli --rdb` uses it to download a snapshot.
 fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
+    if ctx.shared.replication.failover.lock().phase != crate::replication::Phase::None {
+        return Frame::error("NOMASTERLINK Can't SYNC while failing over");
+    }
     if ctx.shared.is_replica() {
         return Frame::error("ERR Replica chaining is not supported by latchkey");
     }

@@ -121,3 +121,84 @@ async fn a_million_deadlines_pass_in_bounded_steps_between_commands() {
     );
     s.shutdown().await;
 }
+
+/// After a burst of leases expires, the keyspace's tables give their room back within a few
+/// ticks of the expiry task (a shard at a time), and every key that was not due is still
+/// found, by its hash, in the rebuilt shards.
+#[tokio::test]
+async fn tables_emptied_by_expiry_shrink_and_keep_the_live_keys() {
+    let s = Server::builder()
+        .no_listener()
+        .virtual_clock()
+        .start()
+        .await
+        .unwrap();
+    let now = s.clock().now_ms();
+    let db = s.shared().keyspace.db(0);
+    let token = Bytes::from_static(b"token");
+    for i in 0..200_000 {
+        db.insert(
+            Bytes::from(format!("lease:{i}")),
+            Entry::with_expiry(Value::Str(token.clone()), Some(now + 1000)),
+        );
+    }
+    let mut c = s.client();
+    for i in 0..100 {
+        c.cmd(["SET".to_string(), format!("live:{i}"), i.to_string()])
+            .await;
+    }
+    let peak = db.map().capacity();
+    s.clock().advance(Duration::from_secs(2));
+    s.expiry_caught_up().await;
+    assert_eq!(int(c.cmd(["DBSIZE"]).await), 100);
+    // Shrinking runs on the expiry task's real-time tick: wait for it (an outcome, not a
+    // duration: the bound only stops a broken build from waiting for ever).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while db.map().capacity() * 10 >= peak {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tables kept {} of {peak} slots",
+            db.map().capacity()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..100 {
+        assert_eq!(
+            c.cmd(["GET".to_string(), format!("live:{i}")]).await,
+            Frame::bulk(i.to_string())
+        );
+    }
+    assert!(matches!(c.cmd(["RANDOMKEY"]).await, Frame::Bulk(k) if k.starts_with(b"live:")));
+    assert_eq!(c.cmd(["SET", "after", "1"]).await, Frame::ok());
+    assert_eq!(int(c.cmd(["DBSIZE"]).await), 101);
+    s.shutdown().await;
+}
+
+/// A hash emptied down to a few fields by `HDEL` gives its table's room back at once:
+/// `MEMORY USAGE` (which counts the table's slots) falls with it, and the fields left are
+/// intact.
+#[tokio::test]
+async fn a_collection_mostly_deleted_gives_its_room_back() {
+    let s = Server::builder()
+        .no_listener()
+        .virtual_clock()
+        .start()
+        .await
+        .unwrap();
+    let mut c = s.client();
+    let mut hset = vec!["HSET".to_string(), "h".to_string()];
+    for i in 0..20_000 {
+        hset.push(format!("f{i}"));
+        hset.push("v".to_string());
+    }
+    assert_eq!(int(c.cmd(hset).await), 20_000);
+    let full = int(c.cmd(["MEMORY", "USAGE", "h"]).await);
+    let mut hdel = vec!["HDEL".to_string(), "h".to_string()];
+    hdel.extend((10..20_000).map(|i| format!("f{i}")));
+    assert_eq!(int(c.cmd(hdel).await), 19_990);
+    let left = int(c.cmd(["MEMORY", "USAGE", "h"]).await);
+    assert!(left * 20 < full, "{left} bytes left of {full}");
+    assert_eq!(int(c.cmd(["HLEN", "h"]).await), 10);
+    assert_eq!(c.cmd(["HGET", "h", "f9"]).await, Frame::bulk("v"));
+    s.shutdown().await;
+}
