@@ -42,7 +42,8 @@ pub(super) type Served = (Frame, Vec<Vec<Bytes>>);
 
 /// One attempt of a blocked command, at a time: what it did when it could be served, `None` to
 /// keep waiting.
-pub(super) type Attempt = Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
+pub(super) type Attempt =
+    Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
 
 /// Runs one attempt of a blocked client and records its effect, as one step for the stream
 /// (the caller holds the gate).

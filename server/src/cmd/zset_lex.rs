@@ -111,7 +111,11 @@ impl LexRange {
         if offset < 0 || limit == 0 {
             return Vec::new();
         }
-        let take = if limit < 0 { usize::MAX } else { limit as usize };
+        let take = if limit < 0 {
+            usize::MAX
+        } else {
+            limit as usize
+        };
         let pick = |(m, s): (&Bytes, f64)| (m.clone(), s);
         if rev {
             z.iter()

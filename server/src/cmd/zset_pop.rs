@@ -67,7 +67,11 @@ fn pop_from(
     };
     let z: &mut ZSet = container_mut(&mut e);
     let picked: Vec<(Bytes, f64)> = if max {
-        z.iter().rev().take(count).map(|(m, s)| (m.clone(), s)).collect()
+        z.iter()
+            .rev()
+            .take(count)
+            .map(|(m, s)| (m.clone(), s))
+            .collect()
     } else {
         z.iter().take(count).map(|(m, s)| (m.clone(), s)).collect()
     };
@@ -170,7 +174,11 @@ fn try_mpop(
             // BZPOPMIN: `[key, member, score]`, flat in both protocols.
             None => {
                 let (m, s) = popped.into_iter().next().expect("one popped");
-                Frame::Array(vec![Frame::Bulk(key.clone()), Frame::Bulk(m), Frame::Double(s)])
+                Frame::Array(vec![
+                    Frame::Bulk(key.clone()),
+                    Frame::Bulk(m),
+                    Frame::Double(s),
+                ])
             }
             Some(_) => Frame::Array(vec![
                 Frame::Bulk(key.clone()),

@@ -56,7 +56,7 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let scores = args.len() == 4;
     // Redis refuses counts whose reply (member and score) would overflow its length.
-    if scores && (count < -(i64::MAX / 2) || count > i64::MAX / 2) {
+    if scores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         return Frame::error("ERR value is out of range");
     }
     let (n, distinct) = (count.unsigned_abs(), count >= 0);

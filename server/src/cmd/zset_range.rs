@@ -95,7 +95,13 @@ struct Query {
 /// Parses `<min> <max> [options]` at `args[at..]` (`at` is the source key's index). `by` and
 /// `rev` are fixed by the older spellings (`None`: `ZRANGE`/`ZRANGESTORE` read them from the
 /// options); `store` refuses `WITHSCORES`.
-fn parse(args: &[Bytes], at: usize, store: bool, by: Option<By>, rev: Option<bool>) -> Result<Query, Frame> {
+fn parse(
+    args: &[Bytes],
+    at: usize,
+    store: bool,
+    by: Option<By>,
+    rev: Option<bool>,
+) -> Result<Query, Frame> {
     let (fixed_by, fixed_rev) = (by.is_some(), rev.is_some());
     let (mut by, mut rev) = (by, rev);
     let (mut scores, mut offset, mut limit) = (false, 0i64, -1i64);
@@ -168,19 +174,39 @@ fn select(z: &ZSet, q: &Query) -> Vec<(Bytes, f64)> {
             }
             let n = (end.min(len - 1) - start + 1) as usize;
             if q.rev {
-                z.iter().rev().skip(start as usize).take(n).map(pick).collect()
+                z.iter()
+                    .rev()
+                    .skip(start as usize)
+                    .take(n)
+                    .map(pick)
+                    .collect()
             } else {
                 z.iter().skip(start as usize).take(n).map(pick).collect()
             }
         }
         Range::Score(min, max) => {
-            if q.offset < 0 || q.limit == 0 || (q.offset > 0 && q.offset as u64 >= z.len() as u64)
-            {
+            if q.offset < 0 || q.limit == 0 || (q.offset > 0 && q.offset as u64 >= z.len() as u64) {
                 return Vec::new();
             }
-            let take = if q.limit < 0 { usize::MAX } else { q.limit as usize };
-            let above = |s: f64| if min.exclusive { s > min.value } else { s >= min.value };
-            let below = |s: f64| if max.exclusive { s < max.value } else { s <= max.value };
+            let take = if q.limit < 0 {
+                usize::MAX
+            } else {
+                q.limit as usize
+            };
+            let above = |s: f64| {
+                if min.exclusive {
+                    s > min.value
+                } else {
+                    s >= min.value
+                }
+            };
+            let below = |s: f64| {
+                if max.exclusive {
+                    s < max.value
+                } else {
+                    s <= max.value
+                }
+            };
             if q.rev {
                 z.iter()
                     .rev()

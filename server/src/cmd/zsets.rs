@@ -390,14 +390,19 @@ pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet) -> Frame {
         }
         return Frame::Integer(0);
     }
-    ctx.db().insert(dst.clone(), Entry::new(Value::ZSet(result)));
+    ctx.db()
+        .insert(dst.clone(), Entry::new(Value::ZSet(result)));
     ctx.modified(dst);
     ctx.db().signal_ready(dst);
     Frame::Integer(n as i64)
 }
 
 /// Removes the members `pick` chooses from the sorted set at `key`; replies with how many.
-pub(super) fn remove_picked(ctx: &mut Ctx<'_>, key: &Bytes, pick: impl FnOnce(&ZSet) -> Vec<Bytes>) -> Frame {
+pub(super) fn remove_picked(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    pick: impl FnOnce(&ZSet) -> Vec<Bytes>,
+) -> Frame {
     let mut e = match write(ctx, key, false) {
         Ok(Some(e)) => e,
         Ok(None) => return Frame::Integer(0),
