@@ -35,7 +35,7 @@ pub(crate) fn walk_size(shared: &Shared, db: usize, spec: &CommandSpec, args: &[
         return 0;
     }
     let map = shared.keyspace.db(db).map();
-    spec.key_positions(args.len())
+    spec.keys_in(args)
         .into_iter()
         .filter_map(|i| map.get(&args[i][..]))
         .map(|entry| elements(&entry.value))
@@ -50,22 +50,6 @@ fn elements(value: &Value) -> usize {
         Value::List(l) => l.len(),
         Value::ZSet(z) => z.len(),
         Value::Set(s) => s.len(),
-    }
-}
-
-/// For a command whose keys follow a count (`ZUNIONSTORE dst numkeys key...`, which the table's
-/// fixed key positions cannot name): hands the worker off, as [`hand_off_if_heavy`] does, when
-/// the collections at `keys` hold more than [`HEAVY_WALK`] elements together. The handler
-/// calls it once it has read its keys from the arguments, before it walks them.
-pub(crate) fn hand_off_if_large(shared: &Shared, db: usize, keys: &[Bytes]) {
-    let map = shared.keyspace.db(db).map();
-    let total = keys
-        .iter()
-        .filter_map(|k| map.get(&k[..]))
-        .map(|entry| elements(&entry.value))
-        .fold(0usize, usize::saturating_add);
-    if total > HEAVY_WALK {
-        crate::hand_off::before_long_step();
     }
 }
 

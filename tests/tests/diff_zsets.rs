@@ -315,12 +315,24 @@ fn wrong_arity() {
 }
 
 /// `COMMAND INFO` of the new commands: arity, flags and key positions as Redis 7.0 declares
-/// them (the fields latchkey fills the same way: the name, arity, flags and first/last/step).
-/// The commands whose keys follow a count are left out: latchkey has no `movablekeys` flag.
+/// them (the fields latchkey fills the same way: the name, arity, flags and first/last/step),
+/// `movablekeys` included for the commands whose keys follow a count.
 #[test]
 fn command_info_arity_and_keys() {
     let mut d = Diff::new();
     for name in [
+        "zunionstore",
+        "zinterstore",
+        "zdiffstore",
+        "zunion",
+        "zinter",
+        "zdiff",
+        "zintercard",
+        "zmpop",
+        "bzmpop",
+        "sintercard",
+        "lmpop",
+        "blmpop",
         "zrangestore",
         "zrangebylex",
         "zlexcount",
@@ -410,4 +422,59 @@ fn large_union_matches() {
         "ZINTERCARD 2 l1 big",
         "ZRANGEBYSCORE big 100 120 LIMIT 30 5 WITHSCORES",
     ]);
+}
+
+/// `COMMAND GETKEYS` finds the keys that follow a count, as Redis does, and refuses a count
+/// that names more keys than there are.
+#[test]
+fn getkeys_of_counted_keys() {
+    Diff::new().table(&[
+        "COMMAND GETKEYS ZUNIONSTORE d 2 a b WEIGHTS 1 2",
+        "COMMAND GETKEYS ZUNIONSTORE d 5 a",
+        "COMMAND GETKEYS ZINTERSTORE d x a",
+        "COMMAND GETKEYS ZDIFFSTORE d 1 a",
+        "COMMAND GETKEYS ZUNION 2 a b WITHSCORES",
+        "COMMAND GETKEYS ZINTER 3 a b",
+        "COMMAND GETKEYS ZDIFF 0 a",
+        "COMMAND GETKEYS ZINTERCARD 2 a b LIMIT 1",
+        "COMMAND GETKEYS ZMPOP 2 a b MIN",
+        "COMMAND GETKEYS BZMPOP 0 2 a b MAX COUNT 3",
+        "COMMAND GETKEYS BZPOPMIN a b 0",
+        "COMMAND GETKEYS ZRANGESTORE d s 0 -1",
+        "COMMAND GETKEYS SINTERCARD 2 a b",
+        "COMMAND GETKEYS LMPOP 1 a LEFT",
+        "COMMAND GETKEYS BLMPOP 0 2 a b RIGHT",
+    ]);
+}
+
+/// Client-side caching: a client that read a sorted set through `ZUNION`, `ZINTERCARD` or
+/// `ZRANGEBYLEX` is told when another client changes it, as Redis tells it.
+#[test]
+fn tracking_invalidates_keys_read_by_the_new_commands() {
+    use latchkey_tests::RawConn;
+    let d = Diff::new();
+    for addr in [d.redis_proc.addr(), d.latchkey_server.addr()] {
+        let mut reader = RawConn::connect(addr).unwrap();
+        let mut writer = RawConn::connect(addr).unwrap();
+        writer.cmd(&["ZADD", "ta", "1", "a"]);
+        writer.cmd(&["ZADD", "tb", "1", "b"]);
+        writer.cmd(&["ZADD", "tc", "0", "c"]);
+        reader.cmd(&["HELLO", "3"]);
+        assert_eq!(reader.cmd(&["CLIENT", "TRACKING", "ON"]), b"+OK\r\n");
+        reader.cmd(&["ZUNION", "2", "ta", "tb"]);
+        reader.cmd(&["ZINTERCARD", "1", "tc"]);
+        reader.cmd(&["ZRANGEBYLEX", "tc", "-", "+"]);
+        writer.cmd(&["ZADD", "tb", "2", "b2"]);
+        assert_eq!(
+            reader.read_reply(),
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\ntb\r\n",
+            "on {addr}"
+        );
+        writer.cmd(&["ZADD", "tc", "1", "c2"]);
+        assert_eq!(
+            reader.read_reply(),
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\ntc\r\n",
+            "on {addr}"
+        );
+    }
 }

@@ -8,15 +8,16 @@ use bytes::Bytes;
 
 use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;
 use crate::state::Shared;
 
 /// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop),
-    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop),
+    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop).with_keys_of(|args| counted_keys(args, 1)),
+    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop)
+        .with_keys_of(|args| counted_keys(args, 2)),
     spec(
         "blmove",
         6,

@@ -7,8 +7,9 @@
 //!
 //! The arguments are checked in Redis's order: the key count, then the type of every key,
 //! then the options. The commands carry [`MULTI_KEY`], so they run alone: they read several
-//! keys (and may write one) as one step. Their keys follow a count, so the hand-off before a
-//! long walk is asked for here, once the keys are known (see [`crate::walk`]).
+//! keys (and may write one) as one step. Their keys follow a count: the table names them
+//! with a [`keys_of`](super::CommandSpec::keys_of) function, which client tracking, `COMMAND
+//! GETKEYS` and the hand-off before a long walk (see [`crate::walk`]) read.
 
 use std::collections::HashMap;
 
@@ -16,7 +17,8 @@ use bytes::Bytes;
 
 use super::util::{is, parse_double, parse_i64, syntax_error};
 use super::zsets::{store, with_scores};
-use super::{spec, CommandSpec, Ctx, DENYOOM, MULTI_KEY, READONLY, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, MULTI_KEY, READONLY, WRITE};
+use crate::command::WALKS_VALUE;
 use crate::db::Value;
 use crate::frame::Frame;
 use crate::zset::ZSet;
@@ -24,38 +26,34 @@ use crate::zset::ZSet;
 /// The algebra commands. The `STORE` forms name their destination as their one fixed key, as
 /// Redis's table does; the inputs follow a count (Redis's `movablekeys`).
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("zunion", -3, READONLY | MULTI_KEY, 0, 0, 0, zunion),
-    spec("zinter", -3, READONLY | MULTI_KEY, 0, 0, 0, zinter),
-    spec("zdiff", -3, READONLY | MULTI_KEY, 0, 0, 0, zdiff),
-    spec("zintercard", -3, READONLY | MULTI_KEY, 0, 0, 0, zintercard),
-    spec(
-        "zunionstore",
-        -4,
-        WRITE | DENYOOM | MULTI_KEY,
-        1,
-        1,
-        1,
-        zunionstore,
-    ),
-    spec(
-        "zinterstore",
-        -4,
-        WRITE | DENYOOM | MULTI_KEY,
-        1,
-        1,
-        1,
-        zinterstore,
-    ),
-    spec(
-        "zdiffstore",
-        -4,
-        WRITE | DENYOOM | MULTI_KEY,
-        1,
-        1,
-        1,
-        zdiffstore,
-    ),
+    spec("zunion", -3, READ, 0, 0, 0, zunion).with_keys_of(input_keys),
+    spec("zinter", -3, READ, 0, 0, 0, zinter).with_keys_of(input_keys),
+    spec("zdiff", -3, READ, 0, 0, 0, zdiff).with_keys_of(input_keys),
+    spec("zintercard", -3, READ, 0, 0, 0, zintercard).with_keys_of(input_keys),
+    spec("zunionstore", -4, STORE, 1, 1, 1, zunionstore).with_keys_of(store_keys),
+    spec("zinterstore", -4, STORE, 1, 1, 1, zinterstore).with_keys_of(store_keys),
+    spec("zdiffstore", -4, STORE, 1, 1, 1, zdiffstore).with_keys_of(store_keys),
 ];
+
+/// The flags of the commands that reply with the result.
+const READ: u32 = READONLY | MULTI_KEY | WALKS_VALUE;
+/// The flags of the `STORE` forms.
+const STORE: u32 = WRITE | DENYOOM | MULTI_KEY | WALKS_VALUE;
+
+/// `ZUNION numkeys key...`: the keys after the count.
+fn input_keys(args: &[Bytes]) -> Vec<usize> {
+    counted_keys(args, 1)
+}
+
+/// `ZUNIONSTORE dst numkeys key...`: the destination and the keys after the count (none at
+/// all when the count is wrong, as Redis finds none).
+fn store_keys(args: &[Bytes]) -> Vec<usize> {
+    let inputs = counted_keys(args, 2);
+    if inputs.is_empty() {
+        return inputs;
+    }
+    std::iter::once(1).chain(inputs).collect()
+}
 
 /// Which combination.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -149,7 +147,6 @@ fn plan(
     }
     let n = numkeys as usize;
     let keys = &args[first..first + n];
-    crate::walk::hand_off_if_large(ctx.shared, ctx.client.db, keys);
     let db = ctx.db();
     let mut inputs = Vec::with_capacity(n);
     for key in keys {

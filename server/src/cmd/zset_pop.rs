@@ -18,7 +18,7 @@ use super::list_multi::{serve_now, wait_for, Served};
 use super::lists::parse_timeout;
 use super::util::{container_mut, is, parse_i64, syntax_error, write_container};
 use super::zsets::with_scores;
-use super::{spec, CommandSpec, Ctx, BLOCKING, FAST, NOSCRIPT, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, FAST, NOSCRIPT, WRITE};
 use crate::db::Db;
 use crate::frame::{Frame, Protocol};
 use crate::state::Shared;
@@ -29,8 +29,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("zpopmin", -2, WRITE | FAST, 1, 1, 1, zpopmin),
     spec("zpopmax", -2, WRITE | FAST, 1, 1, 1, zpopmax),
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("zmpop", -4, WRITE, 0, 0, 0, zmpop),
-    spec("bzmpop", -5, WRITE | BLOCKING, 0, 0, 0, bzmpop),
+    spec("zmpop", -4, WRITE, 0, 0, 0, zmpop).with_keys_of(|args| counted_keys(args, 1)),
+    spec("bzmpop", -5, WRITE | BLOCKING, 0, 0, 0, bzmpop)
+        .with_keys_of(|args| counted_keys(args, 2)),
     spec(
         "bzpopmin",
         -3,
