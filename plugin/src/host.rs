@@ -42,6 +42,10 @@ pub struct HostConfig {
     pub trap_unknown_imports: bool,
     /// The bounds every tenant runs under.
     pub limits: Limits,
+    /// The clock the lease keeper renews by (every ttl/3 of it). `None`: real time. A
+    /// virtual clock lets a simulation (`latchkey lesson`) decide when renewals come due,
+    /// and stop them, as a stopped process stops its own.
+    pub keeper_clock: Option<latchkey_server::Clock>,
 }
 
 impl Default for HostConfig {
@@ -52,6 +56,7 @@ impl Default for HostConfig {
             cache_dir: None,
             trap_unknown_imports: false,
             limits: Limits::default(),
+            keeper_clock: None,
         }
     }
 }
@@ -64,6 +69,8 @@ pub(crate) struct Shared {
     /// The quorum nodes (`redis.nodes`, `redis.command-all`): never empty.
     pub(crate) nodes: Arc<[Arc<dyn Backend>]>,
     pub(crate) limits: Arc<Limits>,
+    /// The lease keeper's clock (`None`: real time).
+    pub(crate) keeper_clock: Option<latchkey_server::Clock>,
     /// Each tenant's budget, by name: every `Tenant` of one name shares it, however the
     /// embedder got it.
     pub(crate) budgets:
@@ -196,6 +203,7 @@ impl Host {
                 backend: primary,
                 nodes,
                 limits: Arc::new(cfg.limits),
+                keeper_clock: cfg.keeper_clock,
                 budgets: Default::default(),
                 pooled,
                 cache_dir: cfg.cache_dir,

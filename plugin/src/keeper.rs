@@ -19,11 +19,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use latchkey_client::locks::LostReason;
 use latchkey_client::scripts::{Script, EXTEND, RELEASE};
 use latchkey_client::Reply;
+use latchkey_server::Clock;
 use tokio::task::JoinHandle;
 
 use crate::backend::Backend;
@@ -197,6 +198,47 @@ pub struct LeaseKeeper {
     next_id: u64,
     limits: Arc<Limits>,
     budget: TenantBudget,
+    clock: Option<Clock>,
+}
+
+/// The time one lease's renewals go by, counted from when the lease was handed over: real
+/// time, or a [`Clock`] that someone else moves (a simulation decides when renewals come due,
+/// and a frozen clock is a stopped process: no renewal runs).
+struct Ticks {
+    clock: Option<Clock>,
+    /// `clock`'s reading when the lease was handed over.
+    origin_ms: u64,
+    /// The same moment in real time.
+    origin: tokio::time::Instant,
+}
+
+impl Ticks {
+    fn new(clock: Option<Clock>) -> Ticks {
+        Ticks {
+            origin_ms: clock.as_ref().map_or(0, Clock::now_ms),
+            clock,
+            origin: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Time since the lease was handed over.
+    fn now(&self) -> Duration {
+        match &self.clock {
+            Some(c) => Duration::from_millis(c.now_ms().saturating_sub(self.origin_ms)),
+            None => self.origin.elapsed(),
+        }
+    }
+
+    /// Waits until [`Ticks::now`] reads at least `at`.
+    async fn sleep_until(&self, at: Duration) {
+        match &self.clock {
+            Some(c) => {
+                let ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+                c.sleep_until_ms(self.origin_ms.saturating_add(ms)).await
+            }
+            None => tokio::time::sleep_until(self.origin + at).await,
+        }
+    }
 }
 
 /// Runs `script` with `EVALSHA`, falling back to `EVAL` when the server does not know it.
@@ -237,6 +279,7 @@ impl LeaseKeeper {
         interrupt: Arc<Interrupt>,
         limits: Arc<Limits>,
         budget: TenantBudget,
+        clock: Option<Clock>,
     ) -> LeaseKeeper {
         // Renewals go over each backend's own keeper connection when it has one.
         let keeper = |b: &Arc<dyn Backend>| b.keeper().unwrap_or_else(|| b.clone());
@@ -250,6 +293,7 @@ impl LeaseKeeper {
             next_id: 0,
             limits,
             budget,
+            clock,
         }
     }
 
@@ -311,10 +355,10 @@ impl LeaseKeeper {
         let alive = Arc::new(AtomicBool::new(true));
         let cause = Arc::new(Mutex::new(None));
         let renewer = tokio::spawn(renew(
+            (Ticks::new(self.clock.clone()), ttl),
             target.clone(),
             key.clone(),
             token.clone(),
-            ttl,
             (alive.clone(), cause.clone()),
             self.interrupt.clone(),
             self.budget.calls.clone(),
@@ -408,12 +452,12 @@ impl Drop for LeaseKeeper {
 /// through (an error reply, a failing connection, too few nodes answering) is retried every
 /// ttl/10 until a whole TTL passed without a successful renewal (then the lock may have
 /// expired). Each round takes one token of the tenant's call rate per node it asks, and waits
-/// for it like the tenant's own calls.
+/// for it like the tenant's own calls. Time is read from `ticks`.
 async fn renew(
+    (ticks, ttl): (Ticks, Duration),
     target: Target,
     key: Vec<u8>,
     token: String,
-    ttl: Duration,
     (alive, cause): (Arc<AtomicBool>, Arc<Mutex<Option<LostReason>>>),
     interrupt: Arc<Interrupt>,
     calls: RateLimiter,
@@ -424,42 +468,46 @@ async fn renew(
         Target::Quorum { nodes, .. } => nodes.len() as f64,
     };
     let retry = (ttl / 10).max(Duration::from_millis(1));
-    let mut last_ok = Instant::now();
-    let mut pause = ttl / 3;
+    let mut last_ok = ticks.now();
+    let mut next = last_ok + ttl / 3;
     loop {
-        tokio::time::sleep(pause).await;
+        ticks.sleep_until(next).await;
         calls.acquire_n(nodes).await;
         // A round never outlives the TTL: a hung connection is a failed round.
+        let started = ticks.now();
         let left = ttl
-            .saturating_sub(last_ok.elapsed())
+            .saturating_sub(started.saturating_sub(last_ok))
             .max(Duration::from_millis(1));
-        let round = tokio::time::timeout(left, target.extend(&key, &token, &ttl_ms))
-            .await
-            .unwrap_or_else(|_| Renewal::Failed("no answer in time".into()));
+        let round = tokio::select! {
+            r = target.extend(&key, &token, &ttl_ms) => r,
+            _ = ticks.sleep_until(started + left) => Renewal::Failed("no answer in time".into()),
+        };
+        let now = ticks.now();
         let lost = match round {
             Renewal::Renewed => {
-                last_ok = Instant::now();
-                pause = ttl / 3;
+                last_ok = now;
+                next = now + ttl / 3;
                 None
             }
             Renewal::Lost(reason, why) => Some((reason, why)),
-            Renewal::Failed(e) if last_ok.elapsed() >= ttl => Some((
+            Renewal::Failed(e) if now.saturating_sub(last_ok) >= ttl => Some((
                 LostReason::Unreachable,
                 format!("renewals failed for a whole TTL: {e}"),
             )),
             Renewal::Failed(_) => {
-                pause = retry;
+                next = now + retry;
                 None
             }
         };
         if let Some((reason, why)) = lost {
-            // The cause first: whoever sees the lease dead can ask why.
+            // The cause and the interrupt first: whoever sees the lease dead can ask why, and
+            // finds the instance already stopped at its next host call.
             *cause.lock().expect("lost cause") = Some(reason);
-            alive.store(false, Ordering::SeqCst);
             interrupt.raise(format!(
                 "lease on '{}' lost ({why}); tenant interrupted",
                 String::from_utf8_lossy(&key)
             ));
+            alive.store(false, Ordering::SeqCst);
             return;
         }
     }

@@ -62,6 +62,7 @@ impl TenantState {
         nodes: Arc<[Arc<dyn Backend>]>,
         limits: Arc<Limits>,
         budget: TenantBudget,
+        keeper_clock: Option<latchkey_server::Clock>,
     ) -> TenantState {
         let interrupt = Arc::new(Interrupt::default());
         // Every WASI resource the guest holds (a stream, a pollable) is an entry here: a
@@ -81,6 +82,7 @@ impl TenantState {
                 interrupt.clone(),
                 limits.clone(),
                 budget.clone(),
+                keeper_clock,
             ),
             cpu: crate::cpu::CpuClock::new(budget.cpu.clone()),
             limits,

@@ -102,6 +102,7 @@ impl Tenant {
             shared.nodes.clone(),
             shared.limits.clone(),
             self.budget.clone(),
+            shared.keeper_clock.clone(),
         );
         let mut store = Store::new(&shared.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -115,7 +115,8 @@ async fn unprotected_two_holders_and_a_lost_update() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_keeps_the_lock_across_its_failover_but_not_when_another_replica_is_promoted() {
+async fn wait_keeps_the_lock_across_its_failover_but_not_when_another_replica_is_promoted_or_the_master_restarts_empty(
+) {
     let r = play("wait", 1).await;
     // Act 1: WAIT-confirmed; the promoted replica has A's lock; B is refused.
     let ev = events(&r, 0);
@@ -146,6 +147,48 @@ async fn wait_keeps_the_lock_across_its_failover_but_not_when_another_replica_is
     )));
     assert!(matches!(acquired_by(ev, 'B')[..], [What::Acquired { nodes, .. }] if nodes == &[2]));
     let k = kinds(&r, 1);
+    assert!(k.contains(&Kind::TwoHolders), "{}", r.text());
+    assert!(k.contains(&Kind::LostUpdate), "{}", r.text());
+    // Act 3: n2 acknowledged A's lock and held it; n1 restarts empty, n2 resynchronises from
+    // it and loses the lock; B takes it on n1.
+    let ev = events(&r, 2);
+    assert!(matches!(
+        acquired_by(ev, 'A')[..],
+        [What::Acquired { acked: Some(1), .. }]
+    ));
+    let restart = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                e.what,
+                What::Restarted {
+                    node: 0,
+                    aof: false,
+                    keys: 0
+                }
+            )
+        })
+        .expect("n1 restarts empty");
+    let seen_by_n2: Vec<(usize, &Holder)> = ev
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.what {
+            What::LockSeen {
+                node: 1, holder, ..
+            } => Some((i, holder)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(seen_by_n2[..], [(a, Holder::Client('A')), (b, Holder::Nobody)] if a < restart && b > restart),
+        "{}",
+        r.text()
+    );
+    assert!(ev[restart..]
+        .iter()
+        .any(|e| matches!(e.what, What::Resynced { replica: 1, .. })));
+    assert!(matches!(acquired_by(ev, 'B')[..], [What::Acquired { nodes, .. }] if nodes == &[0]));
+    let k = kinds(&r, 2);
     assert!(k.contains(&Kind::TwoHolders), "{}", r.text());
     assert!(k.contains(&Kind::LostUpdate), "{}", r.text());
 }
@@ -228,6 +271,30 @@ async fn a_restart_without_aof_forgets_the_lock_and_one_with_it_does_not() {
     assert!(acquired_by(ev, 'B').is_empty());
     assert!(!kinds(&r, 1).contains(&Kind::TwoHolders));
     assert!(kinds(&r, 1).contains(&Kind::Consistent));
+    // With appendfsync everysec, a process crash loses nothing written to the file: the lock
+    // is replayed.
+    let ev = events(&r, 2);
+    assert!(ev.iter().any(|e| matches!(
+        &e.what,
+        What::NodeStarted { aof: Some(f), .. } if f == "everysec"
+    )));
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::Restarted {
+            aof: true,
+            keys: 1,
+            ..
+        }
+    )));
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            holder: Holder::Client('A'),
+            ..
+        }
+    )));
+    assert!(acquired_by(ev, 'B').is_empty());
+    assert!(kinds(&r, 2).contains(&Kind::Consistent));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,6 +318,175 @@ async fn a_paused_holder_corrupts_the_resource_unless_the_storage_checks() {
         assert_eq!(writes(events(&r, act)), vec![('B', true), ('A', false)]);
         assert!(kinds(&r, act).contains(&Kind::Consistent));
     }
+    watchdog_stops_the_stopped_holder(&r);
+}
+
+/// `pause`, act 4: A's watched lock; its process (renewals included) stops longer than the
+/// TTL; B takes the lock and writes; when A runs again, its watched lock says the lease was
+/// lost, taken by another, and A writes nothing. Act 5: the same, A writing before it asks.
+fn watchdog_stops_the_stopped_holder(r: &Run) {
+    let ev = events(r, 3);
+    assert!(
+        matches!(
+            acquired_by(ev, 'A')[..],
+            [What::Acquired {
+                renewed_every: Some(333),
+                ..
+            }]
+        ),
+        "{}",
+        r.text()
+    );
+    let stopped = ev
+        .iter()
+        .position(|e| matches!(e.what, What::Stopped { client: 'A' }))
+        .expect("A stops");
+    let resumed = ev
+        .iter()
+        .position(|e| matches!(e.what, What::Resumed { client: 'A', ms } if ms > 1_000))
+        .expect("A runs again after more than its TTL");
+    let b = ev
+        .iter()
+        .position(|e| matches!(e.what, What::Acquired { client: 'B', .. }))
+        .expect("B acquires");
+    assert!(stopped < b && b < resumed, "{}", r.text());
+    // The lock expired while nothing renewed it.
+    assert!(ev[stopped..b].iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            holder: Holder::Nobody,
+            ..
+        }
+    )));
+    let lost = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                &e.what,
+                What::LeaseChecked { client: 'A', held: false, cause: Some(c) }
+                    if c == "another holder took the lock"
+            )
+        })
+        .expect("the host found A's lease taken");
+    assert!(lost > resumed);
+    // And the host has interrupted A: its next call into the host traps with the reason.
+    let stopped = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                &e.what,
+                What::HostCall { client: 'A', stopped: Some(why) }
+                    if why.contains("another holder took the lock") && why.ends_with("tenant interrupted")
+            )
+        })
+        .expect("the host stops A");
+    assert!(stopped > lost, "{}", r.text());
+    assert_eq!(writes(ev), vec![('B', true)], "{}", r.text());
+    let k = kinds(r, 3);
+    for want in [Kind::TwoHolders, Kind::LossSignalled, Kind::Consistent] {
+        assert!(k.contains(&want), "{want:?} missing: {}", r.text());
+    }
+    assert!(!k.contains(&Kind::StaleWriteAccepted));
+    // Act 5: A writes the moment it runs again, before asking: the lease check refuses the
+    // write, and the watched lock says "lost" only after it.
+    let ev = events(r, 4);
+    assert_eq!(writes(ev), vec![('B', true), ('A', false)], "{}", r.text());
+    let a_wrote = ev
+        .iter()
+        .position(|e| matches!(e.what, What::Wrote { client: 'A', .. }))
+        .unwrap();
+    let asked = ev
+        .iter()
+        .position(|e| {
+            matches!(
+                e.what,
+                What::LeaseChecked {
+                    client: 'A',
+                    held: false,
+                    ..
+                }
+            )
+        })
+        .expect("the watched lock says lost");
+    assert!(a_wrote < asked, "{}", r.text());
+    let k = kinds(r, 4);
+    for want in [Kind::TwoHolders, Kind::StaleWriteRefused, Kind::Consistent] {
+        assert!(k.contains(&want), "{want:?} missing: {}", r.text());
+    }
+    assert!(!k.contains(&Kind::LossSignalled) && !k.contains(&Kind::StaleWriteAccepted));
+}
+
+/// `min-replicas`: act 1, a held-back stream leaves the replica counted good, so A's lock is
+/// accepted and then lost in the failover; act 2, a cut link leaves no good replica, and
+/// A's acquisition is refused with NOREPLICAS.
+fn min_replicas_facts(r: &Run) {
+    let ev = events(r, 0);
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::MinReplicas {
+            node: 0,
+            to_write: 1,
+            ..
+        }
+    )));
+    assert!(
+        ev.iter().any(|e| matches!(
+            e.what,
+            What::GoodReplicas {
+                node: 0,
+                connected: 1,
+                good: 1
+            }
+        )),
+        "{}",
+        r.text()
+    );
+    assert!(matches!(acquired_by(ev, 'A')[..], [What::Acquired { nodes, .. }] if nodes == &[0]));
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            node: 1,
+            holder: Holder::Nobody,
+            ..
+        }
+    )));
+    assert!(matches!(acquired_by(ev, 'B')[..], [What::Acquired { nodes, .. }] if nodes == &[1]));
+    let k = kinds(r, 0);
+    for want in [Kind::TwoHolders, Kind::StaleWriteAccepted, Kind::LostUpdate] {
+        assert!(k.contains(&want), "{want:?} missing: {}", r.text());
+    }
+    let ev = events(r, 1);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e.what,
+            What::GoodReplicas {
+                node: 0,
+                connected: 0,
+                good: 0
+            }
+        )),
+        "{}",
+        r.text()
+    );
+    assert!(acquired_by(ev, 'A').is_empty(), "{}", r.text());
+    assert!(
+        ev.iter().any(|e| matches!(
+            &e.what,
+            What::AcquireError { client: 'A', error } if error.contains("NOREPLICAS Not enough good replicas to write.")
+        )),
+        "{}",
+        r.text()
+    );
+    assert!(matches!(acquired_by(ev, 'B')[..], [What::Acquired { nodes, .. }] if nodes == &[1]));
+    let k = kinds(r, 1);
+    assert!(!k.contains(&Kind::TwoHolders), "{}", r.text());
+    assert!(k.contains(&Kind::Consistent), "{}", r.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_refuses_a_cut_off_master_but_not_a_held_back_stream() {
+    let r = play("min-replicas", 1).await;
+    min_replicas_facts(&r);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,10 +549,13 @@ async fn the_same_seed_gives_the_same_output_and_another_seed_other_numbers() {
     assert_eq!(a.html(), b.html());
     let c = play("unprotected", 8).await;
     assert_ne!(a.text(), c.text());
-    let d = play("redlock", 7).await;
-    let e = play("redlock", 7).await;
-    assert_eq!(d.text(), e.text());
-    assert_eq!(d.html(), e.html());
+    // Also the lessons that wait on replicas, a restart or a host's lease keeper.
+    for name in ["redlock", "pause", "wait", "min-replicas", "aof-restart"] {
+        let d = play(name, 7).await;
+        let e = play(name, 7).await;
+        assert_eq!(d.text(), e.text(), "{name}");
+        assert_eq!(d.html(), e.html(), "{name}");
+    }
 }
 
 /// Checks that every line of the terminal output is the header, an act title, a timeline
@@ -377,6 +616,12 @@ fn check_finding(ev: &[Event], f: &latchkey_plugin::lesson::Finding) {
                 panic!("{f:?}")
             };
             assert_eq!(x, y);
+        }
+        Kind::LossSignalled => {
+            let What::LeaseChecked { held, .. } = cited[2] else {
+                panic!("{f:?}")
+            };
+            assert!(!held);
         }
         Kind::StaleWriteAccepted | Kind::StaleWriteRefused => {
             let What::Wrote { accepted, .. } = cited[2] else {
@@ -599,6 +844,16 @@ async fn against_real_redis_the_lessons_show_the_same_facts() {
     let r = play("eviction").await;
     assert!(kinds(&r, 0).contains(&Kind::TwoHolders), "{}", r.text());
     assert!(!kinds(&r, 1).contains(&Kind::TwoHolders), "{}", r.text());
+
+    // The watchdog in real time: A's renewals stop with its process while the real
+    // servers' clock runs on.
+    let r = play("pause").await;
+    watchdog_stops_the_stopped_holder(&r);
+    narration_is_events_and_findings(&r);
+
+    let r = play("min-replicas").await;
+    min_replicas_facts(&r);
+    narration_is_events_and_findings(&r);
 
     // The servers stand alone again, with their settings back.
     for s in &servers {

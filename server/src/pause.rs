@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::Instant;
+
+use crate::clock::Clock;
 
 /// Which commands a pause holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,11 +29,11 @@ pub(crate) enum PauseMode {
     All,
 }
 
-/// A pause in force: its mode and when it ends.
+/// A pause in force: its mode and when it ends, on the server's clock (milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pause {
     mode: PauseMode,
-    until: Instant,
+    until: u64,
 }
 
 /// What holds commands now: a `CLIENT PAUSE`, and the write pause of a coordinated
@@ -52,13 +53,18 @@ pub(crate) struct ClientPause {
     /// first look that finds the pause over. Every command and every key read asks, so the
     /// common answer ("no pause") costs one atomic load instead of a lock and a clock read.
     armed: AtomicBool,
+    /// The server's clock: a pause of a server on a virtual clock ends when that clock is
+    /// moved past its end, as its keys' TTLs do.
+    clock: Clock,
 }
 
-impl Default for ClientPause {
-    fn default() -> Self {
+impl ClientPause {
+    /// No pause, on `clock`.
+    pub(crate) fn new(clock: Clock) -> ClientPause {
         ClientPause {
             state: watch::channel(Holds::default()).0,
             armed: AtomicBool::new(false),
+            clock,
         }
     }
 }
@@ -67,8 +73,8 @@ impl ClientPause {
     /// Starts a pause of `mode` for `duration`, or extends the one in force: the later end and
     /// the stronger mode win.
     pub(crate) fn pause(&self, mode: PauseMode, duration: Duration) {
-        let now = Instant::now();
-        let until = now.checked_add(duration).unwrap_or_else(far_future);
+        let now = self.clock.now_ms();
+        let until = now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
         self.state.send_modify(|h| {
             h.client = Some(match h.client {
                 Some(old) if old.until > now => Pause {
@@ -110,7 +116,7 @@ impl ClientPause {
         let state = self.state.borrow();
         let client = state
             .client
-            .filter(|p| p.until > Instant::now())
+            .filter(|p| p.until > self.clock.now_ms())
             .map(|p| p.mode);
         let failover = state.failover.then_some(PauseMode::Write);
         let mode = client.max(failover);
@@ -133,7 +139,7 @@ impl ClientPause {
             let holds = *rx.borrow_and_update();
             let client = holds
                 .client
-                .filter(|p| p.until > Instant::now() && held(p.mode));
+                .filter(|p| p.until > self.clock.now_ms() && held(p.mode));
             let by_failover = holds.failover && held(PauseMode::Write);
             if client.is_none() && !by_failover {
                 return;
@@ -141,20 +147,15 @@ impl ClientPause {
             // A failover's hold ends only with a change of state; a client pause at its end.
             let wake = match client {
                 Some(p) if !by_failover => p.until,
-                _ => far_future(),
+                _ => u64::MAX,
             };
             tokio::select! {
                 // A new pause, an extension, an unpause, a failover's end: look again.
                 r = rx.changed() => if r.is_err() { return },
-                _ = tokio::time::sleep_until(wake) => {}
+                _ = self.clock.sleep_until_ms(wake) => {}
             }
         }
     }
-}
-
-/// An end no pause reaches (a timeout of hundreds of years).
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
 #[cfg(test)]
@@ -163,7 +164,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_later_end_and_a_stronger_mode_win() {
-        let p = ClientPause::default();
+        let p = ClientPause::new(Clock::system());
         assert_eq!(p.current(), None);
         p.pause(PauseMode::All, Duration::from_secs(100));
         p.pause(PauseMode::Write, Duration::from_secs(200));
@@ -182,7 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_command_waits_until_an_unpause() {
-        let p = std::sync::Arc::new(ClientPause::default());
+        let p = std::sync::Arc::new(ClientPause::new(Clock::system()));
         p.pause(PauseMode::Write, Duration::from_secs(100));
         // A read is not held by a WRITE pause.
         p.wait_while(|m| m == PauseMode::All).await;
@@ -203,7 +204,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failover_holds_writes_until_it_ends_whatever_client_unpause_does() {
-        let p = std::sync::Arc::new(ClientPause::default());
+        let p = std::sync::Arc::new(ClientPause::new(Clock::system()));
         p.hold_writes_for_failover(true);
         assert_eq!(p.current(), Some(PauseMode::Write));
         // Reads go on.

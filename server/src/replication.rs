@@ -297,13 +297,20 @@ impl Replication {
         timeout: Option<Duration>,
     ) -> i64 {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut asked = false;
         loop {
             let acked = self.acked.notified();
             let count = self.acked_count(offset);
             if count >= n {
                 return count;
             }
-            self.request_acks();
+            // One `GETACK` per blocked `WAIT`, as Redis sends (its offset counts in the
+            // stream, so a resent one would make the offsets depend on timing); the
+            // replicas' once-a-second acknowledgements cover the rest.
+            if !asked {
+                self.request_acks();
+                asked = true;
+            }
             let tick = tokio::time::sleep(Duration::from_millis(100));
             match deadline {
                 Some(d) => {

@@ -98,6 +98,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(clock: Clock, scripting: Plugged) -> Shared {
+        let pause = crate::pause::ClientPause::new(clock.clone());
         let (shutdown_tx, _) = watch::channel(false);
         let hex40 = || -> String {
             (0..40)
@@ -131,7 +132,7 @@ impl Shared {
             aof: parking_lot::RwLock::new(None),
             stats: Stats::default(),
             evictor: Evictor::default(),
-            pause: crate::pause::ClientPause::default(),
+            pause,
             started: Instant::now(),
             run_id,
             addr: parking_lot::Mutex::new(None),

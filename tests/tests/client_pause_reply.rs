@@ -216,3 +216,41 @@ fn the_version_reported_is_the_redis_release_followed() {
     );
     assert!(latchkey_server::REDIS_VERSION.starts_with(latchkey_tests::redis_proc::EXPECTED_REDIS));
 }
+
+/// On a server with a virtual clock, a pause lasts virtual time, as its keys' TTLs do: a write
+/// held by `CLIENT PAUSE 1000 WRITE` stays held however long real time passes, and runs once
+/// the clock is moved past the pause's end.
+#[tokio::test]
+async fn a_pause_on_a_virtual_clock_ends_when_the_clock_passes_it() {
+    let server = Server::builder()
+        .no_listener()
+        .virtual_clock()
+        .start()
+        .await
+        .unwrap();
+    let mut admin = server.client();
+    assert_eq!(
+        admin.cmd(["CLIENT", "PAUSE", "1000", "WRITE"]).await,
+        latchkey_server::Frame::ok()
+    );
+    let mut writer = server.client();
+    let write = tokio::spawn(async move { writer.cmd(["SET", "k", "v"]).await });
+    // Real time passes; the virtual clock does not.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!write.is_finished(), "the write ran while the pause lasted");
+    assert_eq!(
+        admin.cmd(["GET", "k"]).await,
+        latchkey_server::Frame::Null,
+        "reads run during a WRITE pause"
+    );
+    server.clock().advance(Duration::from_millis(999));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!write.is_finished(), "the pause ended early");
+    server.clock().advance(Duration::from_millis(2));
+    assert_eq!(write.await.unwrap(), latchkey_server::Frame::ok());
+    assert_eq!(
+        admin.cmd(["GET", "k"]).await,
+        latchkey_server::Frame::bulk("v")
+    );
+    server.shutdown().await;
+}

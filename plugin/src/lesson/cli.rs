@@ -25,7 +25,8 @@ pub struct LessonArgs {
     /// 3). The lesson reconfigures them: it makes them masters, deletes its own keys (the
     /// tenant `shop`'s lock and resource, `cache:0..199`), makes replicas, promotes one, and
     /// leaves every one a standalone master. Not for `aof-restart` and `redlock`, which
-    /// restart a node.
+    /// restart a node; `wait` leaves out its third act (the master restarting) for the same
+    /// reason.
     #[arg(long)]
     pub against: Vec<String>,
     /// The component (default: the lock client built from this workspace).

@@ -60,8 +60,8 @@ pub enum What {
         node: usize,
         /// Its master, if a replica.
         replica_of: Option<usize>,
-        /// Whether it keeps an AOF (`appendfsync always`).
-        aof: bool,
+        /// Its AOF's `appendfsync` policy, if it keeps one.
+        aof: Option<String>,
     },
     /// A node was given a memory limit (`CONFIG SET maxmemory`) a little above what it used.
     MemoryLimit {
@@ -83,6 +83,14 @@ pub enum What {
     },
     /// The replica reported the same replication offset as its master.
     CaughtUp {
+        /// The replica.
+        replica: usize,
+        /// The offset both reported.
+        offset: u64,
+    },
+    /// The replica synchronised in full with its master's new replication history (the
+    /// master restarted): it now mirrors the master.
+    Resynced {
         /// The replica.
         replica: usize,
         /// The offset both reported.
@@ -120,6 +128,8 @@ pub enum What {
         acked: Option<i64>,
         /// RedLock: the lease's validity ends at this time of the lesson clock.
         valid_until: Option<u64>,
+        /// A watched lock: the client's host renews it this often (ms of the client's clock).
+        renewed_every: Option<u64>,
     },
     /// A client's acquisition returned no lease.
     NotAcquired {
@@ -222,6 +232,60 @@ pub enum What {
         /// Whether the storage applied it.
         accepted: bool,
     },
+    /// A client asked its watched lock whether it still held it.
+    LeaseChecked {
+        /// The client.
+        client: char,
+        /// What `held` answered.
+        held: bool,
+        /// What `lost` answered: why the host found the lease lost.
+        cause: Option<String>,
+    },
+    /// A client made a call into its host (a read of the lock's holder), and the host let it
+    /// through or stopped the instance.
+    HostCall {
+        /// The client.
+        client: char,
+        /// The host's reason, when it stopped the instance.
+        stopped: Option<String>,
+    },
+    /// A client's whole process stopped (a VM stop): neither the client nor its host's lease
+    /// keeper runs.
+    Stopped {
+        /// The client.
+        client: char,
+    },
+    /// A stopped client's process runs again.
+    Resumed {
+        /// The client.
+        client: char,
+        /// How long it was stopped, ms.
+        ms: u64,
+    },
+    /// The master was given `min-replicas-to-write` and `min-replicas-max-lag`.
+    MinReplicas {
+        /// The node.
+        node: usize,
+        /// `min-replicas-to-write`.
+        to_write: u64,
+        /// `min-replicas-max-lag`, seconds.
+        max_lag_s: u64,
+    },
+    /// The master's count of its replicas (`INFO replication`): connected, and "good" (acknowledged
+    /// within `min-replicas-max-lag`).
+    GoodReplicas {
+        /// The node.
+        node: usize,
+        /// `connected_slaves`.
+        connected: u64,
+        /// `min_slaves_good_slaves`.
+        good: u64,
+    },
+    /// A replica's link to its master was cut both ways, and its master no longer counts it.
+    LinkCut {
+        /// The replica.
+        replica: usize,
+    },
     /// A client did not write, because its own view said its lease was over.
     HeldBack {
         /// The client.
@@ -280,10 +344,13 @@ impl Event {
             | What::LockSeen { node, .. }
             | What::MemoryLimit { node, .. }
             | What::Filled { node, .. }
+            | What::MinReplicas { node, .. }
+            | What::GoodReplicas { node, .. }
             | What::Freed { node, .. } => Lane::Node(*node),
-            What::CaughtUp { replica, .. } | What::ReplicaLag { replica, .. } => {
-                Lane::Node(*replica)
-            }
+            What::LinkCut { replica } => Lane::Node(*replica),
+            What::CaughtUp { replica, .. }
+            | What::Resynced { replica, .. }
+            | What::ReplicaLag { replica, .. } => Lane::Node(*replica),
             What::ReplicationPaused { master } => Lane::Node(*master),
             What::Offsets { offsets } => Lane::Node(offsets.first().map_or(0, |o| o.0)),
             What::Network { nodes, .. } => Lane::Node(nodes.first().copied().unwrap_or(0)),
@@ -295,6 +362,10 @@ impl Event {
             | What::Paused { client, .. }
             | What::Read { client, .. }
             | What::Wrote { client, .. }
+            | What::LeaseChecked { client, .. }
+            | What::HostCall { client, .. }
+            | What::Stopped { client }
+            | What::Resumed { client, .. }
             | What::HeldBack { client } => Lane::Client(*client),
             What::Waited { .. } => Lane::Storage,
         }
@@ -316,8 +387,8 @@ impl Event {
                     }
                     None => s.push_str(", a master"),
                 }
-                if *aof {
-                    s.push_str(", logging every write to its AOF (appendfsync always)");
+                if let Some(fsync) = aof {
+                    let _ = write!(s, ", logging every write to its AOF (appendfsync {fsync})");
                 }
             }
             What::MemoryLimit {
@@ -339,6 +410,13 @@ impl Event {
                 let _ = write!(
                     s,
                     "{} has applied its master's stream up to offset {offset}, as far as the master has written",
+                    Lane::Node(*replica)
+                );
+            }
+            What::Resynced { replica, offset } => {
+                let _ = write!(
+                    s,
+                    "{} has resynchronised with its restarted master's new history: same replication ID, both at offset {offset}",
                     Lane::Node(*replica)
                 );
             }
@@ -365,8 +443,15 @@ impl Event {
                 fence,
                 acked,
                 valid_until,
+                renewed_every,
             } => {
                 let _ = write!(s, "{client} acquires the lock on {}", nodes(on));
+                if let Some(every) = renewed_every {
+                    let _ = write!(
+                        s,
+                        ", a watched lock: its host renews it every {every} ms from now on"
+                    );
+                }
                 if let Some(f) = fence {
                     let _ = write!(s, " with fencing token {f}");
                 }
@@ -508,6 +593,73 @@ impl Event {
                     } else {
                         "REFUSES it"
                     }
+                );
+            }
+            What::LeaseChecked {
+                client,
+                held,
+                cause,
+            } => {
+                if *held {
+                    let _ = write!(s, "{client} asks its watched lock: still held");
+                } else {
+                    let _ = write!(
+                        s,
+                        "{client} asks its watched lock: LOST, its host says ({})",
+                        cause.as_deref().unwrap_or("no cause given")
+                    );
+                }
+            }
+            What::HostCall { client, stopped } => match stopped {
+                Some(why) => {
+                    let _ = write!(
+                        s,
+                        "{client}'s next call into its host is refused: the host has stopped {client} ({why})"
+                    );
+                }
+                None => {
+                    let _ = write!(s, "{client}'s next call into its host goes through");
+                }
+            },
+            What::Stopped { client } => {
+                let _ = write!(
+                    s,
+                    "{client}'s process stops (a VM stop): neither {client} nor its host's lease renewals run"
+                );
+            }
+            What::Resumed { client, ms } => {
+                let _ = write!(
+                    s,
+                    "{client}'s process runs again after {ms} ms, carrying on from where it was"
+                );
+            }
+            What::MinReplicas {
+                node,
+                to_write,
+                max_lag_s,
+            } => {
+                let _ = write!(
+                    s,
+                    "{} is set to min-replicas-to-write {to_write}, min-replicas-max-lag {max_lag_s}",
+                    Lane::Node(*node)
+                );
+            }
+            What::GoodReplicas {
+                node,
+                connected,
+                good,
+            } => {
+                let _ = write!(
+                    s,
+                    "{} counts {connected} connected replica(s), {good} of them good (acknowledged in time)",
+                    Lane::Node(*node)
+                );
+            }
+            What::LinkCut { replica } => {
+                let _ = write!(
+                    s,
+                    "{}'s link to its master is cut both ways (a network partition); its master no longer counts it connected",
+                    Lane::Node(*replica)
                 );
             }
             What::HeldBack { client } => {

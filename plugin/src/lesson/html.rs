@@ -5,7 +5,8 @@
 //! In the picture: a client's belief that it holds the lock is a blue bar (red where two
 //! clients believed it at once); an acquisition is an arrow from the node(s) that granted it;
 //! replication catching up is a grey arrow from the master; a crash is a red cross, a
-//! promotion a green triangle, a restart an orange circle; a write is an arrow to the
+//! promotion a green triangle, a restart an orange circle, a stopped process two grey bars
+//! and its resumption a grey play mark; a write is an arrow to the
 //! resource, green when applied, red when applied although stale, grey and crossed when
 //! refused. Every mark carries its event's sentence as a tooltip.
 
@@ -213,10 +214,23 @@ impl Picture<'_> {
                     }
                     self.label(x, y, "#6b7280", "refused");
                 }
-                What::AcquireError { .. } => self.label(x, y, "#6b7280", "error"),
+                What::AcquireError { error, .. } => {
+                    // The error's code (`NOREPLICAS`, `OOM`...), the sentence has the rest.
+                    let code = error
+                        .strip_prefix("server error: ")
+                        .unwrap_or(error)
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("error");
+                    self.label(x, y, "#b91c1c", &format!("refused: {code}"))
+                }
                 What::CaughtUp { replica, .. } => {
                     self.arrow(i, Lane::Node(0), Lane::Node(*replica), "#6b7280", false);
                     self.label(x, y, "#6b7280", "caught up");
+                }
+                What::Resynced { replica, .. } => {
+                    self.arrow(i, Lane::Node(0), Lane::Node(*replica), "#dc2626", false);
+                    self.label(x, y, "#dc2626", "full resync");
                 }
                 What::ReplicationPaused { .. } => self.label(x, y, "#b45309", "stream held"),
                 What::ReplicaLag { ms, .. } => self.label(x, y, "#b45309", &format!("lag {ms}ms")),
@@ -340,17 +354,73 @@ impl Picture<'_> {
                 }
                 What::Released { .. } => self.label(x, y, "#2563eb", "releases"),
                 What::HeldBack { .. } => self.label(x, y, "#16a34a", "validity over: no write"),
+                What::LeaseChecked { held, .. } => {
+                    if *held {
+                        self.label(x, y, "#2563eb", "still held")
+                    } else {
+                        self.label(x, y, "#16a34a", "lost")
+                    }
+                }
+                What::HostCall { stopped, .. } => {
+                    if stopped.is_some() {
+                        self.label(x, y, "#16a34a", "host stops it")
+                    } else {
+                        self.label(x, y, "#6b7280", "host call")
+                    }
+                }
+                What::Stopped { .. } => {
+                    let _ = write!(
+                        self.svg,
+                        "<rect x=\"{}\" y=\"{}\" width=\"6\" height=\"16\" fill=\"#6b7280\"/><rect x=\"{}\" y=\"{}\" width=\"6\" height=\"16\" fill=\"#6b7280\"/>",
+                        x - 8,
+                        y - 8,
+                        x + 2,
+                        y - 8
+                    );
+                    self.label(x, y - 4, "#6b7280", "process stops");
+                }
+                What::Resumed { .. } => {
+                    let _ = write!(
+                        self.svg,
+                        "<path d=\"M{} {} l14 8 l-14 8 z\" fill=\"#6b7280\"/>",
+                        x - 6,
+                        y - 8
+                    );
+                    self.label(x, y - 4, "#6b7280", "resumes");
+                }
+                What::MinReplicas { to_write, .. } => {
+                    self.label(x, y, "#b45309", &format!("min-replicas {to_write}"))
+                }
+                What::GoodReplicas { good, .. } => {
+                    self.label(x, y, "#374151", &format!("{good} good replica(s)"))
+                }
+                What::LinkCut { .. } => {
+                    let _ = write!(
+                        self.svg,
+                        "<path d=\"M{} {} l14 14 M{} {} l-14 14\" stroke=\"#b45309\" stroke-width=\"3\"/>",
+                        x - 7,
+                        y - 7,
+                        x + 7,
+                        y - 7
+                    );
+                    self.label(x, y - 4, "#b45309", "link cut");
+                }
                 What::Freed { .. } => self.label(x, y, "#b45309", "cache deleted"),
                 What::MemoryLimit { .. } => self.label(x, y, "#b45309", "maxmemory set"),
                 What::ResourceSet { value, .. } => {
                     self.label(x, y, "#111827", &format!("= {value}"))
                 }
             }
-            // Every event has a dot on its lane, which carries the tooltip.
-            let _ = write!(
-                self.svg,
-                "<circle cx=\"{x}\" cy=\"{y}\" r=\"3.5\" fill=\"#111827\"/></g>"
-            );
+            // Every event has a dot on its lane, which carries the tooltip; one without a lane
+            // of its own (time passing, in an act whose resource is not on the storage) has
+            // its mark at the top only.
+            if self.lanes.contains(&lane) {
+                let _ = write!(
+                    self.svg,
+                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"3.5\" fill=\"#111827\"/>"
+                );
+            }
+            self.svg.push_str("</g>");
             let _ = write!(
                 self.svg,
                 "<text x=\"{x}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"#374151\">#{}</text><text x=\"{x}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\" fill=\"#6b7280\">{}</text>",

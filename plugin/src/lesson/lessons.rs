@@ -28,7 +28,7 @@ pub const LESSONS: &[Lesson] = &[
     },
     Lesson {
         name: "wait",
-        summary: "the acquisition confirmed by WAIT, across the same failover; then a failover to the replica that did not acknowledge",
+        summary: "the acquisition confirmed by WAIT, across the same failover; then a failover to the replica that did not acknowledge; then the master restarting empty",
     },
     Lesson {
         name: "fencing-token",
@@ -40,11 +40,11 @@ pub const LESSONS: &[Lesson] = &[
     },
     Lesson {
         name: "aof-restart",
-        summary: "the lock's only node restarts without persistence, then with its AOF",
+        summary: "the lock's only node crashes and restarts without persistence, then replaying its AOF (appendfsync always, then everysec)",
     },
     Lesson {
         name: "pause",
-        summary: "a holder stops longer than its TTL (GC, VM stop) and then writes: no defence, fencing token, lease check",
+        summary: "a holder stops longer than its TTL (GC, VM stop) and then writes: no defence, fencing token, lease check, watchdog, watchdog with a write before the check",
     },
     Lesson {
         name: "redlock",
@@ -53,6 +53,10 @@ pub const LESSONS: &[Lesson] = &[
     Lesson {
         name: "eviction",
         summary: "another application fills the lock's node past maxmemory, with volatile-lru, then with noeviction",
+    },
+    Lesson {
+        name: "min-replicas",
+        summary: "min-replicas-to-write on the master: a held-back stream within the lag allowance, then a replica cut off",
     },
 ];
 
@@ -104,23 +108,33 @@ pub(crate) async fn play(name: &str, seed: u64, env: &Env) -> Result<Vec<Act>, S
     let mut n = Numbers::new(seed);
     match name {
         "unprotected" => Ok(vec![failover(&mut n, env, Defence::None).await?]),
-        "wait" => Ok(vec![
-            wait_confirmed(&mut n, env).await?,
-            wait_other_replica(&mut n, env).await?,
-        ]),
+        "wait" => {
+            let mut acts = vec![
+                wait_confirmed(&mut n, env).await?,
+                wait_other_replica(&mut n, env).await?,
+            ];
+            // `--against` restarts nobody's server.
+            if env.against.is_empty() {
+                acts.push(wait_master_restarts(&mut n, env).await?);
+            }
+            Ok(acts)
+        }
         "fencing-token" => Ok(vec![
             stall(&mut n, env, Defence::Fence).await?,
             fenced_failover(&mut n, env).await?,
         ]),
         "lease-check" => Ok(vec![failover(&mut n, env, Defence::Lease).await?]),
         "aof-restart" => Ok(vec![
-            restart(&mut n, env, false).await?,
-            restart(&mut n, env, true).await?,
+            restart(&mut n, env, "always", false).await?,
+            restart(&mut n, env, "always", true).await?,
+            restart(&mut n, env, "everysec", true).await?,
         ]),
         "pause" => Ok(vec![
             stall(&mut n, env, Defence::None).await?,
             stall(&mut n, env, Defence::Fence).await?,
             stall(&mut n, env, Defence::Lease).await?,
+            stall_watched(&mut n, env).await?,
+            stall_watched_writes_first(&mut n, env).await?,
         ]),
         "redlock" => Ok(vec![
             redlock(&mut n, env, false).await?,
@@ -129,6 +143,10 @@ pub(crate) async fn play(name: &str, seed: u64, env: &Env) -> Result<Vec<Act>, S
         "eviction" => Ok(vec![
             eviction(&mut n, env, "volatile-lru").await?,
             eviction(&mut n, env, "noeviction").await?,
+        ]),
+        "min-replicas" => Ok(vec![
+            min_replicas_window(&mut n, env).await?,
+            min_replicas_cut(&mut n, env).await?,
         ]),
         other => Err(format!("no lesson named '{other}'")),
     }
@@ -161,12 +179,18 @@ impl Defence {
 
 const TTL: u64 = 10_000;
 
-async fn world(env: &Env, topology: Topology, aof: bool, place: Place) -> Result<World, String> {
+async fn world(
+    env: &Env,
+    topology: Topology,
+    aof: Option<&'static str>,
+    place: Place,
+) -> Result<World, String> {
     World::start(
         Setup {
             topology,
             aof,
             place,
+            proxied: false,
         },
         &['A', 'B'],
         env,
@@ -178,7 +202,7 @@ async fn world(env: &Env, topology: Topology, aof: bool, place: Place) -> Result
 /// its stream to the replica is held back, the master crashes, the replica is promoted, B
 /// takes the lock there and writes, and then A writes.
 async fn failover(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(1), false, d.place()).await?;
+    let mut w = world(env, Topology::Replicated(1), None, d.place()).await?;
     w.set_resource(n.start).await?;
     w.caught_up(1).await?;
     w.pause_replication();
@@ -218,7 +242,7 @@ async fn failover(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String>
 /// `wait`, act 1: the acquisition waits for the replica's acknowledgement; then the same
 /// crash and promotion.
 async fn wait_confirmed(n: &mut Numbers, env: &Env) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(1), false, Place::Storage).await?;
+    let mut w = world(env, Topology::Replicated(1), None, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.caught_up(1).await?;
     w.advance(n.think()).await;
@@ -228,6 +252,9 @@ async fn wait_confirmed(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     )?;
     w.advance(n.think()).await;
     w.read('A').await?;
+    // The replica acknowledged before it had counted WAIT's own GETACK: let it finish, so
+    // that the offsets read next do not depend on when they are read.
+    w.caught_up(1).await?;
     w.offsets().await?;
     w.look(1).await?;
     w.advance(n.think()).await;
@@ -248,7 +275,7 @@ async fn wait_confirmed(n: &mut Numbers, env: &Env) -> Result<Act, String> {
 /// `wait`, act 2: two replicas, one lagging; `WAIT 1` is satisfied by the other, and the
 /// lagging one is promoted.
 async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(2), false, Place::Storage).await?;
+    let mut w = world(env, Topology::Replicated(2), None, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.caught_up(1).await?;
     w.caught_up(2).await?;
@@ -260,6 +287,7 @@ async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     )?;
     w.advance(n.think()).await;
     w.read('A').await?;
+    w.caught_up(1).await?;
     w.offsets().await?;
     w.look(1).await?;
     w.look(2).await?;
@@ -285,7 +313,7 @@ async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
 /// writes; A wakes and writes.
 async fn stall(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
     let ttl = 1_000;
-    let mut w = world(env, Topology::Replicated(0), false, d.place()).await?;
+    let mut w = world(env, Topology::Replicated(0), None, d.place()).await?;
     w.set_resource(n.start).await?;
     w.advance(n.think()).await;
     let took = match d {
@@ -322,7 +350,7 @@ async fn stall(n: &mut Numbers, env: &Env, d: Defence) -> Result<Act, String> {
 /// `fencing-token`, act 2: a round whose token replicates, then A's token that does not,
 /// the crash, and B's token on the promoted replica.
 async fn fenced_failover(n: &mut Numbers, env: &Env) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(1), false, Place::Storage).await?;
+    let mut w = world(env, Topology::Replicated(1), None, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.advance(n.think()).await;
     need(w.try_fenced('A', TTL).await?, "A takes the free lock")?;
@@ -354,8 +382,13 @@ async fn fenced_failover(n: &mut Numbers, env: &Env) -> Result<Act, String> {
 
 /// `aof-restart`: A holds the lock on a node that restarts, with or without replaying its
 /// AOF; then B tries.
-async fn restart(n: &mut Numbers, env: &Env, aof: bool) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(0), true, Place::Storage).await?;
+async fn restart(
+    n: &mut Numbers,
+    env: &Env,
+    fsync: &'static str,
+    aof: bool,
+) -> Result<Act, String> {
+    let mut w = world(env, Topology::Replicated(0), Some(fsync), Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.advance(n.think()).await;
     need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
@@ -375,12 +408,12 @@ async fn restart(n: &mut Numbers, env: &Env, aof: bool) -> Result<Act, String> {
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
     let title = if aof {
-        "a plain lock on one node; the node restarts and replays its AOF"
+        format!("a plain lock on one node logging to its AOF with appendfsync {fsync}; the node's process crashes and it restarts, replaying its AOF")
     } else {
-        "a plain lock on one node; the node restarts without its AOF"
+        format!("a plain lock on one node logging to its AOF with appendfsync {fsync}; the node's process crashes and it restarts without its AOF")
     };
     Ok(Act {
-        title: title.into(),
+        title,
         events: w.end().await,
     })
 }
@@ -388,7 +421,7 @@ async fn restart(n: &mut Numbers, env: &Env, aof: bool) -> Result<Act, String> {
 /// `redlock`: A's RedLock reaches n1..n3 only (n4, n5 unreachable for it); n3 restarts
 /// without persistence, at once or kept away for a TTL; B tries its RedLock.
 async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, String> {
-    let mut w = world(env, Topology::Independent(5), false, Place::Storage).await?;
+    let mut w = world(env, Topology::Independent(5), None, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.network(&[3, 4], true);
     w.advance(n.think()).await;
@@ -435,7 +468,7 @@ async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, Strin
 
 /// `eviction`: A holds the lock; another application fills the node past `maxmemory`.
 async fn eviction(n: &mut Numbers, env: &Env, policy: &str) -> Result<Act, String> {
-    let mut w = world(env, Topology::Replicated(0), false, Place::Storage).await?;
+    let mut w = world(env, Topology::Replicated(0), None, Place::Storage).await?;
     w.set_resource(n.start).await?;
     w.advance(n.think()).await;
     need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
@@ -457,6 +490,179 @@ async fn eviction(n: &mut Numbers, env: &Env, policy: &str) -> Result<Act, Strin
     w.finish().await?;
     Ok(Act {
         title: format!("a plain lock (TTL {TTL} ms) on a node given a memory limit with policy {policy}, then filled by another application"),
+        events: w.end().await,
+    })
+}
+
+/// `wait`, act 3: the acquisition confirmed by `WAIT 1`; then the master restarts without
+/// persistence before anyone fails over, and its replica resynchronises from it.
+async fn wait_master_restarts(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let mut w = world(env, Topology::Replicated(1), None, Place::Storage).await?;
+    w.set_resource(n.start).await?;
+    w.caught_up(1).await?;
+    w.advance(n.think()).await;
+    need(
+        w.try_replicated('A', TTL, 1, 1_000).await?,
+        "A takes the free lock and its replica acknowledges",
+    )?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    w.look(1).await?;
+    w.advance(n.think()).await;
+    w.restart(0, false).await?;
+    w.resynced(1).await?;
+    w.look(1).await?;
+    w.advance(n.think()).await;
+    w.try_lock('B', TTL).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::None).await?;
+    w.advance(n.think()).await;
+    w.write('A', n.delta_a, CheckKind::None).await?;
+    w.finish().await?;
+    Ok(Act {
+        title: "the lock confirmed by WAIT 1 (one replica); the master restarts without persistence before any failover, and its replica resynchronises from it".into(),
+        events: w.end().await,
+    })
+}
+
+/// `pause`, act 4: A's lock is a watched one (its host renews it); A's whole process stops
+/// (the renewals with it) longer than the TTL; B takes the lock and writes; A's process runs
+/// again, and A asks its watched lock before writing.
+async fn stall_watched(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let ttl = 1_000;
+    let mut w = world(env, Topology::Replicated(0), None, Place::Storage).await?;
+    w.set_resource(n.start).await?;
+    w.advance(n.think()).await;
+    need(w.try_watched('A', ttl).await?, "A takes the free lock")?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    w.stop('A');
+    w.wait(ttl + 500).await;
+    w.look(0).await?;
+    w.try_lock('B', ttl).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::None).await?;
+    w.advance(n.think()).await;
+    w.resume('A');
+    if w.check_watched('A').await? {
+        w.write('A', n.delta_a, CheckKind::None).await?;
+    } else {
+        w.next_host_call('A').await?;
+    }
+    w.finish().await?;
+    Ok(Act {
+        title: format!("a watched lock (its host renews it every ttl/3) with a {ttl} ms TTL on one node; A's whole process stops, its renewals with it, for longer than the TTL"),
+        events: w.end().await,
+    })
+}
+
+/// The stage of `min-replicas`: a master and one replica that follows it through a fault
+/// proxy (so that its link can be cut both ways), the resource on the storage.
+async fn proxied_pair(env: &Env) -> Result<World, String> {
+    World::start(
+        Setup {
+            topology: Topology::Replicated(1),
+            aof: None,
+            place: Place::Storage,
+            proxied: true,
+        },
+        &['A', 'B'],
+        env,
+    )
+    .await
+}
+
+/// `min-replicas`, act 1: the master requires one good replica; its stream is held back,
+/// but the replica still acknowledges (what it has), so A's lock is accepted; the master
+/// crashes and the replica is promoted.
+async fn min_replicas_window(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let mut w = proxied_pair(env).await?;
+    w.set_resource(n.start).await?;
+    w.caught_up(1).await?;
+    w.min_replicas(1, 10).await?;
+    w.pause_replication();
+    w.advance(n.think()).await;
+    w.good_replicas().await?;
+    need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    w.offsets().await?;
+    w.look(1).await?;
+    w.advance(n.think()).await;
+    w.crash().await?;
+    w.promote(1).await?;
+    w.advance(n.think()).await;
+    w.try_lock('B', TTL).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::None).await?;
+    w.advance(n.think()).await;
+    w.write('A', n.delta_a, CheckKind::None).await?;
+    w.finish().await?;
+    Ok(Act {
+        title: "a plain lock on a master with min-replicas-to-write 1; its stream is held back, it crashes, and its replica is promoted".into(),
+        events: w.end().await,
+    })
+}
+
+/// `min-replicas`, act 2: the replica's link is cut both ways; the master, counting no good
+/// replica, refuses A's lock; then the same crash and promotion.
+async fn min_replicas_cut(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let mut w = proxied_pair(env).await?;
+    w.set_resource(n.start).await?;
+    w.caught_up(1).await?;
+    w.min_replicas(1, 10).await?;
+    w.cut_link(1).await?;
+    w.advance(n.think()).await;
+    w.good_replicas().await?;
+    w.try_lock('A', TTL).await?;
+    w.advance(n.think()).await;
+    w.crash().await?;
+    w.promote(1).await?;
+    w.advance(n.think()).await;
+    w.try_lock('B', TTL).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::None).await?;
+    w.finish().await?;
+    Ok(Act {
+        title: "the same master and rule; the replica's link is cut both ways, then the master crashes and the replica is promoted".into(),
+        events: w.end().await,
+    })
+}
+
+/// `pause`, act 5: as act 4, but the resource is beside the lock and each write a
+/// compare-and-set on the lock key; A writes the moment its process runs again, before it
+/// asks its watched lock.
+async fn stall_watched_writes_first(n: &mut Numbers, env: &Env) -> Result<Act, String> {
+    let ttl = 1_000;
+    let mut w = world(env, Topology::Replicated(0), None, Place::BesideLock).await?;
+    w.set_resource(n.start).await?;
+    w.advance(n.think()).await;
+    need(w.try_watched('A', ttl).await?, "A takes the free lock")?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    w.stop('A');
+    w.wait(ttl + 500).await;
+    w.look(0).await?;
+    w.try_lock('B', ttl).await?;
+    w.advance(n.think()).await;
+    w.read('B').await?;
+    w.advance(n.think()).await;
+    w.write('B', n.delta_b, CheckKind::Lease).await?;
+    w.advance(n.think()).await;
+    w.resume('A');
+    w.write('A', n.delta_a, CheckKind::Lease).await?;
+    w.check_watched('A').await?;
+    w.finish().await?;
+    Ok(Act {
+        title: "the same watched lock and stop, each write a compare-and-set on the lock key; A writes as soon as its process runs again, then asks its watched lock".into(),
         events: w.end().await,
     })
 }

@@ -20,6 +20,9 @@ pub enum Kind {
     StaleWriteAccepted,
     /// Such a write was refused.
     StaleWriteRefused,
+    /// A client whose lock another had since acquired was told by its watched lock that the
+    /// lease was lost, and wrote nothing after that acquisition.
+    LossSignalled,
     /// The resource ends away from what its accepted updates add up to.
     LostUpdate,
     /// The resource ends where its accepted updates add up to.
@@ -37,8 +40,8 @@ pub struct Finding {
     pub events: Vec<usize>,
 }
 
-/// A client's belief that it holds the lock: from its acquisition until it released the lock
-/// or, for a RedLock, its validity ran out.
+/// A client's belief that it holds the lock: from its acquisition until it released the lock,
+/// its watched lock told it the lease was lost, or, for a RedLock, its validity ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hold {
     /// The client.
@@ -47,7 +50,7 @@ pub struct Hold {
     pub from: usize,
     /// Lesson time of the acquisition.
     pub from_ms: u64,
-    /// The release event, if it released.
+    /// The release event (or the watched lock's "lost"), if any.
     pub released: Option<usize>,
     /// When its validity ran out (RedLock).
     pub valid_until: Option<u64>,
@@ -78,7 +81,12 @@ pub fn holds(events: &[Event]) -> Vec<Hold> {
                 released: None,
                 valid_until: *valid_until,
             }),
-            What::Released { client, .. } => {
+            What::Released { client, .. }
+            | What::LeaseChecked {
+                client,
+                held: false,
+                ..
+            } => {
                 if let Some(h) = out
                     .iter_mut()
                     .rev()
@@ -199,6 +207,44 @@ pub fn findings(events: &[Event]) -> Vec<Finding> {
             ),
             events: vec![mine.from, other.from, w],
         });
+    }
+    // Losses signalled by the watchdog before the client wrote.
+    for (k, e) in events.iter().enumerate() {
+        let What::LeaseChecked {
+            client,
+            held: false,
+            ..
+        } = &e.what
+        else {
+            continue;
+        };
+        let Some(mine) = holds
+            .iter()
+            .rev()
+            .find(|h| h.client == *client && h.from < k)
+        else {
+            continue;
+        };
+        let Some(other) = holds
+            .iter()
+            .find(|h| h.client != *client && h.from > mine.from && h.from < k)
+        else {
+            continue;
+        };
+        let wrote = events[other.from..]
+            .iter()
+            .any(|e| matches!(&e.what, What::Wrote { client: c, .. } if c == client));
+        if !wrote {
+            out.push(Finding {
+                kind: Kind::LossSignalled,
+                text: format!(
+                    "{client}'s watched lock told it the lease was lost before it wrote, and {client} wrote nothing after {} acquired the lock ({})",
+                    other.client,
+                    cite(&[mine.from, other.from, k])
+                ),
+                events: vec![mine.from, other.from, k],
+            });
+        }
     }
     // The ledger: the starting value plus every accepted update, against the final value.
     let start = events

@@ -15,6 +15,7 @@ use latchkey_server::{Clock, Server, ServerHandle};
 use super::event::{Check, Event, Holder, Lane, What};
 use super::Env;
 use crate::backend::{Backend, BoxFuture, Subscription};
+use crate::bindings::latchkey::locks::redis::LostCause;
 use crate::exports::latchkey::locks::locks::ReplicatedAcquired;
 use crate::fault_proxy::FaultProxy;
 use crate::{Host, HostConfig, Instance, Lease, Namespace, Plugin, Released};
@@ -50,9 +51,12 @@ pub(crate) enum Place {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Setup {
     pub topology: Topology,
-    /// Every node logs each write to an AOF with `appendfsync always`.
-    pub aof: bool,
+    /// Every node logs each write to an AOF with this `appendfsync` policy (`None`: no AOF).
+    pub aof: Option<&'static str>,
     pub place: Place,
+    /// In process, replicas follow their master through a fault proxy too (as `--against`
+    /// always does), so that their link can be cut both ways.
+    pub proxied: bool,
 }
 
 /// Routes a tenant's commands to one node of the stage: the current master (`fixed: None`),
@@ -100,13 +104,22 @@ impl Backend for Routed {
     }
 }
 
-/// One client: an instance of the lock-client component, and what it holds.
+/// One client: an instance of the lock-client component in its own host (its own process,
+/// as it were), and what it holds.
 pub(crate) struct Client {
     pub name: char,
     inst: Instance,
     lease: Option<Lease>,
     fence: Option<i64>,
     read: Option<i64>,
+    /// The clock its host's lease keeper renews by: the lesson's time, except while the
+    /// client's process is stopped ([`World::stop`]), when it stands still.
+    clock: Clock,
+    /// Since when (lesson time) the client's process is stopped, if it is.
+    stopped: Option<u64>,
+    /// Its `watchdog.watched-lock`, once it took one, and the token the lock key held
+    /// right after.
+    watched: Option<(wasmtime::component::ResourceAny, Option<String>)>,
 }
 
 /// A node of the stage: a latchkey server in this process, or a server the user started
@@ -144,6 +157,8 @@ pub(crate) struct World {
     /// The AOF directory, removed at the end.
     dir: Option<PathBuf>,
     ns: Namespace,
+    /// In process with [`Setup::proxied`]: the fault proxy each replica follows through.
+    links: Vec<Option<FaultProxy>>,
 }
 
 /// A command's arguments from string slices.
@@ -174,6 +189,14 @@ fn info_field(r: &Reply, field: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// A field of an `INFO` reply, as text.
+fn info_text(r: &Reply, field: &str) -> Option<String> {
+    let t = text(r)?;
+    t.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
 /// An error reply as an error.
 fn expect_ok(r: Reply) -> Result<Reply, String> {
     match r {
@@ -197,7 +220,7 @@ impl World {
             return Self::start_remote(setup, count, clients, env).await;
         }
         let clock = Clock::virtual_at_ms(T0_MS);
-        let dir = setup.aof.then(|| {
+        let dir = setup.aof.map(|_| {
             static RUN: AtomicUsize = AtomicUsize::new(0);
             std::env::temp_dir().join(format!(
                 "latchkey-lesson-{}-{}",
@@ -208,13 +231,13 @@ impl World {
         let mut nodes = Vec::new();
         for i in 0..count {
             let mut b = Server::builder().clock(clock.clone());
-            if let Some(d) = &dir {
+            if let (Some(d), Some(fsync)) = (&dir, setup.aof) {
                 let d = d.join(format!("n{}", i + 1));
                 std::fs::create_dir_all(&d).map_err(e)?;
                 b = b
                     .config("dir", d.to_string_lossy().into_owned())
                     .config("appendonly", "yes")
-                    .config("appendfsync", "always");
+                    .config("appendfsync", fsync);
             }
             nodes.push(b.start().await.map_err(e)?);
         }
@@ -254,7 +277,7 @@ impl World {
                 env.against.len()
             ));
         }
-        if setup.aof {
+        if setup.aof.is_some() {
             return Err(
                 "this act restarts a node, which --against does not do to your servers".into(),
             );
@@ -317,21 +340,25 @@ impl World {
             Topology::Independent(n) => (0..n).map(|i| routed(Some(i))).collect(),
             Topology::Replicated(_) => Vec::new(),
         };
-        let host = Host::with_nodes(
-            routed(None),
-            quorum,
-            HostConfig {
-                pool_instances: 0,
-                cache_dir: env.cache.clone(),
-                ..HostConfig::default()
-            },
-        )
-        .map_err(|e| format!("{e:#}"))?;
-        let plugin: Plugin = host.load(&env.component).map_err(|e| format!("{e:#}"))?;
-        let tenant = host.tenant(TENANT);
+        // One host per client, as if each ran in its own process: each has its own lease
+        // keeper, on its own clock, which stops when the client's process does.
         let mut cs = Vec::new();
         for &name in clients {
-            let inst = tenant
+            let clock = Clock::virtual_at_ms(T0_MS);
+            let host = Host::with_nodes(
+                routed(None),
+                quorum.clone(),
+                HostConfig {
+                    pool_instances: 0,
+                    cache_dir: env.cache.clone(),
+                    keeper_clock: Some(clock.clone()),
+                    ..HostConfig::default()
+                },
+            )
+            .map_err(|e| format!("{e:#}"))?;
+            let plugin: Plugin = host.load(&env.component).map_err(|e| format!("{e:#}"))?;
+            let inst = host
+                .tenant(TENANT)
                 .instantiate(&plugin)
                 .await
                 .map_err(|e| format!("{e:#}"))?;
@@ -341,6 +368,9 @@ impl World {
                 lease: None,
                 fence: None,
                 read: None,
+                clock,
+                stopped: None,
+                watched: None,
             });
         }
         let storage_admin = <dyn Backend>::local(&storage);
@@ -359,6 +389,7 @@ impl World {
             clients: cs,
             dir,
             ns: Namespace::new(TENANT)?,
+            links: (0..count).map(|_| None).collect(),
         };
         if matches!(w.nodes[0], Node::Remote { .. }) {
             w.reset_remote().await?;
@@ -369,14 +400,14 @@ impl World {
                 _ => None,
             };
             if replica_of.is_some() {
-                w.follow(i).await?;
+                w.follow(i, setup.proxied).await?;
             }
             // The node answers before it is said to be up.
             w.admin(i, &["PING"]).await?;
             w.record(What::NodeStarted {
                 node: i,
                 replica_of,
-                aof: setup.aof,
+                aof: setup.aof.map(str::to_string),
             });
         }
         for i in 1..count {
@@ -451,14 +482,19 @@ impl World {
         Ok(())
     }
 
-    /// Makes `replica` follow `n1`: in process directly, a remote server through a fault
-    /// proxy.
-    async fn follow(&mut self, replica: usize) -> Result<(), String> {
+    /// Makes `replica` follow `n1`: in process directly (or through a fault proxy when
+    /// `proxied`), a remote server through a fault proxy.
+    async fn follow(&mut self, replica: usize, proxied: bool) -> Result<(), String> {
         let master = match &self.nodes[0] {
             Node::Local(s) => s.addr(),
             Node::Remote { addr, .. } => *addr,
         };
         match &mut self.nodes[replica] {
+            Node::Local(s) if proxied => {
+                let p = FaultProxy::start(master).await;
+                s.replicate_from(p.addr());
+                self.links[replica] = Some(p);
+            }
             Node::Local(s) => s.replicate_from(master),
             Node::Remote { proxy, .. } => {
                 let p = FaultProxy::start(master).await;
@@ -510,6 +546,13 @@ impl World {
         match &self.clock {
             LessonClock::Virtual(c) => c.advance(Duration::from_millis(ms)),
             LessonClock::Real(_) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        }
+        // The clients' own clocks follow, unless their process is stopped.
+        let now = T0_MS + self.now();
+        for c in &self.clients {
+            if c.stopped.is_none() {
+                c.clock.set_ms(now);
+            }
         }
     }
 
@@ -604,6 +647,112 @@ impl World {
         }
     }
 
+    /// Waits (real time, bounded) until `replica` has synchronised with its master's current
+    /// history (a master that restarted starts a new one): its link is up, it names the
+    /// master's replication ID and stands at the master's offset. Then records it.
+    pub(crate) async fn resynced(&mut self, replica: usize) -> Result<(), String> {
+        let m = self.master();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mi = self.admin(m, &["INFO", "replication"]).await?;
+            let ri = self.admin(replica, &["INFO", "replication"]).await?;
+            let id = |r: &Reply| info_text(r, "master_replid");
+            let up = info_text(&ri, "master_link_status").as_deref() == Some("up");
+            let (mo, ro) = (
+                info_field(&mi, "master_repl_offset"),
+                info_field(&ri, "master_repl_offset"),
+            );
+            if up && id(&mi).is_some() && id(&mi) == id(&ri) && mo.is_some() && mo == ro {
+                self.record(What::Resynced {
+                    replica,
+                    offset: ro.unwrap_or(0),
+                });
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("n{} never resynchronised", replica + 1));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Sets `min-replicas-to-write` and `min-replicas-max-lag` on the master, then waits
+    /// (real time, bounded) until it counts every connected replica good: a replica
+    /// acknowledges once a second, so a rule set before its first acknowledgement arrived
+    /// would refuse the lesson's first write.
+    pub(crate) async fn min_replicas(
+        &mut self,
+        to_write: u64,
+        max_lag_s: u64,
+    ) -> Result<(), String> {
+        let m = self.master();
+        self.set_config(m, "min-replicas-max-lag", &max_lag_s.to_string())
+            .await?;
+        self.set_config(m, "min-replicas-to-write", &to_write.to_string())
+            .await?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (connected, good) = self.replica_counts(m).await?;
+            if good == connected {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("n{} never counted its replicas good", m + 1));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.record(What::MinReplicas {
+            node: m,
+            to_write,
+            max_lag_s,
+        });
+        Ok(())
+    }
+
+    /// `connected_slaves` and `min_slaves_good_slaves` of `node`.
+    async fn replica_counts(&self, node: usize) -> Result<(u64, u64), String> {
+        let r = self.admin(node, &["INFO", "replication"]).await?;
+        let connected = info_field(&r, "connected_slaves").ok_or("no connected_slaves")?;
+        let good = info_field(&r, "min_slaves_good_slaves").ok_or("no min_slaves_good_slaves")?;
+        Ok((connected, good))
+    }
+
+    /// The master's count of connected and good replicas, recorded.
+    pub(crate) async fn good_replicas(&mut self) -> Result<u64, String> {
+        let m = self.master();
+        let (connected, good) = self.replica_counts(m).await?;
+        self.record(What::GoodReplicas {
+            node: m,
+            connected,
+            good,
+        });
+        Ok(good)
+    }
+
+    /// Cuts `replica`'s link to its master both ways (its fault proxy closes every
+    /// connection and accepts no new one), and waits (real time, bounded) until the master
+    /// counts one connected replica fewer.
+    pub(crate) async fn cut_link(&mut self, replica: usize) -> Result<(), String> {
+        let m = self.master();
+        let (before, _) = self.replica_counts(m).await?;
+        let proxy = match &self.nodes[replica] {
+            Node::Remote { proxy, .. } => proxy.as_ref(),
+            Node::Local(_) => self.links[replica].as_ref(),
+        };
+        proxy
+            .ok_or("this replica does not follow through a fault proxy")?
+            .cut();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.replica_counts(m).await?.0 >= before {
+            if Instant::now() > deadline {
+                return Err(format!("n{} still counts n{}", m + 1, replica + 1));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.record(What::LinkCut { replica });
+        Ok(())
+    }
+
     /// Holds back the master's stream from now on.
     pub(crate) fn pause_replication(&mut self) {
         let m = self.master();
@@ -694,6 +843,159 @@ impl World {
         self.after_simple(client, node, r.map(|l| l.map(|(l, f)| (l, Some(f)))))
     }
 
+    /// `client` takes a `watchdog.watched-lock` once: `SET NX PX`, and its host's lease
+    /// keeper renews it every ttl/3 of the client's clock from then on.
+    pub(crate) async fn try_watched(&mut self, client: char, ttl_ms: u64) -> Result<bool, String> {
+        let node = self.master();
+        let c = self.client(client);
+        let (lock, r) = c
+            .inst
+            .run(move |(store, _, l)| {
+                Box::pin(async move {
+                    let l = l.ok_or_else(|| wasmtime::format_err!("not the lock client"))?;
+                    let w = l.latchkey_locks_watchdog().watched_lock();
+                    let lock = w.call_constructor(&mut *store, LOCK).await?;
+                    let r = w.call_acquire(&mut *store, lock, ttl_ms).await?;
+                    Ok((lock, r))
+                })
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        c.watched = Some((lock, None));
+        match r {
+            Ok(true) => {
+                // The component keeps its token to itself: the key's value, read at once
+                // (nothing else ran in between), is the token it was given.
+                let key = self.lock_key();
+                let token = text(&self.admin(node, &["GET", &key]).await?)
+                    .ok_or("the watched lock's key is missing right after it was taken")?;
+                self.client(client).watched = Some((lock, Some(token.clone())));
+                self.remember(&token, client);
+                self.record(What::Acquired {
+                    client,
+                    nodes: vec![node],
+                    fence: None,
+                    acked: None,
+                    valid_until: None,
+                    renewed_every: Some(ttl_ms / 3),
+                });
+                Ok(true)
+            }
+            Ok(false) => {
+                self.record(What::NotAcquired {
+                    client,
+                    nodes: vec![node],
+                    acked: None,
+                });
+                Ok(false)
+            }
+            Err(error) => {
+                self.record(What::AcquireError { client, error });
+                Ok(false)
+            }
+        }
+    }
+
+    /// `client` asks its watched lock whether it still holds it (`held`, and `lost` for why
+    /// not). A renewal that came due while its process was
+    /// stopped runs as soon as its clock moves again, in the host's own task: this asks until
+    /// the answer is "lost", for at most a few seconds of real time, and records the last
+    /// answer. Returns whether it is still held.
+    pub(crate) async fn check_watched(&mut self, client: char) -> Result<bool, String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let c = self.client(client);
+            let lock = c.watched.as_ref().ok_or("no watched lock")?.0;
+            let (held, lost) = c
+                .inst
+                .run(move |(store, _, l)| {
+                    Box::pin(async move {
+                        let l = l.ok_or_else(|| wasmtime::format_err!("not the lock client"))?;
+                        let w = l.latchkey_locks_watchdog().watched_lock();
+                        let held = w.call_held(&mut *store, lock).await?;
+                        let lost = w.call_lost(&mut *store, lock).await?;
+                        Ok((held, lost))
+                    })
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            if !held || Instant::now() > deadline {
+                let cause = lost.map(|c| {
+                    match c {
+                        LostCause::Expired => "the lock expired or was deleted",
+                        LostCause::Taken => "another holder took the lock",
+                        LostCause::Unreachable => "renewals could not reach the server for a TTL",
+                    }
+                    .to_string()
+                });
+                self.record(What::LeaseChecked {
+                    client,
+                    held,
+                    cause,
+                });
+                return Ok(held);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// `client` carries on with a call into its host (`simple-lock.holder`, a read): an
+    /// instance whose lease the host found lost is interrupted, and the call traps with the
+    /// host's reason. Recorded either way.
+    pub(crate) async fn next_host_call(&mut self, client: char) -> Result<(), String> {
+        let c = self.client(client);
+        let r = c
+            .inst
+            .run(move |(store, _, l)| {
+                Box::pin(async move {
+                    let l = l.ok_or_else(|| wasmtime::format_err!("not the lock client"))?;
+                    let locks = l.latchkey_locks_locks().simple_lock();
+                    let lock = locks.call_constructor(&mut *store, LOCK).await?;
+                    let r = locks.call_holder(&mut *store, lock).await?;
+                    lock.resource_drop_async(&mut *store).await?;
+                    Ok(r)
+                })
+            })
+            .await;
+        let stopped = match r {
+            Ok(_) => None,
+            // The host's own words, without wasmtime's backtrace around them.
+            Err(t) => Some(match t.0.find("lease on '") {
+                Some(i) => {
+                    let rest = &t.0[i..];
+                    let end = rest
+                        .find("tenant interrupted")
+                        .map_or(rest.len(), |e| e + "tenant interrupted".len());
+                    rest[..end].to_string()
+                }
+                None => t.0.lines().next().unwrap_or_default().to_string(),
+            }),
+        };
+        self.record(What::HostCall { client, stopped });
+        Ok(())
+    }
+
+    /// `client`'s whole process stops (a VM stop, a long GC pause): neither it nor its
+    /// host's lease keeper runs until [`World::resume`].
+    pub(crate) fn stop(&mut self, client: char) {
+        let now = self.now();
+        self.client(client).stopped = Some(now);
+        self.record(What::Stopped { client });
+    }
+
+    /// `client`'s process runs again: its clock jumps to the lesson's time, so a renewal
+    /// that came due meanwhile is overdue now.
+    pub(crate) fn resume(&mut self, client: char) {
+        let now = self.now();
+        let c = self.client(client);
+        let since = c.stopped.take().unwrap_or(now);
+        c.clock.set_ms(T0_MS + now);
+        self.record(What::Resumed {
+            client,
+            ms: now - since,
+        });
+    }
+
     fn after_simple(
         &mut self,
         client: char,
@@ -712,6 +1014,7 @@ impl World {
                     fence,
                     acked: None,
                     valid_until: None,
+                    renewed_every: None,
                 });
                 Ok(true)
             }
@@ -767,6 +1070,7 @@ impl World {
                     fence: None,
                     acked: Some(acked),
                     valid_until: None,
+                    renewed_every: None,
                 });
                 Ok(true)
             }
@@ -840,6 +1144,7 @@ impl World {
                     fence: None,
                     acked: None,
                     valid_until: Some(valid_until),
+                    renewed_every: None,
                 });
                 Ok(true)
             }
@@ -911,7 +1216,12 @@ impl World {
     ) -> Result<bool, String> {
         let c = self.client(client);
         let read = c.read.ok_or("write before read")?;
-        let (fence, token) = (c.fence, c.lease.as_ref().map(|l| l.token.clone()));
+        let token = match (&c.lease, &c.watched) {
+            (Some(l), _) => Some(l.token.clone()),
+            (None, Some((_, t))) => t.clone(),
+            (None, None) => None,
+        };
+        let fence = c.fence;
         let value = read + delta;
         let (k, v) = (self.resource_key(), value.to_string());
         let (reply, check) = match check {

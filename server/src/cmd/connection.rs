@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::util::{is, parse_i64};
+use super::util::{is, parse_i64, unknown_subcommand};
 use super::{
     spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_QUEUE, STALE,
     SUBSCRIBED_OK,
@@ -329,10 +329,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "pause" => Frame::error(
             "ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.",
         ),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(args, "client"),
     }
 }
 

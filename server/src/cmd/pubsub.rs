@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::util::lower;
+use super::util::{lower, subcommand_syntax_error, unknown_subcommand};
 use super::{
     arity_error, spec, CommandSpec, Ctx, FAST, LOADING, MAY_REPLICATE, NOSCRIPT, PUBSUB, STALE,
     SUBSCRIBED_OK,
@@ -218,10 +218,7 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::Array(out)
         }
         "numpat" if args.len() == 2 => Frame::Integer(ps.pattern_count() as i64),
-        "channels" | "shardchannels" => Frame::error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        "channels" | "shardchannels" => subcommand_syntax_error(args, "pubsub"),
         "numpat" => arity_error("pubsub|numpat"),
         "help" if args.len() == 2 => Frame::Array(vec![
             Frame::simple("PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
@@ -232,9 +229,6 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("SHARDNUMSUB [<shardchannel> ...]"),
         ]),
         "help" => arity_error("pubsub|help"),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(args, "pubsub"),
     }
 }

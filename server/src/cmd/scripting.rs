@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::util::{is, lower, parse_i64};
+use super::util::{is, lower, parse_i64, subcommand_syntax_error, unknown_subcommand};
 use super::{
     arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, MAY_REPLICATE, NOSCRIPT, NO_MULTI,
     STALE,
@@ -234,10 +234,7 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .collect(),
         ),
         "load" | "exists" | "kill" | "help" => arity_error(&format!("script|{sub}")),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(args, "script"),
     }
 }
 
@@ -358,14 +355,8 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
         }
         // The subcommand as the client spelled it, as Redis echoes it.
-        "flush" => Frame::error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        "flush" => subcommand_syntax_error(args, "function"),
         "load" | "delete" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        _ => unknown_subcommand(args, "function"),
     }
 }

@@ -203,8 +203,22 @@ pub(crate) fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mu
 /// Redis's reply to a subcommand it does not know (`OBJECT FOO`), naming the first 128
 /// characters of what was sent and the parent command's `HELP`.
 pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {
+    subcommand_error("unknown subcommand", args, parent)
+}
+
+/// Redis's error for a known subcommand given the wrong number of arguments where Redis
+/// words it this way (`addReplySubcommandSyntaxError`): the name cut at 128 characters too.
+pub(crate) fn subcommand_syntax_error(args: &[Bytes], parent: &str) -> Frame {
+    subcommand_error(
+        "unknown subcommand or wrong number of arguments for",
+        args,
+        parent,
+    )
+}
+
+fn subcommand_error(what: &str, args: &[Bytes], parent: &str) -> Frame {
     Frame::error(format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
+        "ERR {what} '{}'. Try {} HELP.",
         String::from_utf8_lossy(&args[1])
             .chars()
             .take(128)
