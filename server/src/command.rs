@@ -112,10 +112,37 @@ pub(crate) struct CommandSpec {
     /// the flags for these arguments, `None` to keep [`flags`](CommandSpec::flags). Read before the checks that flags decide (memory,
     /// read-only replica, `min-replicas-to-write`, `CLIENT PAUSE WRITE`).
     pub flags_of: Option<FlagsOf>,
+    /// For a command whose keys follow a count (Redis's `movablekeys`: `ZUNION numkeys
+    /// key...`, `ZUNIONSTORE dst numkeys key...`): given the arguments, the positions of its
+    /// keys, which the fixed `first_key`/`last_key`/`step` cannot say. Read by
+    /// [`CommandSpec::keys_in`].
+    pub keys_of: Option<KeysOf>,
 }
 
 /// See [`CommandSpec::flags_of`].
 pub(crate) type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
+
+/// See [`CommandSpec::keys_of`].
+pub(crate) type KeysOf = fn(&[Bytes]) -> Vec<usize>;
+
+/// The positions of the `n` keys that follow a count at `args[at]` (`numkeys key...`), none
+/// when the count is not a positive number or names more keys than there are arguments (the
+/// command then refuses its arguments anyway). The building block of the
+/// [`CommandSpec::keys_of`] functions.
+pub(crate) fn counted_keys(args: &[Bytes], at: usize) -> Vec<usize> {
+    let Some(n) = args
+        .get(at)
+        .and_then(|a| crate::codec::parse_int(a))
+        .filter(|n| *n > 0)
+    else {
+        return Vec::new();
+    };
+    let first = at + 1;
+    if n as u64 > args.len().saturating_sub(first) as u64 {
+        return Vec::new();
+    }
+    (first..first + n as usize).collect()
+}
 
 impl std::fmt::Debug for CommandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,15 +187,29 @@ impl CommandSpec {
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_ASYNC_LOADING, "no_async_loading"),
             (NO_MULTI, "no_multi"),
-            (MOVABLEKEYS, "movablekeys"),
             (ALLOW_BUSY, "allow_busy"),
         ];
-        names
+        let mut out: Vec<&'static str> = names
             .iter()
             .filter(|(f, _)| self.has(*f))
             .filter(|(f, _)| *f != BLOCKING || !self.has(BLOCKS_UNLISTED))
             .map(|(_, n)| *n)
-            .collect()
+            .collect();
+        // Redis lists it last, after the flags of the table.
+        if self.keys_of.is_some() || self.has(MOVABLEKEYS) {
+            out.push("movablekeys");
+        }
+        out
+    }
+
+    /// Positions of the key arguments in `args`: the ones [`CommandSpec::keys_of`] finds
+    /// for a command whose keys follow a count, else the fixed range
+    /// ([`CommandSpec::key_positions`]).
+    pub(crate) fn keys_in(&self, args: &[Bytes]) -> Vec<usize> {
+        match self.keys_of {
+            Some(f) => f(args),
+            None => self.key_positions(args.len()),
+        }
     }
 
     /// Positions of the key arguments in `args`.
@@ -208,6 +249,7 @@ pub(crate) const fn spec(
         step,
         handler,
         flags_of: None,
+        keys_of: None,
     }
 }
 
@@ -217,6 +259,14 @@ impl CommandSpec {
     pub(crate) const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
         CommandSpec {
             flags_of: Some(f),
+            ..self
+        }
+    }
+
+    /// This command, with keys that follow a count (see [`CommandSpec::keys_of`]).
+    pub(crate) const fn with_keys_of(self, f: KeysOf) -> CommandSpec {
+        CommandSpec {
+            keys_of: Some(f),
             ..self
         }
     }

@@ -4,28 +4,20 @@
 //! gate. What replicas and the AOF get is what happened, as Redis 7.0 sends it: `LPOP`/`RPOP`
 //! with the number of elements taken, `LMOVE` or `RPOPLPUSH`.
 
-use crate::command::MOVABLEKEYS;
 use bytes::Bytes;
 
 use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;
 use crate::state::Shared;
 
 /// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("lmpop", -4, WRITE | MOVABLEKEYS, 0, 0, 0, lmpop),
-    spec(
-        "blmpop",
-        -5,
-        WRITE | BLOCKING | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        blmpop,
-    ),
+    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop).with_keys_of(|args| counted_keys(args, 1)),
+    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop)
+        .with_keys_of(|args| counted_keys(args, 2)),
     spec(
         "blmove",
         6,
@@ -47,11 +39,12 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// What a served attempt did: the reply, and the commands replicas and the AOF get for it.
-type Served = (Frame, Vec<Vec<Bytes>>);
+pub(super) type Served = (Frame, Vec<Vec<Bytes>>);
 
 /// One attempt of a blocked command, at a time: what it did when it could be served, `None` to
 /// keep waiting.
-type Attempt = Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
+pub(super) type Attempt =
+    Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
 
 /// Runs one attempt of a blocked client and records its effect, as one step for the stream
 /// (the caller holds the gate).
@@ -72,7 +65,7 @@ fn attempt_and_record(
 
 /// Serves a command at once if it can be: its effect goes to replicas and the AOF with the
 /// command's own write (see [`Ctx::propagate_as`]).
-fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
+pub(super) fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
     match served {
         Ok(Some((frame, effects))) => {
             ctx.changed();
@@ -87,7 +80,7 @@ fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option
 /// Waits until `attempt` serves the client or `timeout_ms` passes (0: forever), woken by
 /// pushes onto `keys`, as `BLPOP` waits ([`block_until`]); what a served attempt did goes to
 /// replicas and the AOF. `exclusive`: the attempt touches two keys and runs alone.
-fn wait_for(
+pub(super) fn wait_for(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
     timeout_ms: u64,

@@ -509,10 +509,13 @@ pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     let Some(secs) = super::util::parse_double(arg) else {
         return Err(Frame::error("ERR timeout is not a float or out of range"));
     };
-    if secs < 0.0 {
+    let ms = (secs * 1000.0).round();
+    // Redis converts the milliseconds to a signed 64-bit integer: past its range the value
+    // wraps negative, and Redis answers that the timeout is negative.
+    if secs < 0.0 || ms >= i64::MAX as f64 {
         return Err(Frame::error("ERR timeout is negative"));
     }
-    Ok((secs * 1000.0).round() as u64)
+    Ok(ms as u64)
 }
 
 /// Tries each key in order; the first non-empty list gives `[key, element]`. A key of another
@@ -571,7 +574,7 @@ pub(super) fn block_until<F>(
 {
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
-    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
     ctx.block(async move {
         let notify = Arc::new(Notify::new());
         let db = shared.keyspace.db(db_index);

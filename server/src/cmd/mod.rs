@@ -35,10 +35,15 @@ pub(crate) mod strings;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
 pub(crate) mod util;
+pub(crate) mod zset_algebra;
+pub(crate) mod zset_lex;
+pub(crate) mod zset_pop;
+pub(crate) mod zset_random;
+pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 20] {
+fn tables() -> [&'static [CommandSpec]; 25] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -57,6 +62,11 @@ fn tables() -> [&'static [CommandSpec]; 20] {
         list_multi::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        zset_range::COMMANDS,
+        zset_lex::COMMANDS,
+        zset_algebra::COMMANDS,
+        zset_pop::COMMANDS,
+        zset_random::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

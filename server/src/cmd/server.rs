@@ -358,7 +358,7 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 spec.name,
                 "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
             );
-            if spec.first_key <= 0 && !counted {
+            if spec.first_key <= 0 && !counted && spec.keys_of.is_none() {
                 return Frame::error("ERR The command has no key arguments");
             }
             if !spec.arity_ok(inner.len()) {
@@ -374,7 +374,7 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     .unwrap_or_default();
                 return Frame::bulks(keys.iter().cloned());
             }
-            let keys = spec.key_positions(inner.len());
+            let keys = spec.keys_in(inner);
             if keys.is_empty() {
                 return Frame::error("ERR Invalid arguments specified for command");
             }
