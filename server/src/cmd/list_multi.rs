@@ -92,6 +92,36 @@ pub(super) fn wait_for(
     });
 }
 
+/// A blocking pop (`BLMPOP`, `BZMPOP`): served at once when `attempt` can (it is told whether
+/// the client had to wait), else — outside `MULTI` and scripts, which never block — waits on
+/// `keys` until it can or `timeout_ms` passes. The null reply is Redis's for a timeout and for
+/// a pop that may not block.
+pub(super) fn serve_or_wait<F>(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    timeout_ms: u64,
+    attempt: F,
+) -> Frame
+where
+    F: Fn(&Shared, usize, u64, bool) -> Result<Option<Served>, Frame> + Send + Sync + 'static,
+{
+    let served = attempt(ctx.shared, ctx.client.db, ctx.now_ms, false);
+    if let Some(f) = serve_now(ctx, served) {
+        return f;
+    }
+    if !ctx.may_block() {
+        return Frame::NullArray;
+    }
+    wait_for(
+        ctx,
+        keys,
+        timeout_ms,
+        false,
+        Box::new(move |shared, db, now| attempt(shared, db, now, true)),
+    );
+    Frame::NullArray
+}
+
 // ---------------------------------------------------------------------------------------------
 // LMPOP, BLMPOP
 
@@ -179,22 +209,10 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p, false);
-    if let Some(f) = serve_now(ctx, served) {
-        return f;
-    }
-    if !ctx.may_block() {
-        return Frame::NullArray;
-    }
     let keys = p.keys.clone();
-    wait_for(
-        ctx,
-        keys,
-        timeout_ms,
-        false,
-        Box::new(move |shared, db, now| try_mpop(shared, db, now, &p, true)),
-    );
-    Frame::NullArray
+    serve_or_wait(ctx, keys, timeout_ms, move |shared, db, now, blocked| {
+        try_mpop(shared, db, now, &p, blocked)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

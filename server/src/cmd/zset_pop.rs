@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 
-use super::list_multi::{serve_now, wait_for, Served};
+use super::list_multi::{serve_now, serve_or_wait, Served};
 use super::lists::parse_timeout;
 use super::util::{container_mut, is, parse_i64, syntax_error, write_container};
 use super::zsets::with_scores;
@@ -244,22 +244,10 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// Serves a blocking pop at once if a key has members, else (outside `MULTI` and scripts)
 /// waits until one has or `timeout_ms` passes.
 fn blocking(ctx: &mut Ctx<'_>, p: MPop, timeout_ms: u64) -> Frame {
-    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p, false);
-    if let Some(f) = serve_now(ctx, served) {
-        return f;
-    }
-    if !ctx.may_block() {
-        return Frame::NullArray;
-    }
     let keys = p.keys.clone();
-    wait_for(
-        ctx,
-        keys,
-        timeout_ms,
-        false,
-        Box::new(move |shared, db, now| try_mpop(shared, db, now, &p, true)),
-    );
-    Frame::NullArray
+    serve_or_wait(ctx, keys, timeout_ms, move |shared, db, now, blocked| {
+        try_mpop(shared, db, now, &p, blocked)
+    })
 }
 
 fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
