@@ -204,7 +204,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let check = match sub.as_str() {
         "id" | "getname" | "info" | "help" | "getredir" | "trackinginfo" => arity(n == 2),
         "setname" | "caching" => arity(n == 3),
-        "kill" | "no-evict" | "reply" | "pause" | "tracking" => arity(n >= 3),
+        "kill" | "no-evict" | "reply" | "pause" | "tracking" | "unblock" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
     };
@@ -269,6 +269,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::Verbatim(Bytes::from(out))
         }
         "kill" => client_kill(ctx, args),
+        "unblock" => client_unblock(ctx, args),
         // Protects the connection from client eviction (`maxmemory-clients`), which this
         // server never does: no client is evicted, with or without it.
         "no-evict" if n == 3 => {
@@ -550,6 +551,30 @@ impl KillFilter {
 /// `CLIENT KILL ip:port` (the old form: `+OK`, or an error when no client has that address;
 /// it may kill the caller itself) and `CLIENT KILL <filter> <value> ...` (the new form:
 /// `TYPE`, `ID`, `ADDR`, `LADDR`, `USER`, `SKIPME`; replies with how many it closed).
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends the wait of a client blocked in a list or
+/// sorted-set command or in `WAIT`, as if it timed out or with an `-UNBLOCKED` error. `:1`
+/// when it did, `:0` when that client is in no such wait (a client held by `CLIENT PAUSE` is
+/// not blocked).
+fn client_unblock(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if args.len() > 4 {
+        return super::util::subcommand_syntax_error(args, "client");
+    }
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if is(r, "timeout") => false,
+        Some(r) if is(r, "error") => true,
+        Some(_) => return Frame::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let Ok(id) = parse_i64(&args[2]) else {
+        return super::util::not_integer();
+    };
+    let unblocked = u64::try_from(id)
+        .ok()
+        .and_then(|id| ctx.shared.clients.get(id))
+        .is_some_and(|c| c.unblock(error));
+    Frame::Integer(i64::from(unblocked))
+}
+
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let old_form = args.len() == 3;
     let filter = if old_form {

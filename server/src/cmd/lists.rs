@@ -575,7 +575,10 @@ pub(super) fn block_until<F>(
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
     let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
+    let handle = ctx.client.handle.clone();
     ctx.block(async move {
+        // `CLIENT UNBLOCK` from another client ends the wait, as a timeout or with an error.
+        let unblockable = handle.begin_unblockable();
         let notify = Arc::new(Notify::new());
         let db = shared.keyspace.db(db_index);
         for k in &keys {
@@ -610,14 +613,15 @@ pub(super) fn block_until<F>(
                     continue;
                 }
             }
-            match deadline {
-                Some(d) => {
-                    tokio::select! {
-                        _ = notify.notified() => {}
-                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
-                    }
-                }
-                None => notify.notified().await,
+            let until = deadline.unwrap_or(u64::MAX);
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = shared.clock.sleep_until_ms(until) => return Frame::NullArray,
+                error = unblockable.unblocked() => return if error {
+                    Frame::error(crate::client::UNBLOCKED_ERROR)
+                } else {
+                    Frame::NullArray
+                },
             }
         }
     });

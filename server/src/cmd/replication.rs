@@ -129,9 +129,19 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let shared = ctx.shared.clone();
     let timeout = (timeout > 0).then(|| Duration::from_millis(timeout as u64));
-    ctx.block(
-        async move { Frame::Integer(shared.replication.wait_for_acks(n, offset, timeout).await) },
-    );
+    let handle = ctx.client.handle.clone();
+    ctx.block(async move {
+        // `CLIENT UNBLOCK` ends it early: with the acknowledgements so far, as a timeout.
+        let unblockable = handle.begin_unblockable();
+        tokio::select! {
+            n = shared.replication.wait_for_acks(n, offset, timeout) => Frame::Integer(n),
+            error = unblockable.unblocked() => if error {
+                Frame::error(crate::client::UNBLOCKED_ERROR)
+            } else {
+                Frame::Integer(shared.replication.acked_count(offset))
+            },
+        }
+    });
     Frame::Integer(acked)
 }
 
