@@ -41,6 +41,49 @@ pub(crate) struct ClientHandle {
     /// finds the client by id (a tracking redirection, say) can send it a message. Weak, so
     /// that the queue still closes when the client is gone (its receiver then sees the end).
     push_tx: mpsc::WeakUnboundedSender<Frame>,
+    /// While the client waits in a blocking list or sorted-set command: how `CLIENT UNBLOCK`
+    /// ends that wait (taken by the first `CLIENT UNBLOCK`, so it acts once per wait).
+    unblock: Mutex<Option<Arc<Unblock>>>,
+}
+
+/// A client's wait that `CLIENT UNBLOCK` may end (see [`ClientHandle::begin_unblockable`]).
+#[derive(Debug)]
+pub(crate) struct UnblockableWait {
+    handle: Arc<ClientHandle>,
+    unblock: Arc<Unblock>,
+}
+
+impl UnblockableWait {
+    /// Resolves when another client ends this wait: `true` when it asked for an error
+    /// (`ERROR`), `false` for an end as if the wait had timed out (`TIMEOUT`, the default).
+    pub(crate) async fn unblocked(&self) -> bool {
+        self.unblock.wake.notified().await;
+        self.unblock.error.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for UnblockableWait {
+    fn drop(&mut self) {
+        let mut current = self.handle.unblock.lock();
+        if current
+            .as_ref()
+            .is_some_and(|u| Arc::ptr_eq(u, &self.unblock))
+        {
+            *current = None;
+        }
+    }
+}
+
+/// The error a client ended by `CLIENT UNBLOCK id ERROR` answers with.
+pub(crate) const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+
+/// How another client ends a blocked client's wait (`CLIENT UNBLOCK id [TIMEOUT|ERROR]`).
+#[derive(Debug, Default)]
+pub(crate) struct Unblock {
+    /// Wakes the waiting command.
+    pub(crate) wake: Notify,
+    /// `ERROR`: the command answers `-UNBLOCKED ...` instead of as if it had timed out.
+    pub(crate) error: AtomicBool,
 }
 
 /// Whether a connection sends the replies of its commands (`CLIENT REPLY`).
@@ -112,6 +155,28 @@ pub(crate) struct ClientInfo {
 }
 
 impl ClientHandle {
+    /// Marks the client as waiting in a command `CLIENT UNBLOCK` may end, until the returned
+    /// guard is dropped; the guard says when and how the wait was ended.
+    pub(crate) fn begin_unblockable(self: &Arc<Self>) -> UnblockableWait {
+        let unblock = Arc::new(Unblock::default());
+        *self.unblock.lock() = Some(unblock.clone());
+        UnblockableWait {
+            handle: self.clone(),
+            unblock,
+        }
+    }
+
+    /// `CLIENT UNBLOCK`: ends the client's wait if it is in one that may be ended (as a
+    /// timeout, or with an error when `error`); whether it was.
+    pub(crate) fn unblock(&self, error: bool) -> bool {
+        let Some(u) = self.unblock.lock().take() else {
+            return false;
+        };
+        u.error.store(error, Ordering::Release);
+        u.wake.notify_one();
+        true
+    }
+
     /// Asks the connection to close (`CLIENT KILL`, output-buffer overrun, shutdown).
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
@@ -359,6 +424,7 @@ impl Clients {
             }),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
+            unblock: Mutex::new(None),
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
             last_interaction_ms: AtomicU64::new(0),

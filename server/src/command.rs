@@ -61,6 +61,29 @@ pub(crate) const WALKS_KEYSPACE: u32 = 1 << 17;
 /// worker when that collection is large (see [`crate::walk`]).
 pub(crate) const WALKS_VALUE: u32 = 1 << 18;
 
+// Flags that change nothing here but what `COMMAND INFO` says: Redis's table declares them,
+// and clients read them (a cluster client asks which commands have `movablekeys`).
+
+/// Where the keys are depends on the arguments (`EVAL`'s numkeys, `LMPOP`'s count).
+pub(crate) const MOVABLEKEYS: u32 = 1 << 19;
+/// May be called with no key at all though it takes keys (`EVAL ... 0`).
+pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 20;
+/// Not shown to `MONITOR` as such (scripts show their calls instead).
+pub(crate) const SKIP_MONITOR: u32 = 1 << 21;
+/// Not logged in the slow log as such (`EXEC`: its commands are).
+pub(crate) const SKIP_SLOWLOG: u32 = 1 << 22;
+/// Allowed before authentication (`HELLO`, `QUIT`, `RESET`).
+pub(crate) const NO_AUTH: u32 = 1 << 23;
+/// Not allowed while a replica loads its master's snapshot asynchronously.
+pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 24;
+/// A container of subcommands (`CLIENT`, `CONFIG`, `SCRIPT`, ...): Redis's table gives the
+/// container no flags and no keys of its own (each subcommand has them), so `COMMAND INFO`
+/// shows none, whatever the flags here say about how its subcommands run.
+pub(crate) const CONTAINER: u32 = 1 << 25;
+/// Blocks (counted in `blocked_clients`) though Redis's table does not flag it `blocking`
+/// (`WAIT`).
+pub(crate) const BLOCKS_UNLISTED: u32 = 1 << 26;
+
 /// How a command runs.
 pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
 
@@ -89,10 +112,37 @@ pub(crate) struct CommandSpec {
     /// the flags for these arguments, `None` to keep [`flags`](CommandSpec::flags). Read before the checks that flags decide (memory,
     /// read-only replica, `min-replicas-to-write`, `CLIENT PAUSE WRITE`).
     pub flags_of: Option<FlagsOf>,
+    /// For a command whose keys follow a count (Redis's `movablekeys`: `ZUNION numkeys
+    /// key...`, `ZUNIONSTORE dst numkeys key...`): given the arguments, the positions of its
+    /// keys, which the fixed `first_key`/`last_key`/`step` cannot say. Read by
+    /// [`CommandSpec::keys_in`].
+    pub keys_of: Option<KeysOf>,
 }
 
 /// See [`CommandSpec::flags_of`].
 pub(crate) type FlagsOf = fn(&Shared, &[Bytes], u32) -> Option<u32>;
+
+/// See [`CommandSpec::keys_of`].
+pub(crate) type KeysOf = fn(&[Bytes]) -> Vec<usize>;
+
+/// The positions of the `n` keys that follow a count at `args[at]` (`numkeys key...`), none
+/// when the count is not a positive number or names more keys than there are arguments (the
+/// command then refuses its arguments anyway). The building block of the
+/// [`CommandSpec::keys_of`] functions.
+pub(crate) fn counted_keys(args: &[Bytes], at: usize) -> Vec<usize> {
+    let Some(n) = args
+        .get(at)
+        .and_then(|a| crate::codec::parse_int(a))
+        .filter(|n| *n > 0)
+    else {
+        return Vec::new();
+    };
+    let first = at + 1;
+    if n as u64 > args.len().saturating_sub(first) as u64 {
+        return Vec::new();
+    }
+    (first..first + n as usize).collect()
+}
 
 impl std::fmt::Debug for CommandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,8 +165,11 @@ impl CommandSpec {
         (a > 0 && argc as i32 == a) || (a < 0 && argc as i32 >= -a)
     }
 
-    /// The flag names `COMMAND INFO` shows.
+    /// The flag names `COMMAND INFO` shows, in the order Redis 7.0 lists them.
     pub(crate) fn flag_names(&self) -> Vec<&'static str> {
+        if self.has(CONTAINER) {
+            return Vec::new();
+        }
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
@@ -127,15 +180,36 @@ impl CommandSpec {
             (BLOCKING, "blocking"),
             (LOADING, "loading"),
             (STALE, "stale"),
+            (SKIP_MONITOR, "skip_monitor"),
+            (SKIP_SLOWLOG, "skip_slowlog"),
             (FAST, "fast"),
-            (ALLOW_BUSY, "allow_busy"),
+            (NO_AUTH, "no_auth"),
+            (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (NO_ASYNC_LOADING, "no_async_loading"),
             (NO_MULTI, "no_multi"),
+            (ALLOW_BUSY, "allow_busy"),
         ];
-        names
+        let mut out: Vec<&'static str> = names
             .iter()
             .filter(|(f, _)| self.has(*f))
+            .filter(|(f, _)| *f != BLOCKING || !self.has(BLOCKS_UNLISTED))
             .map(|(_, n)| *n)
-            .collect()
+            .collect();
+        // Redis lists it last, after the flags of the table.
+        if self.keys_of.is_some() || self.has(MOVABLEKEYS) {
+            out.push("movablekeys");
+        }
+        out
+    }
+
+    /// Positions of the key arguments in `args`: the ones [`CommandSpec::keys_of`] finds
+    /// for a command whose keys follow a count, else the fixed range
+    /// ([`CommandSpec::key_positions`]).
+    pub(crate) fn keys_in(&self, args: &[Bytes]) -> Vec<usize> {
+        match self.keys_of {
+            Some(f) => f(args),
+            None => self.key_positions(args.len()),
+        }
     }
 
     /// Positions of the key arguments in `args`.
@@ -175,6 +249,7 @@ pub(crate) const fn spec(
         step,
         handler,
         flags_of: None,
+        keys_of: None,
     }
 }
 
@@ -184,6 +259,14 @@ impl CommandSpec {
     pub(crate) const fn with_flags_of(self, f: FlagsOf) -> CommandSpec {
         CommandSpec {
             flags_of: Some(f),
+            ..self
+        }
+    }
+
+    /// This command, with keys that follow a count (see [`CommandSpec::keys_of`]).
+    pub(crate) const fn with_keys_of(self, f: KeysOf) -> CommandSpec {
+        CommandSpec {
+            keys_of: Some(f),
             ..self
         }
     }

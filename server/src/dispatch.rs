@@ -259,7 +259,7 @@ fn remember_reads(shared: &Shared, client: &Client, spec: &CommandSpec, args: &[
     {
         return;
     }
-    let positions = spec.key_positions(args.len());
+    let positions = spec.keys_in(args);
     if !positions.is_empty() {
         shared
             .tracking

@@ -89,3 +89,21 @@ pub(crate) fn check_script_call(ctx: &Ctx<'_>, spec: &CommandSpec, wrote: bool) 
     }
     (used_memory(ctx.shared) > max).then(|| OOM_ERROR.to_string())
 }
+
+/// The check of one command that is about to grow memory by `extra` bytes in a single step
+/// (`SETBIT` far past a string's end, `BITFIELD` at a large offset, the transient table of
+/// `LCS`). Redis checks `maxmemory` only before a command runs, so a command let in just under
+/// the limit may then allocate up to `proto-max-bulk-len` (512 MB) at once; an embedded server
+/// shares its process with the application, so latchkey also refuses, with Redis's OOM error,
+/// a single step that would by itself take used memory past `maxmemory`. Without
+/// `maxmemory`, on a replica and for the master's link nothing changes.
+pub(crate) fn check_growth(ctx: &Ctx<'_>, extra: usize) -> Result<(), Frame> {
+    let max = ctx.shared.config.limits.maxmemory() as usize;
+    if max == 0 || extra == 0 || exempt(ctx.shared, ctx.client) {
+        return Ok(());
+    }
+    if used_memory(ctx.shared).saturating_add(extra) > max {
+        return Err(Frame::error(OOM_ERROR));
+    }
+    Ok(())
+}

@@ -35,17 +35,22 @@ pub(crate) fn walk_size(shared: &Shared, db: usize, spec: &CommandSpec, args: &[
         return 0;
     }
     let map = shared.keyspace.db(db).map();
-    spec.key_positions(args.len())
+    spec.keys_in(args)
         .into_iter()
         .filter_map(|i| map.get(&args[i][..]))
-        .map(|entry| match &entry.value {
-            Value::Str(s) => s.len() / BYTES_PER_ELEMENT,
-            Value::Hash(h) => h.len(),
-            Value::List(l) => l.len(),
-            Value::ZSet(z) => z.len(),
-            Value::Set(s) => s.len(),
-        })
+        .map(|entry| elements(&entry.value))
         .fold(0usize, usize::saturating_add)
+}
+
+/// How many elements walking `value` goes through.
+fn elements(value: &Value) -> usize {
+    match value {
+        Value::Str(s) => s.len() / BYTES_PER_ELEMENT,
+        Value::Hash(h) => h.len(),
+        Value::List(l) => l.len(),
+        Value::ZSet(z) => z.len(),
+        Value::Set(s) => s.len(),
+    }
 }
 
 /// Hands the worker off (see [`crate::hand_off::before_long_step`]) when `spec` is about to

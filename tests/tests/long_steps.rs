@@ -8,6 +8,8 @@
 //! in-process client, over a socket, or as a script's first and only `redis.call`. What is
 //! asserted is counts and order, not speed: the ticker keeps counting while the command runs,
 //! and a second client's `BLPOP` with a short timeout answers before the long command does.
+//! The sorted-set commands whose keys follow a count (`ZUNIONSTORE`, `ZINTERCARD`) and a
+//! `ZRANDMEMBER` with a large negative count are long steps of the same kind.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -165,4 +167,123 @@ async fn a_scripts_first_slow_call_leaves_the_runtimes_timers_running() {
         after >= before + 3,
         "the ticker stood still during the script's one slow call: {before} ticks before, {after} after"
     );
+}
+
+/// `LCS` is quadratic (here as in Redis): two strings of 3,000 bytes fill a table of nine
+/// million cells. It hands the worker off before it fills the table, so the ticker keeps
+/// counting and a second client's `BLPOP` with a 10 ms timeout answers before `LCS` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_large_lcs_leaves_the_runtimes_timers_running() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let mut seed: u64 = 7;
+    let mut text = |n: usize| -> String {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                char::from(b'a' + (seed >> 59) as u8 % 4)
+            })
+            .collect()
+    };
+    let (a, b) = (text(3000), text(3000));
+    let mut c = server.client();
+    assert_eq!(c.cmd(["SET", "a", a.as_str()]).await, Frame::ok());
+    assert_eq!(c.cmd(["SET", "b", b.as_str()]).await, Frame::ok());
+    let (ticks, ticker) = ticker();
+    ticked(&ticks, 2).await;
+    let order = Arc::new(AtomicU64::new(0));
+    let blpop = tokio::spawn({
+        let mut c = server.client();
+        let order = order.clone();
+        async move {
+            let reply = c.cmd(["BLPOP", "nothing", "0.01"]).await;
+            (order.fetch_add(1, Ordering::AcqRel), reply)
+        }
+    });
+    while latchkey_server::internals::node(&server).blocked_clients() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let lcs = tokio::spawn({
+        let ticks = ticks.clone();
+        let order = order.clone();
+        async move {
+            let before = ticks.load(Ordering::Acquire);
+            let reply = c.cmd(["LCS", "a", "b", "LEN"]).await;
+            let after = ticks.load(Ordering::Acquire);
+            (order.fetch_add(1, Ordering::AcqRel), before, after, reply)
+        }
+    });
+    let (lcs_order, before, after, reply) = lcs.await.unwrap();
+    let (blpop_order, blpop_reply) = blpop.await.unwrap();
+    ticker.abort();
+    // Four letters at random: the common subsequence is long, and no longer than a string.
+    match reply {
+        Frame::Integer(n) => assert!((1500..=3000).contains(&n), "LCS length {n}"),
+        other => panic!("LCS answered {other:?}"),
+    }
+    assert_eq!(blpop_reply, Frame::NullArray);
+    assert!(
+        after >= before + 3,
+        "the ticker stood still while LCS ran: {before} ticks before, {after} after"
+    );
+    assert!(
+        blpop_order < lcs_order,
+        "the BLPOP's 10 ms timeout fired only after the LCS had answered"
+    );
+}
+
+/// Runs `cmd` from an in-process client while the ticker runs, and returns its reply after
+/// checking that the ticker kept ticking meanwhile.
+async fn ticks_through(server: &ServerHandle, cmd: &[&str]) -> Frame {
+    let (ticks, ticker) = ticker();
+    ticked(&ticks, 2).await;
+    let run = tokio::spawn({
+        let ticks = ticks.clone();
+        let mut c = server.client();
+        let cmd: Vec<String> = cmd.iter().map(|a| a.to_string()).collect();
+        async move {
+            let before = ticks.load(Ordering::Acquire);
+            let reply = c.cmd(cmd).await;
+            (before, ticks.load(Ordering::Acquire), reply)
+        }
+    });
+    let (before, after, reply) = run.await.unwrap();
+    ticker.abort();
+    assert!(
+        after >= before + 3,
+        "the ticker stood still while {cmd:?} ran: {before} ticks before, {after} after"
+    );
+    reply
+}
+
+/// The sorted-set commands whose keys follow a count (`ZUNIONSTORE dst numkeys key...`) hand
+/// the worker off once they know their keys, and a `ZRANDMEMBER` with a large negative count
+/// (many picks from a small set) before it picks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn large_sorted_set_algebra_and_picks_leave_the_runtimes_timers_running() {
+    let server = Server::builder().no_listener().start().await.unwrap();
+    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('zadd', KEYS[1], i, 'm' .. i) redis.call('zadd', KEYS[2], -i, 'm' .. i) end return redis.call('zcard', KEYS[1])";
+    assert_eq!(
+        server
+            .client()
+            .cmd(["EVAL", fill, "2", "a", "b", "150000"])
+            .await,
+        Frame::Integer(150_000)
+    );
+    let reply = ticks_through(&server, &["ZUNIONSTORE", "u", "2", "a", "b"]).await;
+    assert_eq!(reply, Frame::Integer(150_000));
+    // Every score is i + -i.
+    let mut c = server.client();
+    assert_eq!(
+        c.cmd(["ZCOUNT", "u", "0", "0"]).await,
+        Frame::Integer(150_000)
+    );
+    let reply = ticks_through(&server, &["ZINTERCARD", "2", "a", "b"]).await;
+    assert_eq!(reply, Frame::Integer(150_000));
+    c.cmd(["ZADD", "small", "1", "x"]).await;
+    match ticks_through(&server, &["ZRANDMEMBER", "small", "-2000000"]).await {
+        Frame::Array(picks) => assert_eq!(picks.len(), 2_000_000),
+        other => panic!("not an array: {other:?}"),
+    }
 }

@@ -526,3 +526,39 @@ fn maxclients_refuses_the_extra_connection_as_redis_does() {
     let refused = info_number(&mut d.latchkey, "stats", "rejected_connections");
     assert_eq!(refused, 1);
 }
+
+/// One command may not allocate past `maxmemory` in a single step: a `SETBIT` or `BITFIELD`
+/// far past a string's end (up to 512 MB of zeros), or an `LCS` whose table would not fit, is
+/// refused while memory is still under the limit, and changes nothing; smaller ones still run
+/// and the server goes on.
+#[test]
+fn one_command_cannot_grow_past_maxmemory() {
+    let server = Server::builder().start_blocking().unwrap();
+    let mut c = RawConn::connect(server.addr()).unwrap();
+    let used = info_number(&mut c, "memory", "used_memory");
+    let cap = (used + 8 * 1024 * 1024).to_string();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", &cap]), b"+OK\r\n");
+    // 64 MB of zeros.
+    assert_eq!(c.cmd(&["SETBIT", "big", "536870911", "1"]), OOM);
+    assert_eq!(
+        c.cmd(&["BITFIELD", "big", "SET", "u8", "#67108863", "1"]),
+        OOM
+    );
+    assert_eq!(c.cmd(&["EXISTS", "big"]), b":0\r\n");
+    assert_eq!(c.cmd(&["SETBIT", "big", "8000", "1"]), b":0\r\n");
+    assert_eq!(c.cmd(&["SETBIT", "big", "536870911", "1"]), OOM);
+    assert_eq!(c.cmd(&["STRLEN", "big"]), b":1001\r\n");
+    assert_eq!(c.cmd(&["SETRANGE", "big", "67108863", "x"]), OOM);
+    assert_eq!(c.cmd(&["SETRANGE", "big", "2000", "x"]), b":2001\r\n");
+    // Two strings of 2000 bytes: a 16 MB table.
+    let long = "x".repeat(2000);
+    c.cmd(&["SET", "a", &long]);
+    c.cmd(&["SET", "b", &long]);
+    assert_eq!(
+        c.cmd(&["LCS", "a", "b", "LEN"]),
+        b"-ERR Insufficient memory, failed allocating transient memory for LCS\r\n"
+    );
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["LCS", "a", "b", "LEN"]), b":2000\r\n");
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+}

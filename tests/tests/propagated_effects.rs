@@ -5,7 +5,8 @@
 //! `SPOP` picks at random, so a replica must get what it took, in Redis 7.0's form: `SREM key
 //! member` for one member, `MULTI`, one `SREM` per member and `EXEC` for a count, `DEL key`
 //! when the count takes the whole set. The blocking list commands send what they did when
-//! they were served: `LPOP key n` with the number taken, `LMOVE`, `RPOPLPUSH`.
+//! they were served: `LPOP key n` with the number taken, `LMOVE`, `RPOPLPUSH`; the sorted-set
+//! pops as `ZPOPMIN key [n]` (`n`: how many there were to take, up to the count).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -210,4 +211,111 @@ fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
         "redis-server's own stream"
     );
     assert_eq!(list_effects(latchkey.addr()), expected);
+}
+
+/// Runs bitmap commands, some of which change nothing, and returns what the stream carried up
+/// to the closing `SET end 1`.
+fn bit_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in [
+        "SETBIT b 7 1",
+        "SETBIT b 7 1",
+        "SETBIT b 100 0",
+        "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
+        "BITFIELD b SET u8 0 1",
+        "BITFIELD b SET u8 0 2",
+        "BITFIELD b SET u8 0 2",
+        "BITFIELD b GET u8 0",
+        "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
+        "BITFIELD_RO b GET u8 0",
+        "BITOP NOT d b",
+        "BITOP AND d nokey",
+        "BITOP AND d nokey",
+        "LCS b d",
+        "HSET h f v",
+        "HRANDFIELD h -3",
+        "SET end 1",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// A bit command reaches replicas and the AOF only when it changed something, as in Redis 7.0:
+/// a `SETBIT` of a bit to the value it has, a `BITFIELD` whose writes all failed or wrote the
+/// same value, and reads are not sent.
+#[test]
+fn bit_commands_reach_the_stream_only_when_they_change_something() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = bit_effects(redis.addr());
+    let names: Vec<&str> = expected.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(
+        names,
+        ["SETBIT", "SETBIT", "BITFIELD", "BITOP", "BITOP", "HSET"],
+        "redis-server's own stream: {expected:?}"
+    );
+    assert_eq!(bit_effects(latchkey.addr()), expected);
+}
+
+/// The sorted-set pops on the server at `addr`, served at once and after a wait, and what the
+/// stream carried for them.
+fn zset_pop_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    let mut waiter = RawConn::connect(addr).expect("connect");
+    c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    c.cmd(&["ZMPOP", "2", "none", "z", "MIN", "COUNT", "10"]);
+    c.cmd(&["ZADD", "z", "1", "a", "2", "b"]);
+    c.cmd(&["BZPOPMAX", "z", "0"]);
+    c.cmd(&["BZMPOP", "0", "1", "z", "MIN", "COUNT", "5"]);
+    waiter.send_raw(&RawConn::encode(&["BZPOPMIN", "z", "0"]));
+    wait_blocked_in(addr, "bzpopmin");
+    c.cmd(&["ZADD", "z", "4", "d", "5", "e"]);
+    waiter.read_reply();
+    waiter.send_raw(&RawConn::encode(&[
+        "BZMPOP", "0", "1", "y", "MAX", "COUNT", "3",
+    ]));
+    wait_blocked_in(addr, "bzmpop");
+    c.cmd(&["ZUNIONSTORE", "y", "1", "z"]);
+    waiter.read_reply();
+    c.cmd(&["ZPOPMIN", "none"]);
+    c.cmd(&["ZADD", "z", "6", "f"]);
+    c.cmd(&["ZRANGESTORE", "d", "z", "0", "-1"]);
+    (0..11).map(|_| stream.next()).collect()
+}
+
+#[test]
+fn sorted_set_pops_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = zset_pop_effects(redis.addr());
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("ZADD z 1 a 2 b 3 c"),
+            cmd("ZPOPMIN z 3"),
+            cmd("ZADD z 1 a 2 b"),
+            cmd("ZPOPMAX z"),
+            cmd("ZPOPMIN z 1"),
+            cmd("ZADD z 4 d 5 e"),
+            cmd("ZPOPMIN z"),
+            cmd("ZUNIONSTORE y 1 z"),
+            cmd("ZPOPMAX y 1"),
+            cmd("ZADD z 6 f"),
+            cmd("ZRANGESTORE d z 0 -1"),
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(zset_pop_effects(latchkey.addr()), expected);
 }

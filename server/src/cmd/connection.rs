@@ -1,5 +1,6 @@
 //! Connection commands: `PING`, `ECHO`, `HELLO`, `SELECT`, `QUIT`, `RESET` and `CLIENT`.
 
+use crate::command::{CONTAINER, NO_AUTH};
 use bytes::Bytes;
 
 use super::util::{is, parse_i64, unknown_subcommand};
@@ -14,13 +15,13 @@ use crate::pause::PauseMode;
 
 /// The connection commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("ping", -1, FAST | SUBSCRIBED_OK | STALE, 0, 0, 0, ping),
+    spec("ping", -1, FAST | SUBSCRIBED_OK, 0, 0, 0, ping),
     spec("echo", 2, FAST | LOADING | STALE, 0, 0, 0, echo),
     spec("select", 2, FAST | LOADING | STALE, 0, 0, 0, select),
     spec(
         "quit",
         -1,
-        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -29,7 +30,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "hello",
         -1,
-        FAST | NOSCRIPT | LOADING | STALE | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -38,7 +39,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "reset",
         1,
-        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY,
+        FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
         0,
         0,
         0,
@@ -47,7 +48,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "client",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | CONTAINER,
         0,
         0,
         0,
@@ -203,7 +204,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let check = match sub.as_str() {
         "id" | "getname" | "info" | "help" | "getredir" | "trackinginfo" => arity(n == 2),
         "setname" | "caching" => arity(n == 3),
-        "kill" | "no-evict" | "reply" | "pause" | "tracking" => arity(n >= 3),
+        "kill" | "no-evict" | "reply" | "pause" | "tracking" | "unblock" => arity(n >= 3),
         "unpause" => arity(n == 2),
         _ => None,
     };
@@ -268,6 +269,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::Verbatim(Bytes::from(out))
         }
         "kill" => client_kill(ctx, args),
+        "unblock" => client_unblock(ctx, args),
         // Protects the connection from client eviction (`maxmemory-clients`), which this
         // server never does: no client is evicted, with or without it.
         "no-evict" if n == 3 => {
@@ -549,6 +551,30 @@ impl KillFilter {
 /// `CLIENT KILL ip:port` (the old form: `+OK`, or an error when no client has that address;
 /// it may kill the caller itself) and `CLIENT KILL <filter> <value> ...` (the new form:
 /// `TYPE`, `ID`, `ADDR`, `LADDR`, `USER`, `SKIPME`; replies with how many it closed).
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends the wait of a client blocked in a list or
+/// sorted-set command or in `WAIT`, as if it timed out or with an `-UNBLOCKED` error. `:1`
+/// when it did, `:0` when that client is in no such wait (a client held by `CLIENT PAUSE` is
+/// not blocked).
+fn client_unblock(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    if args.len() > 4 {
+        return super::util::subcommand_syntax_error(args, "client");
+    }
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if is(r, "timeout") => false,
+        Some(r) if is(r, "error") => true,
+        Some(_) => return Frame::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let Ok(id) = parse_i64(&args[2]) else {
+        return super::util::not_integer();
+    };
+    let unblocked = u64::try_from(id)
+        .ok()
+        .and_then(|id| ctx.shared.clients.get(id))
+        .is_some_and(|c| c.unblock(error));
+    Frame::Integer(i64::from(unblocked))
+}
+
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let old_form = args.len() == 3;
     let filter = if old_form {

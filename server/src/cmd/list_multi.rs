@@ -8,15 +8,16 @@ use bytes::Bytes;
 
 use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;
 use crate::state::Shared;
 
 /// `LMPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop),
-    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop),
+    spec("lmpop", -4, WRITE, 0, 0, 0, lmpop).with_keys_of(|args| counted_keys(args, 1)),
+    spec("blmpop", -5, WRITE | BLOCKING, 0, 0, 0, blmpop)
+        .with_keys_of(|args| counted_keys(args, 2)),
     spec(
         "blmove",
         6,
@@ -38,11 +39,12 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// What a served attempt did: the reply, and the commands replicas and the AOF get for it.
-type Served = (Frame, Vec<Vec<Bytes>>);
+pub(super) type Served = (Frame, Vec<Vec<Bytes>>);
 
 /// One attempt of a blocked command, at a time: what it did when it could be served, `None` to
 /// keep waiting.
-type Attempt = Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
+pub(super) type Attempt =
+    Box<dyn Fn(&Shared, usize, u64) -> Result<Option<Served>, Frame> + Send + Sync>;
 
 /// Runs one attempt of a blocked client and records its effect, as one step for the stream
 /// (the caller holds the gate).
@@ -63,7 +65,7 @@ fn attempt_and_record(
 
 /// Serves a command at once if it can be: its effect goes to replicas and the AOF with the
 /// command's own write (see [`Ctx::propagate_as`]).
-fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
+pub(super) fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option<Frame> {
     match served {
         Ok(Some((frame, effects))) => {
             ctx.changed();
@@ -78,7 +80,7 @@ fn serve_now(ctx: &mut Ctx<'_>, served: Result<Option<Served>, Frame>) -> Option
 /// Waits until `attempt` serves the client or `timeout_ms` passes (0: forever), woken by
 /// pushes onto `keys`, as `BLPOP` waits ([`block_until`]); what a served attempt did goes to
 /// replicas and the AOF. `exclusive`: the attempt touches two keys and runs alone.
-fn wait_for(
+pub(super) fn wait_for(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
     timeout_ms: u64,
@@ -88,6 +90,36 @@ fn wait_for(
     block_until(ctx, keys, timeout_ms, exclusive, move |shared, db, _now| {
         attempt_and_record(&attempt, shared, db)
     });
+}
+
+/// A blocking pop (`BLMPOP`, `BZMPOP`): served at once when `attempt` can (it is told whether
+/// the client had to wait), else — outside `MULTI` and scripts, which never block — waits on
+/// `keys` until it can or `timeout_ms` passes. The null reply is Redis's for a timeout and for
+/// a pop that may not block.
+pub(super) fn serve_or_wait<F>(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    timeout_ms: u64,
+    attempt: F,
+) -> Frame
+where
+    F: Fn(&Shared, usize, u64, bool) -> Result<Option<Served>, Frame> + Send + Sync + 'static,
+{
+    let served = attempt(ctx.shared, ctx.client.db, ctx.now_ms, false);
+    if let Some(f) = serve_now(ctx, served) {
+        return f;
+    }
+    if !ctx.may_block() {
+        return Frame::NullArray;
+    }
+    wait_for(
+        ctx,
+        keys,
+        timeout_ms,
+        false,
+        Box::new(move |shared, db, now| attempt(shared, db, now, true)),
+    );
+    Frame::NullArray
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,22 +209,10 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let served = try_mpop(ctx.shared, ctx.client.db, ctx.now_ms, &p, false);
-    if let Some(f) = serve_now(ctx, served) {
-        return f;
-    }
-    if !ctx.may_block() {
-        return Frame::NullArray;
-    }
     let keys = p.keys.clone();
-    wait_for(
-        ctx,
-        keys,
-        timeout_ms,
-        false,
-        Box::new(move |shared, db, now| try_mpop(shared, db, now, &p, true)),
-    );
-    Frame::NullArray
+    serve_or_wait(ctx, keys, timeout_ms, move |shared, db, now, blocked| {
+        try_mpop(shared, db, now, &p, blocked)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

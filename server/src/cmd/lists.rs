@@ -509,10 +509,13 @@ pub(super) fn parse_timeout(arg: &[u8]) -> Result<u64, Frame> {
     let Some(secs) = super::util::parse_double(arg) else {
         return Err(Frame::error("ERR timeout is not a float or out of range"));
     };
-    if secs < 0.0 {
+    let ms = (secs * 1000.0).round();
+    // Redis converts the milliseconds to a signed 64-bit integer: past its range the value
+    // wraps negative, and Redis answers that the timeout is negative.
+    if secs < 0.0 || ms >= i64::MAX as f64 {
         return Err(Frame::error("ERR timeout is negative"));
     }
-    Ok((secs * 1000.0).round() as u64)
+    Ok(ms as u64)
 }
 
 /// Tries each key in order; the first non-empty list gives `[key, element]`. A key of another
@@ -571,8 +574,11 @@ pub(super) fn block_until<F>(
 {
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
-    let deadline = (timeout_ms > 0).then(|| ctx.now_ms + timeout_ms);
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
+    let handle = ctx.client.handle.clone();
     ctx.block(async move {
+        // `CLIENT UNBLOCK` from another client ends the wait, as a timeout or with an error.
+        let unblockable = handle.begin_unblockable();
         let notify = Arc::new(Notify::new());
         let db = shared.keyspace.db(db_index);
         for k in &keys {
@@ -607,14 +613,15 @@ pub(super) fn block_until<F>(
                     continue;
                 }
             }
-            match deadline {
-                Some(d) => {
-                    tokio::select! {
-                        _ = notify.notified() => {}
-                        _ = shared.clock.sleep_until_ms(d) => return Frame::NullArray,
-                    }
-                }
-                None => notify.notified().await,
+            let until = deadline.unwrap_or(u64::MAX);
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = shared.clock.sleep_until_ms(until) => return Frame::NullArray,
+                error = unblockable.unblocked() => return if error {
+                    Frame::error(crate::client::UNBLOCKED_ERROR)
+                } else {
+                    Frame::NullArray
+                },
             }
         }
     });

@@ -4,6 +4,7 @@
 //! STATS`, `DOCTOR`, `MALLOC-STATS`, `PURGE`) are Redis internals latchkey does not have: they
 //! are answered as unknown subcommands.
 
+use crate::command::CONTAINER;
 use bytes::Bytes;
 
 use super::util::unknown_subcommand;
@@ -12,7 +13,8 @@ use super::{arity_error, spec, CommandSpec, Ctx, READONLY};
 use crate::frame::Frame;
 
 /// The `MEMORY` command.
-pub(crate) const COMMANDS: &[CommandSpec] = &[spec("memory", -2, READONLY, 2, 2, 1, memory)];
+pub(crate) const COMMANDS: &[CommandSpec] =
+    &[spec("memory", -2, READONLY | CONTAINER, 2, 2, 1, memory)];
 
 const HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -13,9 +13,14 @@
 pub(crate) use crate::command::*;
 pub(crate) use crate::dispatch::{call_spec, execute};
 
+pub(crate) mod bitfield;
+pub(crate) mod bitmaps;
+pub(crate) mod bitstring;
 pub(crate) mod connection;
 pub(crate) mod hashes;
+pub(crate) mod hrandfield;
 pub(crate) mod keys;
+pub(crate) mod lcs;
 pub(crate) mod list_multi;
 pub(crate) mod lists;
 pub(crate) mod memory;
@@ -30,24 +35,38 @@ pub(crate) mod strings;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
 pub(crate) mod util;
+pub(crate) mod zset_algebra;
+pub(crate) mod zset_lex;
+pub(crate) mod zset_pop;
+pub(crate) mod zset_random;
+pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 16] {
+fn tables() -> [&'static [CommandSpec]; 25] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
+        bitmaps::COMMANDS,
+        bitfield::COMMANDS,
+        lcs::COMMANDS,
         keys::COMMANDS,
         object::COMMANDS,
         memory::COMMANDS,
         relocate::COMMANDS,
         hashes::COMMANDS,
+        hrandfield::COMMANDS,
         lists::COMMANDS,
         list_multi::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        zset_range::COMMANDS,
+        zset_lex::COMMANDS,
+        zset_algebra::COMMANDS,
+        zset_pop::COMMANDS,
+        zset_random::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

@@ -6,6 +6,7 @@
 //! changed by `APPEND` is `raw`), latchkey answers from the content; docs/COMPATIBILITY.md says
 //! so. Sets keep their history (see [`crate::set::Set`]).
 
+use crate::command::CONTAINER;
 use bytes::Bytes;
 
 use super::util::lower;
@@ -16,7 +17,8 @@ use crate::db::Value;
 use crate::frame::Frame;
 
 /// The `OBJECT` command.
-pub(crate) const COMMANDS: &[CommandSpec] = &[spec("object", -2, READONLY, 2, 2, 1, object)];
+pub(crate) const COMMANDS: &[CommandSpec] =
+    &[spec("object", -2, READONLY | CONTAINER, 2, 2, 1, object)];
 
 const HELP: &[&str] = &[
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -3,6 +3,7 @@
 //! Subscribing answers with one confirmation per channel, so these handlers reply with a
 //! [`Frame::Multi`]: several replies written back to back.
 
+use crate::command::CONTAINER;
 use bytes::Bytes;
 
 use super::util::{lower, subcommand_syntax_error, unknown_subcommand};
@@ -87,7 +88,15 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         1,
         spublish,
     ),
-    spec("pubsub", -2, PUBSUB | LOADING | STALE, 0, 0, 0, pubsub),
+    spec(
+        "pubsub",
+        -2,
+        PUBSUB | LOADING | STALE | CONTAINER,
+        0,
+        0,
+        0,
+        pubsub,
+    ),
 ];
 
 fn set_of<'c>(ctx: &'c mut Ctx<'_>, kind: Kind) -> &'c mut std::collections::HashSet<Bytes> {

@@ -2,6 +2,7 @@
 //! (`REPLCONF`, `PSYNC`), `FAILOVER` (a coordinated failover, see [`crate::failover`]), and
 //! `LATCHKEY.FAILOVER`, the wire form of the failover controls.
 
+use crate::command::{BLOCKS_UNLISTED, NO_ASYNC_LOADING, NO_MULTI};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,10 +16,34 @@ use crate::frame::Frame;
 
 /// The replication commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("replicaof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, replicaof),
-    spec("slaveof", 3, ADMIN | NOSCRIPT | STALE, 0, 0, 0, replicaof),
+    spec(
+        "replicaof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        0,
+        0,
+        0,
+        replicaof,
+    ),
+    spec(
+        "slaveof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        0,
+        0,
+        0,
+        replicaof,
+    ),
     spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, 0, 0, 0, role),
-    spec("wait", 3, NOSCRIPT | BLOCKING, 0, 0, 0, wait),
+    spec(
+        "wait",
+        3,
+        NOSCRIPT | BLOCKING | BLOCKS_UNLISTED,
+        0,
+        0,
+        0,
+        wait,
+    ),
     spec("waitaof", 4, NOSCRIPT | BLOCKING, 0, 0, 0, waitaof),
     spec(
         "replconf",
@@ -32,7 +57,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "psync",
         -3,
-        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE,
+        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE | NO_ASYNC_LOADING | NO_MULTI,
         0,
         0,
         0,
@@ -41,7 +66,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "sync",
         1,
-        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE,
+        ADMIN | NOSCRIPT | EXCLUSIVE | WALKS_KEYSPACE | NO_ASYNC_LOADING | NO_MULTI,
         0,
         0,
         0,
@@ -104,9 +129,19 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let shared = ctx.shared.clone();
     let timeout = (timeout > 0).then(|| Duration::from_millis(timeout as u64));
-    ctx.block(
-        async move { Frame::Integer(shared.replication.wait_for_acks(n, offset, timeout).await) },
-    );
+    let handle = ctx.client.handle.clone();
+    ctx.block(async move {
+        // `CLIENT UNBLOCK` ends it early: with the acknowledgements so far, as a timeout.
+        let unblockable = handle.begin_unblockable();
+        tokio::select! {
+            n = shared.replication.wait_for_acks(n, offset, timeout) => Frame::Integer(n),
+            error = unblockable.unblocked() => if error {
+                Frame::error(crate::client::UNBLOCKED_ERROR)
+            } else {
+                Frame::Integer(shared.replication.acked_count(offset))
+            },
+        }
+    });
     Frame::Integer(acked)
 }
 

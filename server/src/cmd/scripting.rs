@@ -4,6 +4,7 @@
 //! `EVAL` after `-NOSCRIPT`. A script holds the keyspace to itself while it runs (the command is
 //! flagged EXCLUSIVE), which is what makes check-and-delete release scripts safe.
 
+use crate::command::{CONTAINER, MOVABLEKEYS, NO_MANDATORY_KEYS, READONLY, SKIP_MONITOR};
 use bytes::Bytes;
 
 use super::util::{is, lower, parse_i64, subcommand_syntax_error, unknown_subcommand};
@@ -20,7 +21,13 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "eval",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
+        NOSCRIPT
+            | STALE
+            | EXCLUSIVE
+            | MAY_REPLICATE
+            | SKIP_MONITOR
+            | NO_MANDATORY_KEYS
+            | MOVABLEKEYS,
         0,
         0,
         0,
@@ -30,7 +37,13 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "evalsha",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
+        NOSCRIPT
+            | STALE
+            | EXCLUSIVE
+            | MAY_REPLICATE
+            | SKIP_MONITOR
+            | NO_MANDATORY_KEYS
+            | MOVABLEKEYS,
         0,
         0,
         0,
@@ -40,7 +53,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "eval_ro",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE,
+        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
         0,
         0,
         0,
@@ -50,7 +63,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "evalsha_ro",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE,
+        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
         0,
         0,
         0,
@@ -60,7 +73,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "script",
         -2,
-        NOSCRIPT | ALLOW_BUSY | NO_MULTI,
+        NOSCRIPT | ALLOW_BUSY | NO_MULTI | CONTAINER,
         0,
         0,
         0,
@@ -69,7 +82,13 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "fcall",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE,
+        NOSCRIPT
+            | STALE
+            | EXCLUSIVE
+            | MAY_REPLICATE
+            | SKIP_MONITOR
+            | NO_MANDATORY_KEYS
+            | MOVABLEKEYS,
         0,
         0,
         0,
@@ -79,7 +98,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "fcall_ro",
         -3,
-        NOSCRIPT | STALE | EXCLUSIVE,
+        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
         0,
         0,
         0,
@@ -89,7 +108,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "function",
         -2,
-        NOSCRIPT | ALLOW_BUSY | NO_MULTI,
+        NOSCRIPT | ALLOW_BUSY | NO_MULTI | CONTAINER,
         0,
         0,
         0,

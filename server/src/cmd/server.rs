@@ -4,6 +4,7 @@
 //! Client libraries call several of these when they connect (ioredis's ready check is `INFO`,
 //! redis-benchmark reads `CONFIG GET`), so their replies follow Redis's shapes closely.
 
+use crate::command::CONTAINER;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -25,7 +26,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "config",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | CONTAINER,
         0,
         0,
         0,
@@ -181,14 +182,16 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// The family a command belongs to, for ACL categories and `COMMAND DOCS` groups.
 fn group_of(spec: &CommandSpec) -> &'static str {
     let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
-    if find(super::strings::COMMANDS) {
+    if find(super::strings::COMMANDS) || find(super::lcs::COMMANDS) {
         "string"
+    } else if find(super::bitmaps::COMMANDS) || find(super::bitfield::COMMANDS) {
+        "bitmap"
     } else if find(super::keys::COMMANDS)
         || find(super::object::COMMANDS)
         || find(super::relocate::COMMANDS)
     {
         "generic"
-    } else if find(super::hashes::COMMANDS) {
+    } else if find(super::hashes::COMMANDS) || find(super::hrandfield::COMMANDS) {
         "hash"
     } else if find(super::lists::COMMANDS) || find(super::list_multi::COMMANDS) {
         "list"
@@ -215,11 +218,13 @@ fn command_info(spec: &CommandSpec) -> Frame {
     if spec.has(WRITE) {
         cats.push("@write");
     }
-    if spec.has(READONLY) {
+    // As Redis derives them: a read-only command is `@read`, unless it is a script's.
+    if spec.has(READONLY) && group_of(spec) != "scripting" {
         cats.push("@read");
     }
     let group = match group_of(spec) {
         "string" => "@string",
+        "bitmap" => "@bitmap",
         "generic" => "@keyspace",
         "hash" => "@hash",
         "list" => "@list",
@@ -237,7 +242,13 @@ fn command_info(spec: &CommandSpec) -> Frame {
     } else {
         cats.push("@slow");
     }
-    let key_specs = if spec.first_key > 0 {
+    // A container's keys are its subcommands' (`MEMORY USAGE key`): Redis shows none for it.
+    let (first, last, step) = if spec.has(CONTAINER) {
+        (0, 0, 0)
+    } else {
+        (spec.first_key, spec.last_key, spec.step)
+    };
+    let key_specs = if first > 0 {
         vec![Frame::Map(vec![
             (Frame::bulk("flags"), Frame::Array(vec![])),
             (
@@ -282,9 +293,9 @@ fn command_info(spec: &CommandSpec) -> Frame {
         Frame::bulk(spec.name),
         Frame::Integer(spec.arity as i64),
         Frame::Set(flags),
-        Frame::Integer(spec.first_key as i64),
-        Frame::Integer(spec.last_key as i64),
-        Frame::Integer(spec.step as i64),
+        Frame::Integer(first as i64),
+        Frame::Integer(last as i64),
+        Frame::Integer(step as i64),
         Frame::Set(cats.into_iter().map(Frame::simple).collect()),
         Frame::Set(vec![]),
         Frame::Array(key_specs),
@@ -347,7 +358,7 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 spec.name,
                 "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
             );
-            if spec.first_key <= 0 && !counted {
+            if spec.first_key <= 0 && !counted && spec.keys_of.is_none() {
                 return Frame::error("ERR The command has no key arguments");
             }
             if !spec.arity_ok(inner.len()) {
@@ -363,7 +374,7 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     .unwrap_or_default();
                 return Frame::bulks(keys.iter().cloned());
             }
-            let keys = spec.key_positions(inner.len());
+            let keys = spec.keys_in(inner);
             if keys.is_empty() {
                 return Frame::error("ERR Invalid arguments specified for command");
             }

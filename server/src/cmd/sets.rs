@@ -13,7 +13,7 @@ use rand::Rng;
 
 use super::keys::{parse_scan, scan_page};
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
-use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
+use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
@@ -41,7 +41,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         sinter,
     ),
     // The keys follow a count (Redis's `movablekeys`): no fixed range to declare.
-    spec("sintercard", -3, READONLY | MULTI_KEY, 0, 0, 0, sintercard),
+    spec("sintercard", -3, READONLY | MULTI_KEY, 0, 0, 0, sintercard)
+        .with_keys_of(|args| counted_keys(args, 1)),
     spec(
         "sinterstore",
         -3,

@@ -423,12 +423,31 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     })
 }
 
+/// Redis's refusal of a string that would grow past `proto-max-bulk-len`.
+fn too_long() -> Frame {
+    Frame::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+}
+
+/// The largest string a command of this client may make: `proto-max-bulk-len`, except on
+/// the master's link (Redis obeys its master whatever its own limit).
+fn max_string(ctx: &Ctx<'_>) -> u64 {
+    if ctx.client.is_replication_link {
+        u64::MAX
+    } else {
+        ctx.shared.config.proto_max_bulk_len()
+    }
+}
+
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let max = max_string(ctx);
     ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
             Err(e) => return (Update::Keep, e),
         };
+        if (v.len() + args[2].len()) as u64 > max {
+            return (Update::Keep, too_long());
+        }
         v.extend_from_slice(&args[2]);
         let len = v.len() as i64;
         let entry = string_entry(Bytes::from(v), deadline(Expiry::Keep, current));
@@ -476,8 +495,20 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if offset < 0 {
         return Frame::error("ERR offset is out of range");
     }
-    let max = ctx.shared.config.proto_max_bulk_len();
+    let max = max_string(ctx);
     let value = &args[3];
+    // What the padding would add, checked against `maxmemory` before anything is copied
+    // (see `crate::oom::check_growth`): a one-byte SETRANGE at offset 500 MB is 500 MB.
+    let end = offset as u64 + value.len() as u64;
+    if end <= max && !value.is_empty() {
+        let now = match read_string(ctx, &args[1]) {
+            Ok(v) => v.map_or(0, |v| v.len() as u64),
+            Err(e) => return e,
+        };
+        if let Err(e) = crate::oom::check_growth(ctx, end.saturating_sub(now) as usize) {
+            return e;
+        }
+    }
     ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
@@ -486,10 +517,8 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         if value.is_empty() {
             return (Update::Keep, Frame::Integer(v.len() as i64));
         }
-        let end = offset as u64 + value.len() as u64;
         if end > max {
-            let e = Frame::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-            return (Update::Keep, e);
+            return (Update::Keep, too_long());
         }
         let end = end as usize;
         if v.len() < end {

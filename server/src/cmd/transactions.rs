@@ -5,6 +5,7 @@
 //! transaction half-done. `WATCH` turns it into an optimistic lock: if a watched key changes
 //! before `EXEC`, the transaction does not run and `EXEC` answers with a nil array.
 
+use crate::command::SKIP_SLOWLOG;
 use bytes::Bytes;
 
 use super::{
@@ -28,7 +29,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec(
         "exec",
         1,
-        NOSCRIPT | LOADING | STALE | NO_QUEUE | EXCLUSIVE,
+        NOSCRIPT | LOADING | STALE | NO_QUEUE | EXCLUSIVE | SKIP_SLOWLOG,
         0,
         0,
         0,

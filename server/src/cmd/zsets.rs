@@ -1,5 +1,13 @@
 //! Sorted-set commands: fair locks and semaphores keep their queues and permit deadlines in
 //! sorted sets scored by time.
+//!
+//! This module holds the one-key commands that add, remove, score and count, and the helpers
+//! the other sorted-set modules share (reading and writing the value, storing a result, the
+//! score range). The rest live next to it, one idea a file: [`super::zset_range`] (`ZRANGE`
+//! and its spellings, `ZRANGESTORE`), [`super::zset_lex`] (lexicographic ranges),
+//! [`super::zset_algebra`] (`ZUNION`, `ZINTER`, `ZDIFF` and their `STORE`s, `ZINTERCARD`),
+//! [`super::zset_pop`] (`ZPOPMIN`/`ZPOPMAX`, `ZMPOP` and the blocking pops) and
+//! [`super::zset_random`] (`ZRANDMEMBER`).
 
 use crate::memory::EntryMut;
 use bytes::Bytes;
@@ -10,10 +18,11 @@ use super::util::{
 };
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
+use crate::db::{Entry, Value};
 use crate::frame::{Frame, Protocol};
 use crate::zset::ZSet;
 
-/// The sorted-set commands.
+/// The sorted-set commands of this module.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, zadd),
     spec("zincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, zincrby),
@@ -24,26 +33,6 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("zcount", 4, READONLY | FAST, 1, 1, 1, zcount),
     spec("zrank", 3, READONLY | FAST, 1, 1, 1, zrank),
     spec("zrevrank", 3, READONLY | FAST, 1, 1, 1, zrevrank),
-    spec("zrange", -4, READONLY | WALKS_VALUE, 1, 1, 1, zrange),
-    spec("zrevrange", -4, READONLY | WALKS_VALUE, 1, 1, 1, zrevrange),
-    spec(
-        "zrangebyscore",
-        -4,
-        READONLY | WALKS_VALUE,
-        1,
-        1,
-        1,
-        zrangebyscore,
-    ),
-    spec(
-        "zrevrangebyscore",
-        -4,
-        READONLY | WALKS_VALUE,
-        1,
-        1,
-        1,
-        zrevrangebyscore,
-    ),
     spec(
         "zremrangebyscore",
         4,
@@ -62,24 +51,33 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         1,
         zremrangebyrank,
     ),
-    spec("zpopmin", -2, WRITE | FAST, 1, 1, 1, zpopmin),
-    spec("zpopmax", -2, WRITE | FAST, 1, 1, 1, zpopmax),
 ];
 
-fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&ZSet) -> R) -> Result<Option<R>, Frame> {
+/// Runs `f` on the sorted set at `key`: `Ok(None)` when absent, WRONGTYPE for another type.
+pub(super) fn read<R>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    f: impl FnOnce(&ZSet) -> R,
+) -> Result<Option<R>, Frame> {
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
-fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut<'a>>, Frame> {
+/// The sorted set at `key` for modification, created empty when absent and `create` is set.
+pub(super) fn write<'a>(
+    ctx: &Ctx<'a>,
+    key: &Bytes,
+    create: bool,
+) -> Result<Option<EntryMut<'a>>, Frame> {
     write_container::<ZSet>(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
 }
 
-fn zset_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSet {
+/// The sorted set inside an entry returned by [`write`].
+pub(super) fn zset_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSet {
     container_mut(e)
 }
 
 /// Deletes the key if the sorted set became empty, then records the change.
-fn finish_write(ctx: &mut Ctx<'_>, key: &Bytes, empty: bool, changed: bool) {
+pub(super) fn finish_write(ctx: &mut Ctx<'_>, key: &Bytes, empty: bool, changed: bool) {
     if empty {
         ctx.db().remove_if_empty(key);
     }
@@ -218,6 +216,10 @@ fn zadd_pairs(ctx: &mut Ctx<'_>, key: &Bytes, pairs: &[(f64, Bytes)], f: &AddFla
     let empty = z.is_empty();
     drop(e);
     finish_write(ctx, key, empty, added + updated > 0);
+    if added + updated > 0 {
+        // A client blocked in `BZPOPMIN`/`BZMPOP` on this key may now be served.
+        ctx.db().signal_ready(key);
+    }
     if let Some(err) = error {
         return err;
     }
@@ -284,9 +286,11 @@ fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// One end of a score range: a value and whether it is exclusive (`(1.5`).
 #[derive(Clone, Copy, Debug)]
-struct Bound {
-    value: f64,
-    exclusive: bool,
+pub(super) struct Bound {
+    /// The score.
+    pub(super) value: f64,
+    /// `(score`: the score itself is outside the range.
+    pub(super) exclusive: bool,
 }
 
 fn parse_bound(arg: &[u8]) -> Option<Bound> {
@@ -298,14 +302,16 @@ fn parse_bound(arg: &[u8]) -> Option<Bound> {
     Some(Bound { value, exclusive })
 }
 
-fn parse_range(min: &[u8], max: &[u8]) -> Result<(Bound, Bound), Frame> {
+/// Parses a `min max` score range, with Redis's error for either end.
+pub(super) fn parse_range(min: &[u8], max: &[u8]) -> Result<(Bound, Bound), Frame> {
     match (parse_bound(min), parse_bound(max)) {
         (Some(a), Some(b)) => Ok((a, b)),
         _ => Err(Frame::error("ERR min or max is not a float")),
     }
 }
 
-fn in_range(s: f64, min: Bound, max: Bound) -> bool {
+/// Whether score `s` lies within `[min, max]` (each end possibly exclusive).
+pub(super) fn in_range(s: f64, min: Bound, max: Bound) -> bool {
     let above = if min.exclusive {
         s > min.value
     } else {
@@ -351,8 +357,9 @@ fn zrevrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     rank_generic(ctx, args, true)
 }
 
-/// Formats `(member, score)` results: flat under RESP2, `[member, score]` pairs under RESP3.
-fn with_scores(items: Vec<(Bytes, f64)>, scores: bool, proto: Protocol) -> Frame {
+/// Formats `(member, score)` results: flat under RESP2, `[member, score]` pairs under RESP3
+/// (Redis does not use a map there: the order matters).
+pub(super) fn with_scores(items: Vec<(Bytes, f64)>, scores: bool, proto: Protocol) -> Frame {
     if !scores {
         return Frame::bulks(items.into_iter().map(|(m, _)| m));
     }
@@ -372,190 +379,30 @@ fn with_scores(items: Vec<(Bytes, f64)>, scores: bool, proto: Protocol) -> Frame
     Frame::Array(out)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RangeBy {
-    Rank,
-    Score,
-}
-
-/// The shared engine of `ZRANGE` and its older spellings.
-#[allow(clippy::too_many_arguments)]
-fn range_generic(
-    ctx: &mut Ctx<'_>,
-    key: &[u8],
-    start: &[u8],
-    stop: &[u8],
-    by: RangeBy,
-    rev: bool,
-    limit: Option<(i64, i64)>,
-    scores: bool,
-) -> Frame {
-    let proto = ctx.client.protocol;
-    match by {
-        RangeBy::Rank => {
-            let (Ok(a), Ok(b)) = (parse_i64(start), parse_i64(stop)) else {
-                return not_integer();
-            };
-            let r = read(ctx, key, |z| {
-                let len = z.len() as i64;
-                let a = if a < 0 { (len + a).max(0) } else { a };
-                let b = if b < 0 { len + b } else { b.min(len - 1) };
-                if a > b || a >= len {
-                    return Vec::new();
-                }
-                let items: Box<dyn Iterator<Item = (&Bytes, f64)>> = if rev {
-                    Box::new(z.iter().rev())
-                } else {
-                    Box::new(z.iter())
-                };
-                items
-                    .skip(a as usize)
-                    .take((b - a + 1) as usize)
-                    .map(|(m, s)| (m.clone(), s))
-                    .collect()
-            });
-            match r {
-                Ok(v) => with_scores(v.unwrap_or_default(), scores, proto),
-                Err(e) => e,
-            }
+/// Stores `result` at `dst` as Redis's `*STORE` commands do: replaces whatever was there (TTL
+/// included) and wakes clients blocked on it, or, when `result` is empty, deletes `dst`.
+/// Replies with the size stored.
+pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet) -> Frame {
+    let n = result.len();
+    if n == 0 {
+        if ctx.db().remove(dst).is_some() {
+            ctx.modified(dst);
         }
-        RangeBy::Score => {
-            // With REV the first bound is the maximum.
-            let (min_arg, max_arg) = if rev { (stop, start) } else { (start, stop) };
-            let (min, max) = match parse_range(min_arg, max_arg) {
-                Ok(r) => r,
-                Err(e) => return e,
-            };
-            let (offset, count) = limit.unwrap_or((0, -1));
-            let r = read(ctx, key, |z| {
-                if offset < 0 {
-                    return Vec::new();
-                }
-                let items: Box<dyn Iterator<Item = (&Bytes, f64)>> = if rev {
-                    Box::new(z.iter().rev())
-                } else {
-                    Box::new(z.iter())
-                };
-                let matching = items
-                    .filter(|(_, s)| in_range(*s, min, max))
-                    .skip(offset as usize)
-                    .map(|(m, s)| (m.clone(), s));
-                if count < 0 {
-                    matching.collect()
-                } else {
-                    matching.take(count as usize).collect()
-                }
-            });
-            match r {
-                Ok(v) => with_scores(v.unwrap_or_default(), scores, proto),
-                Err(e) => e,
-            }
-        }
+        return Frame::Integer(0);
     }
-}
-
-/// `(BYSCORE?, REV, LIMIT offset count, WITHSCORES)` as parsed from a range command.
-type RangeOptions = (Option<RangeBy>, bool, Option<(i64, i64)>, bool);
-
-/// Parses the trailing `[WITHSCORES] [LIMIT offset count]` (and, for `ZRANGE`, `BYSCORE REV`).
-fn range_options(opts: &[Bytes], allow_by: bool, allow_limit: bool) -> Result<RangeOptions, Frame> {
-    let (mut by, mut rev, mut limit, mut scores) = (None, false, None, false);
-    let mut i = 0;
-    while i < opts.len() {
-        let a = &opts[i];
-        if is(a, "withscores") {
-            scores = true;
-        } else if allow_by && by.is_none() && is(a, "byscore") {
-            // `BYSCORE` and `REV` may each be given once (Redis refuses a second one).
-            by = Some(RangeBy::Score);
-        } else if allow_by && !rev && is(a, "rev") {
-            rev = true;
-        } else if allow_limit && is(a, "limit") && i + 2 < opts.len() {
-            let (Ok(o), Ok(c)) = (parse_i64(&opts[i + 1]), parse_i64(&opts[i + 2])) else {
-                return Err(not_integer());
-            };
-            limit = Some((o, c));
-            i += 2;
-        } else {
-            return Err(syntax_error());
-        }
-        i += 1;
-    }
-    Ok((by, rev, limit, scores))
-}
-
-fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (by, rev, limit, scores) = match range_options(&args[4..], true, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    let by = by.unwrap_or(RangeBy::Rank);
-    if limit.is_some() && by == RangeBy::Rank {
-        return Frame::error(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        );
-    }
-    range_generic(ctx, &args[1], &args[2], &args[3], by, rev, limit, scores)
-}
-
-fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (_, _, limit, scores) = match range_options(&args[4..], false, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    if limit.is_some() {
-        return Frame::error(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        );
-    }
-    range_generic(
-        ctx,
-        &args[1],
-        &args[2],
-        &args[3],
-        RangeBy::Rank,
-        true,
-        None,
-        scores,
-    )
-}
-
-fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (_, _, limit, scores) = match range_options(&args[4..], false, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    range_generic(
-        ctx,
-        &args[1],
-        &args[2],
-        &args[3],
-        RangeBy::Score,
-        false,
-        limit,
-        scores,
-    )
-}
-
-fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (_, _, limit, scores) = match range_options(&args[4..], false, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    range_generic(
-        ctx,
-        &args[1],
-        &args[2],
-        &args[3],
-        RangeBy::Score,
-        true,
-        limit,
-        scores,
-    )
+    ctx.db()
+        .insert(dst.clone(), Entry::new(Value::ZSet(result)));
+    ctx.modified(dst);
+    ctx.db().signal_ready(dst);
+    Frame::Integer(n as i64)
 }
 
 /// Removes the members `pick` chooses from the sorted set at `key`; replies with how many.
-fn remove_picked(ctx: &mut Ctx<'_>, key: &Bytes, pick: impl FnOnce(&ZSet) -> Vec<Bytes>) -> Frame {
+pub(super) fn remove_picked(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    pick: impl FnOnce(&ZSet) -> Vec<Bytes>,
+) -> Frame {
     let mut e = match write(ctx, key, false) {
         Ok(Some(e)) => e,
         Ok(None) => return Frame::Integer(0),
@@ -602,55 +449,4 @@ fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .map(|(m, _)| m.clone())
             .collect()
     })
-}
-
-fn pop_generic(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Frame {
-    if args.len() > 3 {
-        return syntax_error();
-    }
-    let count = match args.get(2) {
-        None => None,
-        Some(c) => match parse_i64(c) {
-            Ok(n) if n >= 0 => Some(n as usize),
-            Ok(_) => return Frame::error("ERR value is out of range, must be positive"),
-            Err(e) => return e,
-        },
-    };
-    let key = &args[1];
-    let mut e = match write(ctx, key, false) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Frame::Array(vec![]),
-        Err(err) => return err,
-    };
-    let z = zset_of(&mut e);
-    let n = count.unwrap_or(1);
-    let picked: Vec<(Bytes, f64)> = if max {
-        z.iter()
-            .rev()
-            .take(n)
-            .map(|(m, s)| (m.clone(), s))
-            .collect()
-    } else {
-        z.iter().take(n).map(|(m, s)| (m.clone(), s)).collect()
-    };
-    for (m, _) in &picked {
-        z.remove(m);
-    }
-    let empty = z.is_empty();
-    drop(e);
-    finish_write(ctx, key, empty, !picked.is_empty());
-    let proto = if count.is_some() {
-        ctx.client.protocol
-    } else {
-        Protocol::Resp2
-    };
-    with_scores(picked, true, proto)
-}
-
-fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    pop_generic(ctx, args, false)
-}
-
-fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    pop_generic(ctx, args, true)
 }
