@@ -1,4 +1,4 @@
-//! Fuzz target `dispatch`: see `latchkey_fuzz::dispatch` (fuzz/src/) for what it asserts.
+//! Fuzz target `dispatch`: see `latchkey_server::internals::fuzz::dispatch` (server/src/internals/fuzz/) for what it asserts.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(init: latchkey_fuzz::init(), |data: &[u8]| latchkey_fuzz::dispatch::check(data));

@@ -1,4 +1,4 @@
-//! Fuzz target `replica_stream`: see `latchkey_fuzz::loaders` (fuzz/src/) for what it asserts.
+//! Fuzz target `replica_stream`: see `latchkey_server::internals::fuzz::loaders` (server/src/internals/fuzz/) for what it asserts.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(init: latchkey_fuzz::init(), |data: &[u8]| latchkey_fuzz::loaders::check_replica(data));

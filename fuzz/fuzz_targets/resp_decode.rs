@@ -1,4 +1,4 @@
-//! Fuzz target `resp_decode`: see `latchkey_fuzz::resp` (fuzz/src/) for what it asserts.
+//! Fuzz target `resp_decode`: see `latchkey_server::internals::fuzz::resp` (server/src/internals/fuzz/) for what it asserts.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(init: latchkey_fuzz::init(), |data: &[u8]| latchkey_fuzz::resp::check(data));
