@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use latchkey_client::locks::{
-    Backoff, Extended, LostReason, ReentrantRelease, Released, ReplicatedAcquire,
+    Backoff, Extended, LostReason, ReentrantRelease, Released, ReplicatedAcquire, SimpleLock,
+    Watchdog,
 };
 use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::transport::args;
@@ -574,4 +575,54 @@ async fn redlock_on_one_server_is_a_majority_of_one<L: Locks>(t: L, _time: Time)
     assert_eq!(red.release(&longer).await, 0);
     assert!(red.extend(&longer, ttl).await.is_none(), "released");
     assert_eq!(simple.holder().await, None);
+}
+
+/// Dropping one lease's watch stops that lease's renewals while the same watchdog keeps
+/// renewing the others: after three TTLs of the server's (virtual) clock, the kept lease is
+/// still ours and the dropped one has expired. (Native only: the wasm legs hand out a watch
+/// and its watchdog together.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_watch_stops_renewing_while_the_watchdog_goes_on() {
+    let (_keep, t, time) = in_process().await;
+    let Time::Virtual(clock) = &time else {
+        unreachable!("the in-process leg runs on a virtual clock")
+    };
+    let ttl = Duration::from_secs(1);
+    let kept = SimpleLock::new(t.0.clone(), "kept");
+    let dropped = SimpleLock::new(t.0.clone(), "dropped");
+    let kept_lease = kept.try_acquire(ttl).await.unwrap().expect("free");
+    let dropped_lease = dropped.try_acquire(ttl).await.unwrap().expect("free");
+    let dog = Watchdog::spawn(t.0.clone(), ttl);
+    let kept_watch = dog.watch(&kept_lease);
+    drop(dog.watch(&dropped_lease));
+    // Half a TTL at a time, each step waiting for the kept lease's renewal (which brings its
+    // remaining time back above half a TTL): the watchdog is alive and renewing throughout.
+    for step in 0..6 {
+        clock.advance(ttl / 2);
+        guard("a renewal of the kept lease", async {
+            while kept
+                .pttl()
+                .await
+                .unwrap()
+                .is_none_or(|left| left <= ttl / 2)
+            {
+                assert!(
+                    kept.holder().await.unwrap().is_some(),
+                    "step {step}: kept lost"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    }
+    assert_eq!(
+        kept.holder().await.unwrap().as_deref(),
+        Some(kept_lease.token.as_str())
+    );
+    assert_eq!(
+        dropped.holder().await.unwrap(),
+        None,
+        "the dropped watch's lease was renewed"
+    );
+    drop(kept_watch);
 }
