@@ -5,49 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use latchkey_server::{BlockingServer, Server};
-use latchkey_tests::{RawConn, RedisProcess};
-
-/// A RESP2 reply, as far as `COMMAND INFO` needs.
-#[derive(Debug, Clone, PartialEq)]
-enum Resp {
-    Str(String),
-    Int(i64),
-    Array(Vec<Resp>),
-    Nil,
-}
-
-fn parse(b: &[u8], at: &mut usize) -> Resp {
-    let end = b[*at..]
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .expect("a CRLF")
-        + *at;
-    let line = std::str::from_utf8(&b[*at + 1..end]).expect("UTF-8");
-    let kind = b[*at];
-    *at = end + 2;
-    match kind {
-        b'+' | b'-' => Resp::Str(line.to_string()),
-        b':' => Resp::Int(line.parse().expect("an integer")),
-        b'$' => {
-            let n: i64 = line.parse().expect("a length");
-            if n < 0 {
-                return Resp::Nil;
-            }
-            let s = String::from_utf8_lossy(&b[*at..*at + n as usize]).into_owned();
-            *at += n as usize + 2;
-            Resp::Str(s)
-        }
-        b'*' => {
-            let n: i64 = line.parse().expect("a count");
-            if n < 0 {
-                return Resp::Nil;
-            }
-            Resp::Array((0..n).map(|_| parse(b, at)).collect())
-        }
-        other => panic!("unexpected RESP type {:?}", other as char),
-    }
-}
+use latchkey_client::native::RedisTransport;
+use latchkey_client::transport::args;
+use latchkey_client::{Reply, Transport};
+use latchkey_server::Server;
+use latchkey_tests::RedisProcess;
 
 /// What the table says of one command: arity, flags, first key, last key, step.
 #[derive(Debug, PartialEq)]
@@ -57,29 +19,37 @@ struct Info {
     keys: (i64, i64, i64),
 }
 
+/// A string element of a reply (a flag, a command name), whichever way it came.
+fn text(r: &Reply) -> String {
+    match r {
+        Reply::Status(s) => s.clone(),
+        Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+async fn call(c: &RedisTransport, a: &[&str]) -> Reply {
+    c.command(args(a.iter().copied()))
+        .await
+        .expect("the server answers")
+}
+
 /// `COMMAND INFO name` on `c`, `None` for a command the server does not have.
-fn info(c: &mut RawConn, name: &str) -> Option<Info> {
-    let reply = c.cmd(&["COMMAND", "INFO", name]);
-    let Resp::Array(mut outer) = parse(&reply, &mut 0) else {
+async fn info(c: &RedisTransport, name: &str) -> Option<Info> {
+    let Reply::Array(mut outer) = call(c, &["COMMAND", "INFO", name]).await else {
         panic!("COMMAND INFO {name}: not an array");
     };
-    let Resp::Array(fields) = outer.remove(0) else {
+    let Reply::Array(fields) = outer.remove(0) else {
         return None;
     };
     let int = |i: usize| match &fields[i] {
-        Resp::Int(n) => *n,
+        Reply::Int(n) => *n,
         other => panic!("COMMAND INFO {name}: field {i} is {other:?}"),
     };
-    let Resp::Array(flags) = &fields[2] else {
+    let Reply::Array(flags) = &fields[2] else {
         panic!("COMMAND INFO {name}: no flags");
     };
-    let mut flags: Vec<String> = flags
-        .iter()
-        .map(|f| match f {
-            Resp::Str(s) => s.clone(),
-            other => panic!("COMMAND INFO {name}: flag {other:?}"),
-        })
-        .collect();
+    let mut flags: Vec<String> = flags.iter().map(text).collect();
     flags.sort();
     Some(Info {
         arity: int(1),
@@ -88,18 +58,12 @@ fn info(c: &mut RawConn, name: &str) -> Option<Info> {
     })
 }
 
-/// Every command name `COMMAND` lists on `c`.
-fn names(c: &mut RawConn) -> Vec<String> {
-    let Resp::Array(all) = parse(&c.cmd(&["COMMAND", "LIST"]), &mut 0) else {
+/// Every command name `COMMAND LIST` gives on `c`.
+async fn names(c: &RedisTransport) -> Vec<String> {
+    let Reply::Array(all) = call(c, &["COMMAND", "LIST"]).await else {
         panic!("COMMAND LIST: not an array");
     };
-    let mut names: Vec<String> = all
-        .into_iter()
-        .map(|n| match n {
-            Resp::Str(s) => s.to_ascii_lowercase(),
-            other => panic!("COMMAND LIST: {other:?}"),
-        })
-        .collect();
+    let mut names: Vec<String> = all.iter().map(|n| text(n).to_ascii_lowercase()).collect();
     names.sort();
     names
 }
@@ -117,14 +81,18 @@ const KNOWN: &[(&str, &str)] = &[(
      inside the script's",
 )];
 
-#[test]
-fn every_command_is_redis_s_with_redis_s_arity_keys_and_flags() {
-    let latchkey: BlockingServer = Server::builder().start_blocking().expect("start latchkey");
+#[tokio::test]
+async fn every_command_is_redis_s_with_redis_s_arity_keys_and_flags() {
+    let latchkey = Server::builder().start().await.expect("start latchkey");
     let redis = RedisProcess::spawn(&[]);
-    let mut l = RawConn::connect(latchkey.addr()).expect("connect latchkey");
-    let mut r = RawConn::connect(redis.addr()).expect("connect redis-server");
+    let l = RedisTransport::connect(&latchkey.url())
+        .await
+        .expect("connect latchkey");
+    let r = RedisTransport::connect(&redis.url())
+        .await
+        .expect("connect redis-server");
 
-    let ours = names(&mut l);
+    let ours = names(&l).await;
     // The public table agrees with what the server lists.
     let mut table: Vec<String> = latchkey_server::commands::all()
         .iter()
@@ -142,7 +110,7 @@ fn every_command_is_redis_s_with_redis_s_arity_keys_and_flags() {
         if name.starts_with("latchkey.") || NEWER.contains(&name.as_str()) {
             continue;
         }
-        let (Some(mine), theirs) = (info(&mut l, name), info(&mut r, name)) else {
+        let (Some(mine), theirs) = (info(&l, name).await, info(&r, name).await) else {
             panic!("COMMAND LIST names {name}, COMMAND INFO {name} does not know it");
         };
         match theirs {
@@ -179,14 +147,17 @@ fn every_command_is_redis_s_with_redis_s_arity_keys_and_flags() {
     // Redis's commands latchkey does not answer are refused as unknown (never accepted and
     // ignored): each of them, sent with no arguments, gets Redis's unknown-command error.
     // (Subcommands, `client|kill`, are listed by Redis 7.0 too; they belong to containers.)
-    let missing: Vec<String> = names(&mut r)
+    let missing: Vec<String> = names(&r)
+        .await
         .into_iter()
         .filter(|n| !n.contains('|') && !ours.contains(n))
         .collect();
     for name in &missing {
-        let reply = String::from_utf8_lossy(&l.cmd(&[name.as_str()])).into_owned();
+        let reply = call(&l, &[name.as_str()]).await;
         assert!(
-            reply.starts_with(&format!("-ERR unknown command '{name}'")),
+            reply
+                .error()
+                .is_some_and(|e| e.starts_with(&format!("ERR unknown command '{name}'"))),
             "{name} is not in the table but answers {reply:?}"
         );
     }
