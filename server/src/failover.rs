@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::Frame;
 use crate::promote::end_failover;
-use crate::replication::Phase;
+use crate::replication::{Phase, ReplicaLink};
 use crate::state::Shared;
 
 /// What `FAILOVER` was asked to do.
@@ -68,11 +68,7 @@ pub(crate) fn start(shared: &Arc<Shared>, req: Request) -> Result<(), Frame> {
         match &req.target {
             None => None,
             Some((host, port)) => {
-                let Some(link) = down
-                    .links
-                    .iter()
-                    .find(|l| l.addr.eq_ignore_ascii_case(host) && i64::from(l.port) == *port)
-                else {
+                let Some(link) = down.links.iter().find(|l| is_at(l, host, *port)) else {
                     return Err(Frame::error(
                         "ERR FAILOVER target HOST and PORT is not a replica.",
                     ));
@@ -93,6 +89,12 @@ pub(crate) fn start(shared: &Arc<Shared>, req: Request) -> Result<(), Frame> {
     shared.pause.hold_writes_for_failover(true);
     tokio::spawn(drive(shared.clone(), generation));
     Ok(())
+}
+
+/// Whether `link` is the replica at `host:port`, as `FAILOVER TO` names it (Redis's
+/// `findReplica`: its address, case-insensitively, and the port it listens on).
+fn is_at(link: &ReplicaLink, host: &str, port: i64) -> bool {
+    link.addr.eq_ignore_ascii_case(host) && i64::from(link.port) == port
 }
 
 /// `FAILOVER ABORT`: `false` when no failover runs.
@@ -123,7 +125,7 @@ async fn drive(shared: Arc<Shared>, generation: u64) {
                 down.links
                     .iter()
                     .filter(|l| match &f.target {
-                        Some((host, port)) => l.addr.eq_ignore_ascii_case(host) && l.port == *port,
+                        Some((host, port)) => is_at(l, host, i64::from(*port)),
                         None => true,
                     })
                     .find(|l| l.acked(offset))
