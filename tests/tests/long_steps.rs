@@ -70,46 +70,8 @@ async fn ticked(ticks: &AtomicU64, n: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn keys_over_a_large_keyspace_leaves_the_runtimes_timers_running() {
     let server = large_keyspace(false).await;
-    let (ticks, ticker) = ticker();
-    ticked(&ticks, 2).await;
-    // Who answered first: each task takes the next number when its command answers.
-    let order = Arc::new(AtomicU64::new(0));
-    let blpop = tokio::spawn({
-        let mut c = server.client();
-        let order = order.clone();
-        async move {
-            let reply = c.cmd(["BLPOP", "nothing", "0.01"]).await;
-            (order.fetch_add(1, Ordering::AcqRel), reply)
-        }
-    });
-    // The BLPOP is waiting before KEYS starts.
-    while latchkey_server::internals::node(&server).blocked_clients() == 0 {
-        tokio::task::yield_now().await;
-    }
-    let keys = tokio::spawn({
-        let ticks = ticks.clone();
-        let order = order.clone();
-        let mut c = server.client();
-        async move {
-            let before = ticks.load(Ordering::Acquire);
-            let reply = c.cmd(["KEYS", "nomatch*"]).await;
-            let after = ticks.load(Ordering::Acquire);
-            (order.fetch_add(1, Ordering::AcqRel), before, after, reply)
-        }
-    });
-    let (keys_order, before, after, reply) = keys.await.unwrap();
-    let (blpop_order, blpop_reply) = blpop.await.unwrap();
-    ticker.abort();
+    let reply = runs_beside_a_blpop(&server, &["KEYS", "nomatch*"]).await;
     assert_eq!(reply, Frame::Array(vec![]));
-    assert_eq!(blpop_reply, Frame::NullArray);
-    assert!(
-        after >= before + 3,
-        "the ticker stood still while KEYS ran: {before} ticks before, {after} after"
-    );
-    assert!(
-        blpop_order < keys_order,
-        "the BLPOP's 10 ms timeout fired only after KEYS over {KEYS} keys had answered"
-    );
 }
 
 /// The same command from a client over TCP: the connection's task is the one that walks.
@@ -190,8 +152,22 @@ async fn a_large_lcs_leaves_the_runtimes_timers_running() {
     let mut c = server.client();
     assert_eq!(c.cmd(["SET", "a", a.as_str()]).await, Frame::ok());
     assert_eq!(c.cmd(["SET", "b", b.as_str()]).await, Frame::ok());
+    let reply = runs_beside_a_blpop(&server, &["LCS", "a", "b", "LEN"]).await;
+    // Four letters at random: the common subsequence is long, and no longer than a string.
+    match reply {
+        Frame::Integer(n) => assert!((1500..=3000).contains(&n), "LCS length {n}"),
+        other => panic!("LCS answered {other:?}"),
+    }
+}
+
+/// Runs `cmd` from an in-process client on the runtime's only worker (a spawned task, as a
+/// connection is) while a ticker runs and a second client waits in a `BLPOP` with a 10 ms
+/// timeout. Checks that the ticker kept ticking meanwhile, and that the `BLPOP` timed out
+/// (nil) before `cmd` answered; returns `cmd`'s reply.
+async fn runs_beside_a_blpop(server: &ServerHandle, cmd: &[&str]) -> Frame {
     let (ticks, ticker) = ticker();
     ticked(&ticks, 2).await;
+    // Who answered first: each task takes the next number when its command answers.
     let order = Arc::new(AtomicU64::new(0));
     let blpop = tokio::spawn({
         let mut c = server.client();
@@ -201,36 +177,35 @@ async fn a_large_lcs_leaves_the_runtimes_timers_running() {
             (order.fetch_add(1, Ordering::AcqRel), reply)
         }
     });
-    while latchkey_server::internals::node(&server).blocked_clients() == 0 {
+    // The BLPOP is waiting before the long command starts.
+    while latchkey_server::internals::node(server).blocked_clients() == 0 {
         tokio::task::yield_now().await;
     }
-    let lcs = tokio::spawn({
+    let long = tokio::spawn({
         let ticks = ticks.clone();
         let order = order.clone();
+        let mut c = server.client();
+        let cmd: Vec<String> = cmd.iter().map(|a| a.to_string()).collect();
         async move {
             let before = ticks.load(Ordering::Acquire);
-            let reply = c.cmd(["LCS", "a", "b", "LEN"]).await;
+            let reply = c.cmd(cmd).await;
             let after = ticks.load(Ordering::Acquire);
             (order.fetch_add(1, Ordering::AcqRel), before, after, reply)
         }
     });
-    let (lcs_order, before, after, reply) = lcs.await.unwrap();
+    let (long_order, before, after, reply) = long.await.unwrap();
     let (blpop_order, blpop_reply) = blpop.await.unwrap();
     ticker.abort();
-    // Four letters at random: the common subsequence is long, and no longer than a string.
-    match reply {
-        Frame::Integer(n) => assert!((1500..=3000).contains(&n), "LCS length {n}"),
-        other => panic!("LCS answered {other:?}"),
-    }
     assert_eq!(blpop_reply, Frame::NullArray);
     assert!(
         after >= before + 3,
-        "the ticker stood still while LCS ran: {before} ticks before, {after} after"
+        "the ticker stood still while {cmd:?} ran: {before} ticks before, {after} after"
     );
     assert!(
-        blpop_order < lcs_order,
-        "the BLPOP's 10 ms timeout fired only after the LCS had answered"
+        blpop_order < long_order,
+        "the BLPOP's 10 ms timeout fired only after {cmd:?} had answered"
     );
+    reply
 }
 
 /// Runs `cmd` from an in-process client while the ticker runs, and returns its reply after
