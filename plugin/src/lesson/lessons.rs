@@ -179,6 +179,21 @@ impl Defence {
 
 const TTL: u64 = 10_000;
 
+/// `client` reads the resource, thinks, and writes it back changed by `delta`: the
+/// read-modify-write each holder does under the lock.
+async fn read_modify_write(
+    w: &mut World,
+    client: char,
+    delta: i64,
+    check: CheckKind,
+    n: &mut Numbers,
+) -> Result<(), String> {
+    w.read(client).await?;
+    w.advance(n.think()).await;
+    w.write(client, delta, check).await?;
+    Ok(())
+}
+
 async fn world(
     env: &Env,
     topology: Topology,
@@ -297,9 +312,7 @@ async fn wait_other_replica(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::None).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
@@ -368,9 +381,7 @@ async fn fenced_failover(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.advance(n.think()).await;
     w.try_fenced('B', TTL).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::Fence).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::Fence, n).await?;
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::Fence).await?;
     w.finish().await?;
@@ -400,9 +411,7 @@ async fn restart(
     w.advance(n.think()).await;
     if w.try_lock('B', TTL).await? {
         w.advance(n.think()).await;
-        w.read('B').await?;
-        w.advance(n.think()).await;
-        w.write('B', n.delta_b, CheckKind::None).await?;
+        read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     }
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
@@ -444,9 +453,7 @@ async fn redlock(n: &mut Numbers, env: &Env, delayed: bool) -> Result<Act, Strin
     w.advance(n.think()).await;
     if w.try_redlock('B', TTL).await? {
         w.advance(n.think()).await;
-        w.read('B').await?;
-        w.advance(n.think()).await;
-        w.write('B', n.delta_b, CheckKind::None).await?;
+        read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     }
     w.advance(n.think()).await;
     if w.red_validity_over('A') {
@@ -481,9 +488,7 @@ async fn eviction(n: &mut Numbers, env: &Env, policy: &str) -> Result<Act, Strin
     w.advance(n.think()).await;
     if w.try_lock('B', TTL).await? {
         w.advance(n.think()).await;
-        w.read('B').await?;
-        w.advance(n.think()).await;
-        w.write('B', n.delta_b, CheckKind::None).await?;
+        read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     }
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
@@ -515,9 +520,7 @@ async fn wait_master_restarts(n: &mut Numbers, env: &Env) -> Result<Act, String>
     w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::None).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
@@ -543,9 +546,7 @@ async fn stall_watched(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.look(0).await?;
     w.try_lock('B', ttl).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::None).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     w.advance(n.think()).await;
     w.resume('A');
     if w.check_watched('A').await? {
@@ -598,9 +599,7 @@ async fn min_replicas_window(n: &mut Numbers, env: &Env) -> Result<Act, String> 
     w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::None).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     w.advance(n.think()).await;
     w.write('A', n.delta_a, CheckKind::None).await?;
     w.finish().await?;
@@ -627,9 +626,7 @@ async fn min_replicas_cut(n: &mut Numbers, env: &Env) -> Result<Act, String> {
     w.advance(n.think()).await;
     w.try_lock('B', TTL).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::None).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
     w.finish().await?;
     Ok(Act {
         title: "the same master and rule; the replica's link is cut both ways, then the master crashes and the replica is promoted".into(),
@@ -653,9 +650,7 @@ async fn stall_watched_writes_first(n: &mut Numbers, env: &Env) -> Result<Act, S
     w.look(0).await?;
     w.try_lock('B', ttl).await?;
     w.advance(n.think()).await;
-    w.read('B').await?;
-    w.advance(n.think()).await;
-    w.write('B', n.delta_b, CheckKind::Lease).await?;
+    read_modify_write(&mut w, 'B', n.delta_b, CheckKind::Lease, n).await?;
     w.advance(n.think()).await;
     w.resume('A');
     w.write('A', n.delta_a, CheckKind::Lease).await?;
