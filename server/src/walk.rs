@@ -29,7 +29,12 @@ const BYTES_PER_ELEMENT: usize = 1024;
 /// command. Reads lengths only.
 pub(crate) fn walk_size(shared: &Shared, db: usize, spec: &CommandSpec, args: &[Bytes]) -> usize {
     if spec.has(WALKS_KEYSPACE) {
-        return shared.keyspace.iter().map(|(_, d)| d.len()).sum();
+        let keys: usize = shared.keyspace.iter().map(|(_, d)| d.len()).sum();
+        if spec.name == "scan" {
+            // One page: at most `COUNT` times ten home buckets (see `crate::scan`).
+            return keys.min(crate::cmd::keys::scan_walk(args));
+        }
+        return keys;
     }
     if !spec.has(WALKS_VALUE) {
         return 0;

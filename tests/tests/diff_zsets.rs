@@ -265,6 +265,25 @@ const RANDOM: &[&str] = &[
     "ZRANDMEMBER one 1 WITHSCORES",
 ];
 
+/// `ZSCAN` of sorted sets small enough to come back whole: the order, the scores written as
+/// Redis writes them (bulk strings under RESP3 too), and the errors.
+const SCANS: &[&str] = &[
+    "ZADD sc 1.5 a 2 b -0.1 c 1e20 d 0.1 e",
+    "ZSCAN sc 0",
+    "ZSCAN sc 0 COUNT 1",
+    "ZSCAN sc 0 MATCH [ab]",
+    "ZSCAN sc 0 MATCH nothing",
+    "ZSCAN zinf 0",
+    "ZSCAN nokey 0",
+    "ZSCAN str 0",
+    "ZSCAN sc x",
+    "ZSCAN sc -1",
+    "ZSCAN sc 0 COUNT 0",
+    "ZSCAN sc 0 TYPE zset",
+    "ZSCAN sc 0 MATCH",
+    "ZSCAN sc",
+];
+
 /// Every table, in order, on a fresh pair of servers.
 fn run(resp3: bool) {
     let mut d = Diff::new();
@@ -277,6 +296,7 @@ fn run(resp3: bool) {
     d.table(RANGES);
     d.table(POPS);
     d.table(RANDOM);
+    d.table(SCANS);
 }
 
 #[test]

@@ -214,29 +214,41 @@ pub(crate) fn scan_page<T>(
     }
 }
 
+/// About how many keys one `SCAN` call with `args` walks at most, for [`crate::walk`]: ten
+/// home buckets per key its `COUNT` asks for (a bucket holds about one key).
+pub(crate) fn scan_walk(args: &[Bytes]) -> usize {
+    match parse_scan(args, true) {
+        Ok((_, opts)) => opts.count.saturating_mul(10),
+        Err(_) => 0,
+    }
+}
+
+/// `SCAN`: one page of keys from the keyspace's cursor (see [`crate::scan`]), its cost
+/// bounded by `COUNT` rather than by the size of the database. As in Redis, `COUNT` is how
+/// many keys to look at; `MATCH` and `TYPE` filter what was looked at, so a page can come back
+/// short or empty with the iteration not yet over.
 fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let (cursor, opts) = match parse_scan(args, true) {
         Ok(x) => x,
         Err(e) => return e,
     };
-    let (page, next) = scan_page(ctx.db().keys(ctx.now_ms), |k| k, cursor, opts.count);
+    let now = ctx.now_ms;
+    let page = crate::scan::scan(ctx.db().map(), cursor, opts.count, |k, e| {
+        (!e.is_expired(now)).then(|| (k.clone(), e.value.type_name()))
+    });
     let keys: Vec<Bytes> = page
+        .items
         .into_iter()
+        .filter(|(_, t)| opts.type_name.as_deref().is_none_or(|want| want == *t))
+        .map(|(k, _)| k)
         .filter(|k| {
             opts.pattern
                 .as_ref()
                 .is_none_or(|p| glob::matches(p, k, false))
         })
-        .filter(|k| match &opts.type_name {
-            None => true,
-            Some(t) => ctx
-                .db()
-                .get(k, ctx.now_ms, ctx.lazy_delete())
-                .is_some_and(|e| e.value.type_name() == t),
-        })
         .collect();
     Frame::Array(vec![
-        Frame::Bulk(Bytes::from(next.to_string())),
+        Frame::Bulk(Bytes::from(page.next.to_string())),
         Frame::bulks(keys),
     ])
 }

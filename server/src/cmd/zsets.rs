@@ -33,6 +33,7 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("zcount", 4, READONLY | FAST, 1, 1, 1, zcount),
     spec("zrank", 3, READONLY | FAST, 1, 1, 1, zrank),
     spec("zrevrank", 3, READONLY | FAST, 1, 1, 1, zrevrank),
+    spec("zscan", -3, READONLY, 1, 1, 1, zscan),
     spec(
         "zremrangebyscore",
         4,
@@ -355,6 +356,47 @@ fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn zrevrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     rank_generic(ctx, args, true)
+}
+
+/// `ZSCAN key cursor [MATCH p] [COUNT n]`: pages of `member, score` pairs. A sorted set small
+/// enough for Redis's listpack encoding comes back whole with cursor 0, as Redis does; the
+/// scores are bulk strings under both protocols, as Redis 7.0 sends them.
+fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (cursor, opts) = match super::keys::parse_scan(&args[1..], false) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let enc = &ctx.shared.config.encodings;
+    let members = match read(ctx, &args[1], |z| {
+        let longest = z.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+        let whole = enc.zset_encoding(z.len(), longest) == "listpack";
+        let members: Vec<(Bytes, f64)> = z.iter().map(|(m, s)| (m.clone(), s)).collect();
+        (members, whole)
+    }) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let (members, whole) = members.unwrap_or_default();
+    let (page, next) = if whole {
+        (members, 0)
+    } else {
+        super::keys::scan_page(members, |(m, _)| m, cursor, opts.count)
+    };
+    let mut out = Vec::with_capacity(page.len() * 2);
+    for (m, score) in page {
+        if opts
+            .pattern
+            .as_ref()
+            .is_none_or(|p| crate::glob::matches(p, &m, false))
+        {
+            out.push(Frame::Bulk(m));
+            out.push(Frame::Bulk(Bytes::from(crate::frame::format_double(score))));
+        }
+    }
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from(next.to_string())),
+        Frame::Array(out),
+    ])
 }
 
 /// Formats `(member, score)` results: flat under RESP2, `[member, score]` pairs under RESP3
