@@ -25,7 +25,7 @@ const MAX_NAME: usize = 127;
 const MAX_COUNT: i64 = 1 << 32;
 
 /// How often (in keys) the fill checks `maxmemory`.
-const MEMORY_CHECK_EVERY: i64 = 1024;
+const MEMORY_CHECK_EVERY: i64 = 64;
 
 /// Runs `DEBUG POPULATE`; `args[0..2]` are `DEBUG POPULATE`.
 pub(super) fn populate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
