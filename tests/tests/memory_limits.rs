@@ -584,13 +584,13 @@ fn debug_populate_stops_at_maxmemory() {
     // Past the cap by no more than the last check let in: up to 64 keys, and the doubling of
     // the shard tables they landed in (an eighth of the keyspace's tables or so).
     let after = info_number(&mut c, "memory", "used_memory");
-    assert!(after <= cap + cap / 4, "used {after} against a cap of {cap}");
+    assert!(
+        after <= cap + cap / 4,
+        "used {after} against a cap of {cap}"
+    );
     assert_eq!(c.cmd(&["GET", "key:0"]), b"$7\r\nvalue:0\r\n");
     // A size that could never fit is refused before anything is made.
     assert_eq!(c.cmd(&["FLUSHALL"]), b"+OK\r\n");
-    assert_eq!(
-        c.cmd(&["DEBUG", "POPULATE", "1", "big", "100000000"]),
-        OOM
-    );
+    assert_eq!(c.cmd(&["DEBUG", "POPULATE", "1", "big", "100000000"]), OOM);
     assert_eq!(c.cmd(&["DBSIZE"]), b":0\r\n");
 }
