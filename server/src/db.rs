@@ -631,15 +631,20 @@ impl Db {
         }
     }
 
-    /// Wakes clients blocked on `key` (after a push onto a list, say). Each gets a permit, so a
+    /// Wakes the client that has been blocked on `key` the longest (after a push onto a list,
+    /// say), as Redis serves blocked clients in the order they blocked. It gets a permit, so a
     /// client that is between its last check and its wait does not miss the wake-up.
+    ///
+    /// Only that one: it passes the baton when it leaves the queue, served or not (its
+    /// [`unblock`](Db::unblock) wakes the next), so each waiter checks the key in turn and one
+    /// push onto a key with ten thousand waiters costs one wake-up, not ten thousand.
     pub(crate) fn signal_ready(&self, key: &[u8]) {
         if self.blocked.is_empty() {
             return;
         }
         if let Some(list) = self.blocked.get(key) {
-            for n in list.iter() {
-                n.notify_one();
+            if let Some(first) = list.first() {
+                first.notify_one();
             }
         }
     }
@@ -649,12 +654,20 @@ impl Db {
         self.blocked.entry(key).or_default().push(notify);
     }
 
-    /// Removes a notifier registered with [`block_on`](Db::block_on).
+    /// Removes a notifier registered with [`block_on`](Db::block_on), and wakes the client
+    /// next in line for `key` when the leaving one was first: the key may hold what the
+    /// leaving client was woken for and did not take (it timed out, was unblocked, got an
+    /// error, or took only part of it).
     pub(crate) fn unblock(&self, key: &[u8], notify: &Arc<Notify>) {
+        let mut was_first = false;
         if let Some(mut list) = self.blocked.get_mut(key) {
+            was_first = list.first().is_some_and(|n| Arc::ptr_eq(n, notify));
             list.retain(|n| !Arc::ptr_eq(n, notify));
         }
         self.blocked.remove_if(key, |_, l| l.is_empty());
+        if was_first {
+            self.signal_ready(key);
+        }
     }
 }
 

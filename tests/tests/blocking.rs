@@ -85,6 +85,74 @@ fn two_blocked_clients_are_both_served() {
     }
 }
 
+/// Waits until `INFO clients` counts `n` blocked clients (a hang guard, not a timing
+/// assertion).
+fn wait_blocked_clients(addr: std::net::SocketAddr, n: usize) {
+    let mut c = RawConn::connect(addr).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let want = format!("blocked_clients:{n}\r\n");
+    loop {
+        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "clients"])).into_owned();
+        if info.contains(&want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expected {want} in {info}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Blocked clients are served in the order they blocked, as Redis serves them: five clients
+/// block one after another, one push of five elements gives the first client the first
+/// element and so on, and so does a push of one element at a time after they all blocked
+/// again, with one client that timed out and one that disconnected in the line (their turn
+/// passes to the next). Asserted on both servers.
+#[test]
+fn blocked_clients_are_served_in_the_order_they_blocked() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut clients: Vec<RawConn> = Vec::new();
+        for i in 0..5 {
+            let mut c = RawConn::connect(addr).unwrap();
+            c.send_raw(&RawConn::encode(&["BLPOP", "fifo", "0"]));
+            wait_blocked_clients(addr, i + 1);
+            clients.push(c);
+        }
+        let mut p = RawConn::connect(addr).unwrap();
+        assert_eq!(
+            p.cmd(&["RPUSH", "fifo", "e0", "e1", "e2", "e3", "e4"]),
+            b":5\r\n"
+        );
+        for (i, c) in clients.iter_mut().enumerate() {
+            let want = format!("*2\r\n$4\r\nfifo\r\n$2\r\ne{i}\r\n");
+            assert_eq!(c.read_reply(), want.as_bytes(), "client {i}");
+        }
+        // Again, one element at a time; the second client's wait ends by its timeout and the
+        // fourth disconnects before anything is pushed.
+        for (i, c) in clients.iter_mut().enumerate() {
+            // The second client gives up after 3 s; the pushes wait for its nil reply.
+            let timeout = if i == 1 { "3" } else { "0" };
+            c.send_raw(&RawConn::encode(&["BLPOP", "fifo", timeout]));
+            wait_blocked_clients(addr, i + 1);
+        }
+        let gone = clients.remove(3);
+        drop(gone);
+        wait_blocked_clients(addr, 4);
+        assert_eq!(clients[1].read_reply(), b"*-1\r\n", "the timed-out client");
+        wait_blocked_clients(addr, 3);
+        for (turn, i) in [0, 2, 4].into_iter().enumerate() {
+            let c = &mut clients[if i == 4 { 3 } else { i }];
+            let element = format!("x{turn}");
+            p.cmd(&["RPUSH", "fifo", &element]);
+            let want = format!("*2\r\n$4\r\nfifo\r\n$2\r\n{element}\r\n");
+            assert_eq!(c.read_reply(), want.as_bytes(), "client {i}");
+        }
+        assert_eq!(p.cmd(&["LLEN", "fifo"]), b":0\r\n");
+    }
+}
+
 #[test]
 fn a_client_that_disconnects_while_blocked_takes_nothing() {
     let (redis, latchkey) = both_servers();
