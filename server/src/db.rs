@@ -649,6 +649,20 @@ impl Db {
         }
     }
 
+    /// Wakes the client blocked on `key` right after the one whose notifier is `notify`: a
+    /// woken client that could not be served by what `key` holds (a `BZPOPMIN` first in line
+    /// for a key that became a list, say) passes the turn on, so the clients behind it are not
+    /// stuck behind a client that will never take anything.
+    pub(crate) fn signal_after(&self, key: &[u8], notify: &Arc<Notify>) {
+        if let Some(list) = self.blocked.get(key) {
+            if let Some(i) = list.iter().position(|n| Arc::ptr_eq(n, notify)) {
+                if let Some(next) = list.get(i + 1) {
+                    next.notify_one();
+                }
+            }
+        }
+    }
+
     /// Registers a blocked client's notifier under `key`.
     pub(crate) fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
         self.blocked.entry(key).or_default().push(notify);

@@ -248,12 +248,19 @@ mod tests {
         }
         assert_eq!(found, 3);
         // About 100,000 keys in each shard left it 131,072 buckets: ten of them a call (a
-        // call that finds its one key stops there).
-        let buckets: usize = map.shards().iter().map(|s| s.read().buckets()).sum();
-        assert_eq!(buckets, 2 * 131_072);
+        // call that finds its one key stops there). A shard left empty is passed over in one
+        // step (the three keys may all be in one shard).
+        let buckets: Vec<usize> = map.shards().iter().map(|s| s.read().buckets()).collect();
+        assert_eq!(buckets, [131_072, 131_072]);
+        let walked: usize = map
+            .shards()
+            .iter()
+            .filter(|s| !s.read().is_empty())
+            .map(|s| s.read().buckets())
+            .sum();
         assert!(
-            (buckets / 10..=buckets / 10 + 4).contains(&calls),
-            "{calls} calls"
+            (walked / 10..=walked / 10 + 4).contains(&calls),
+            "{calls} calls for {walked} buckets"
         );
     }
 

@@ -27,6 +27,12 @@ pub(crate) enum Value {
 }
 
 impl Value {
+    /// Whether a key newly holding this value may serve clients blocked on it: lists
+    /// (`BLPOP`, ...) and sorted sets (`BZPOPMIN`, ...), the types Redis signals as ready.
+    pub(crate) fn wakes_blocked_clients(&self) -> bool {
+        matches!(self, Value::List(_) | Value::ZSet(_))
+    }
+
     /// Gives back the room a collection keeps from its peak once it is mostly empty (see
     /// [`crate::shrink`]); true when it rebuilt. Strings are left as they are.
     pub(crate) fn shrink_if_sparse(&mut self) -> bool {

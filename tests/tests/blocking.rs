@@ -153,6 +153,36 @@ fn blocked_clients_are_served_in_the_order_they_blocked() {
     }
 }
 
+/// A client first in line that cannot take what arrived (a `BZPOPMIN` waiting on a key that
+/// a push makes a list) does not hold up the clients behind it: the `BLPOP` behind it gets the
+/// element, and the `BZPOPMIN` goes on waiting. Both servers.
+#[test]
+fn a_waiter_of_another_type_does_not_hold_up_the_line() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut zset_waiter = RawConn::connect(addr).unwrap();
+        zset_waiter.send_raw(&RawConn::encode(&["BZPOPMIN", "mixed", "0"]));
+        wait_blocked_clients(addr, 1);
+        let mut list_waiter = RawConn::connect(addr).unwrap();
+        list_waiter.send_raw(&RawConn::encode(&["BLPOP", "mixed", "0"]));
+        wait_blocked_clients(addr, 2);
+        let mut p = RawConn::connect(addr).unwrap();
+        assert_eq!(p.cmd(&["RPUSH", "mixed", "x"]), b":1\r\n");
+        assert_eq!(
+            list_waiter.read_reply(),
+            b"*2\r\n$5\r\nmixed\r\n$1\r\nx\r\n"
+        );
+        wait_blocked_clients(addr, 1);
+        assert_eq!(p.cmd(&["ZADD", "other", "1", "m"]), b":1\r\n");
+        // Still waiting on `mixed`: it gets a member once that key is a sorted set.
+        assert_eq!(p.cmd(&["RENAME", "other", "mixed"]), b"+OK\r\n");
+        assert_eq!(
+            zset_waiter.read_reply(),
+            b"*3\r\n$5\r\nmixed\r\n$1\r\nm\r\n$1\r\n1\r\n"
+        );
+    }
+}
+
 #[test]
 fn a_client_that_disconnects_while_blocked_takes_nothing() {
     let (redis, latchkey) = both_servers();

@@ -231,11 +231,11 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
     let Some(entry) = db.remove(src) else {
         return Frame::error("ERR no such key");
     };
-    let list = matches!(entry.value, crate::db::Value::List(_));
+    let blockable = entry.value.wakes_blocked_clients();
     db.insert(dst.clone(), entry);
-    if list {
-        // A list moved into place serves the clients blocked on its new name (`BLPOP`), as a
-        // push would.
+    if blockable {
+        // A list or sorted set moved into place serves the clients blocked on its new name
+        // (`BLPOP`, `BZPOPMIN`), as a push would (Redis's `dbAdd` signals both).
         db.signal_ready(dst);
     }
     ctx.changed();

@@ -606,7 +606,16 @@ pub(super) fn block_until<F>(
             match served {
                 Some(Ok(Some(f))) => return f,
                 Some(Err(e)) => return e,
-                Some(Ok(None)) => {}
+                Some(Ok(None)) => {
+                    // Not served, yet a key may hold something this client cannot take (the
+                    // wrong type, say): the clients behind it get their turn.
+                    let db = shared.keyspace.db(db_index);
+                    for k in &keys {
+                        if db.map().contains_key(k) {
+                            db.signal_after(k, &notify);
+                        }
+                    }
+                }
                 None => {
                     // A script is busy: wait for it like any other client would.
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

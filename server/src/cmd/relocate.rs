@@ -39,12 +39,12 @@ fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
     Some(Entry::with_expiry(e.value.clone(), e.expires_at))
 }
 
-/// Stores a copied or moved entry; a list wakes the clients blocked on its new key, as a push
-/// would.
+/// Stores a copied or moved entry; a list or a sorted set wakes the clients blocked on its new
+/// key, as a push would.
 fn store(db: &crate::db::Db, key: &Bytes, entry: Entry) {
-    let list = matches!(entry.value, crate::db::Value::List(_));
+    let blockable = entry.value.wakes_blocked_clients();
     db.insert(key.clone(), entry);
-    if list {
+    if blockable {
         db.signal_ready(key);
     }
 }
