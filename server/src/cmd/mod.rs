@@ -31,6 +31,8 @@ pub(crate) mod replication;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod sets;
+pub(crate) mod sort;
+pub(crate) mod sort_keys;
 pub(crate) mod strings;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
@@ -43,7 +45,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 25] {
+fn tables() -> [&'static [CommandSpec]; 26] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -61,6 +63,7 @@ fn tables() -> [&'static [CommandSpec]; 25] {
         lists::COMMANDS,
         list_multi::COMMANDS,
         sets::COMMANDS,
+        sort::COMMANDS,
         zsets::COMMANDS,
         zset_range::COMMANDS,
         zset_lex::COMMANDS,

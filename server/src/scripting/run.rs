@@ -324,6 +324,9 @@ impl Scripting {
         // A `SELECT` inside the script changes the database for the rest of the script only,
         // never for the client that sent it (as in Redis).
         let db_before = ctx.client.db;
+        // The commands the script calls know they run in one (`SORT ... BY nosort` of a set
+        // sorts, `SPOP` sends its `SREM`s without a `MULTI` of their own).
+        let script_before = std::mem::replace(&mut ctx.in_script, true);
         let ptr = (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>();
         RUN.with(|r| {
             *r.borrow_mut() = Some(Run {
@@ -397,6 +400,7 @@ impl Scripting {
                 })
         };
         ctx.client.db = db_before;
+        ctx.in_script = script_before;
         let reply = match result {
             Ok((ok, value)) => {
                 if ok {
