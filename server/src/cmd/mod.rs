@@ -34,6 +34,7 @@ pub(crate) mod sets;
 pub(crate) mod sort;
 pub(crate) mod sort_keys;
 pub(crate) mod strings;
+pub(crate) mod swapdb;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
 pub(crate) mod util;
@@ -45,7 +46,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 26] {
+fn tables() -> [&'static [CommandSpec]; 27] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -58,6 +59,7 @@ fn tables() -> [&'static [CommandSpec]; 26] {
         object::COMMANDS,
         memory::COMMANDS,
         relocate::COMMANDS,
+        swapdb::COMMANDS,
         hashes::COMMANDS,
         hrandfield::COMMANDS,
         lists::COMMANDS,
