@@ -146,6 +146,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.connections_received.store(0, Ordering::Relaxed);
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
+            s.errors.reset();
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
             ctx.shared.replication.reset_stats();
             Frame::ok()
@@ -644,7 +645,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -655,6 +656,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 tracking_keys,
                 tracking_items,
                 tracking_prefixes,
+                s.errors.total(),
             ) + &shared.replication.stats_info(),
         );
     }
@@ -667,6 +669,9 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     if want("modules") {
         // latchkey loads no modules: the section is there, empty, as on a Redis without any.
         section("Modules", String::new());
+    }
+    if want("errorstats") {
+        section("Errorstats", shared.stats.errors.info_section());
     }
     if want("cluster") {
         section("Cluster", "cluster_enabled:0\r\n".to_string());
