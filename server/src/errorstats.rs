@@ -81,7 +81,11 @@ impl ErrorStats {
     pub(crate) fn info_section(&self) -> String {
         let mut out = String::new();
         for (p, n) in self.by_prefix.lock().iter() {
-            let _ = write!(out, "errorstat_{}:count={n}\r\n", String::from_utf8_lossy(p));
+            let _ = write!(
+                out,
+                "errorstat_{}:count={n}\r\n",
+                String::from_utf8_lossy(p)
+            );
         }
         out
     }
@@ -104,7 +108,10 @@ mod tests {
         assert_eq!(prefix(b"NOSPACE"), b"ERR");
         assert_eq!(prefix(b""), b"ERR");
         // 31 bytes then a space: found; 32: not.
-        assert_eq!(prefix(&[b"A".repeat(30), b" x".to_vec()].concat()), &b"A".repeat(30)[..]);
+        assert_eq!(
+            prefix(&[b"A".repeat(30), b" x".to_vec()].concat()),
+            &b"A".repeat(30)[..]
+        );
         assert_eq!(prefix(&[b"A".repeat(31), b" x".to_vec()].concat()), b"ERR");
     }
 

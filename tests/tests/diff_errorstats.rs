@@ -30,11 +30,7 @@ fn step(d: &mut Diff, line: &str, in_multi: &mut bool) {
         body(&l)
     );
     let (r, l) = d.both(&["INFO", "stats"]);
-    assert_eq!(
-        total(&l),
-        total(&r),
-        "total_error_replies after {line:?}"
-    );
+    assert_eq!(total(&l), total(&r), "total_error_replies after {line:?}");
 }
 
 /// The text of a bulk or verbatim `INFO` reply, without the RESP framing.

@@ -373,7 +373,12 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> Frame {
 /// what is missing).
 fn reply(ctx: &Ctx<'_>, items: &[Item], gets: &[Pattern]) -> Frame {
     if gets.is_empty() {
-        return Frame::Array(items.iter().map(|i| Frame::Bulk(i.element.clone())).collect());
+        return Frame::Array(
+            items
+                .iter()
+                .map(|i| Frame::Bulk(i.element.clone()))
+                .collect(),
+        );
     }
     let mut out = Vec::with_capacity(items.len() * gets.len());
     for item in items {
