@@ -311,3 +311,40 @@ fn large_inputs() {
     let whole = d.check(&["SORT", "big"]);
     assert!(whole.starts_with(b"*20000\r\n"));
 }
+
+/// A `SORT` that reads other keys is one step, as in Redis: while another client sets `w_a`
+/// then `w_b` to the same rising number, `SORT l BY nosort GET w_*` (which reads `w_a`, then
+/// `w_b`) never finds `w_b` ahead of `w_a` — it would, were the writes let in between its
+/// two reads.
+#[test]
+fn a_patterned_sort_sees_no_write_half_way() {
+    use latchkey_tests::RawConn;
+    let server = latchkey_server::Server::builder()
+        .start_blocking()
+        .expect("start latchkey");
+    let addr = server.addr();
+    let mut c = RawConn::connect(addr).expect("connect");
+    c.cmd(&["RPUSH", "l", "a", "b"]);
+    c.cmd(&["MSET", "w_a", "0", "w_b", "0"]);
+    let writer = std::thread::spawn(move || {
+        let mut w = RawConn::connect(addr).expect("connect");
+        for i in 1..=3000 {
+            let i = i.to_string();
+            w.cmd(&["SET", "w_a", &i]);
+            w.cmd(&["SET", "w_b", &i]);
+        }
+    });
+    let int = |line: &str| -> i64 { line.parse().expect("a number") };
+    let mut seen = 0;
+    while !writer.is_finished() || seen == 0 {
+        let reply = c.cmd(&["SORT", "l", "BY", "nosort", "GET", "w_*"]);
+        let text = String::from_utf8(reply).unwrap();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        let (a, b) = (int(lines[2]), int(lines[4]));
+        assert!(b <= a && a - b <= 1, "SORT read w_a={a}, w_b={b}");
+        seen += 1;
+    }
+    writer.join().unwrap();
+    let last = c.cmd(&["SORT", "l", "BY", "nosort", "GET", "w_*"]);
+    assert_eq!(last, b"*2\r\n$4\r\n3000\r\n$4\r\n3000\r\n");
+}
