@@ -237,3 +237,35 @@ fn swaps_reach_the_stream_as_redis_sends_them() {
     );
     assert_eq!(swap_effects(latchkey.addr()), expected);
 }
+
+/// The TTLs move with their keys: a key that expires after a swap is deleted by the active
+/// expiry cycle in the database it went to (nobody reads it), and the other database keeps
+/// its own keys.
+#[test]
+fn expiry_follows_the_swapped_keys() {
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let mut c = RawConn::connect(latchkey.addr()).expect("connect");
+    c.cmd(&["SET", "short", "v", "PX", "50"]);
+    c.cmd(&["SET", "stays", "v"]);
+    c.cmd(&["SELECT", "2"]);
+    c.cmd(&["SET", "other", "v", "EX", "1000"]);
+    assert_eq!(c.cmd(&["SWAPDB", "0", "2"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = String::from_utf8(c.cmd(&["INFO", "keyspace"])).unwrap();
+        if info.contains("db2:keys=1,expires=0,") {
+            assert!(info.contains("db0:keys=1,expires=1,"), "{info}");
+            break;
+        }
+        assert!(
+            info.contains("db2:keys=2,expires=1,"),
+            "before the expiry: {info}"
+        );
+        assert!(Instant::now() < deadline, "the key never expired: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.cmd(&["GET", "stays"]), b"$1\r\nv\r\n");
+    assert_eq!(c.cmd(&["SELECT", "0"]), b"+OK\r\n");
+    assert!(c.cmd(&["TTL", "other"]).starts_with(b":"));
+    assert_eq!(c.cmd(&["EXISTS", "other"]), b":1\r\n");
+}
