@@ -454,12 +454,9 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
-    // Inside a script the time stays frozen at the script's start, like everything else.
-    let us = if ctx.in_script {
-        ctx.now_ms * 1000
-    } else {
-        ctx.shared.clock.now_us()
-    };
+    // The clock itself, inside a script too: Redis 7.0's `TIME` calls `gettimeofday` even
+    // there (only key expiry is judged at the script's start time).
+    let us = ctx.shared.clock.now_us();
     Frame::Array(vec![
         Frame::Bulk(Bytes::from((us / 1_000_000).to_string())),
         Frame::Bulk(Bytes::from((us % 1_000_000).to_string())),
