@@ -335,6 +335,9 @@ pub(crate) struct Client {
     /// Blocking commands answer at once instead of waiting (Redis's `CLIENT_DENY_BLOCKING`):
     /// set for the client that replays the AOF at start, which nobody could ever unblock.
     pub deny_blocking: bool,
+    /// The error this command replies with was counted already (a script ending with the
+    /// error of a `redis.call`): see [`crate::errorstats`].
+    pub error_counted: bool,
     /// Replication offset right after this client's last write (what `WAIT` waits for).
     pub repl_offset: u64,
     /// The port a replica said it listens on (`REPLCONF listening-port`).
@@ -453,6 +456,7 @@ impl Clients {
             close_without_reply: false,
             is_replication_link: false,
             deny_blocking: false,
+            error_counted: false,
             repl_offset: 0,
             replica_port: 0,
             info_fingerprint: None,

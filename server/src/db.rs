@@ -26,6 +26,8 @@ use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
 pub(crate) use crate::value::{Entry, Value};
 
+mod swap;
+
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
 pub(crate) const NUM_DBS: usize = 16;
 
@@ -706,9 +708,13 @@ impl Keyspace {
     pub(crate) fn with_limits(limits: Arc<Limits>) -> Keyspace {
         let any_lazily_expired = Arc::new(AtomicUsize::new(0));
         let hook = Arc::new(ChangeHook::default());
+        // One hasher for every database's map: a key lands in the same shard in each, which
+        // lets `SWAPDB` exchange whole shards (see `swap`).
+        let hasher = KeyHasher::default();
         Keyspace {
             dbs: (0..NUM_DBS)
                 .map(|_| Db {
+                    map: DashMap::with_hasher(hasher.clone()),
                     keyspace_lazily_expired: any_lazily_expired.clone(),
                     limits: limits.clone(),
                     hook: hook.clone(),

@@ -30,6 +30,20 @@ pub(crate) async fn execute_spec(
     shared: &Arc<Shared>,
     client: &mut Client,
     spec: Option<&'static CommandSpec>,
+    args: Vec<Bytes>,
+) -> Frame {
+    let reply = run_command(shared, client, spec, args).await;
+    // See `crate::errorstats`.
+    let counted = std::mem::take(&mut client.error_counted);
+    shared.stats.errors.after_reply(&reply, counted);
+    reply
+}
+
+/// [`execute_spec`] but for the error statistics.
+async fn run_command(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    spec: Option<&'static CommandSpec>,
     mut args: Vec<Bytes>,
 ) -> Frame {
     let Some(spec) = spec else {

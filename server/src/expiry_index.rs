@@ -124,6 +124,16 @@ impl ExpiryIndex {
         self.with_ttl.load(Ordering::Acquire)
     }
 
+    /// Exchanges this index with `other`, pairs and count (`SWAPDB`). Locks `self` first:
+    /// callers take the lower database first.
+    pub(crate) fn swap_with(&self, other: &ExpiryIndex) {
+        let (mut a, mut b) = (self.pairs.lock(), other.pairs.lock());
+        std::mem::swap(&mut *a, &mut *b);
+        let n = self.with_ttl.load(Ordering::Acquire);
+        let m = other.with_ttl.swap(n, Ordering::AcqRel);
+        self.with_ttl.store(m, Ordering::Release);
+    }
+
     /// Empties the index and returns its pairs, for the caller to free (a big set takes a
     /// while to drop: `FLUSHALL ASYNC` hands it to the background freer).
     pub(crate) fn take_all(&self) -> BTreeSet<(u64, Bytes)> {

@@ -49,6 +49,7 @@ pub(crate) mod cpu_usage;
 pub(crate) mod db;
 pub(crate) mod dispatch;
 pub(crate) mod encodings;
+pub(crate) mod errorstats;
 pub(crate) mod evict;
 pub(crate) mod expire;
 pub(crate) mod expiry_index;

@@ -256,6 +256,16 @@ impl DbMemory {
         }
     }
 
+    /// Exchanges the counts with `other`'s (`SWAPDB`).
+    pub(crate) fn swap_with(&self, other: &DbMemory) {
+        let b = self.bytes.load(Ordering::Relaxed);
+        self.bytes
+            .store(other.bytes.swap(b, Ordering::Relaxed), Ordering::Relaxed);
+        let v = self.volatile.load(Ordering::Relaxed);
+        self.volatile
+            .store(other.volatile.swap(v, Ordering::Relaxed), Ordering::Relaxed);
+    }
+
     /// Forgets everything (the database was emptied).
     pub(crate) fn clear(&self) {
         self.bytes.store(0, Ordering::Relaxed);

@@ -38,6 +38,8 @@ pub(crate) struct Stats {
     pub dirty: AtomicU64,
     /// Clients waiting in a blocking command (`BLPOP`, `WAIT`, ...) right now.
     pub blocked_clients: AtomicU64,
+    /// Error replies by prefix (`INFO errorstats`, `total_error_replies`).
+    pub errors: crate::errorstats::ErrorStats,
 }
 
 impl Stats {

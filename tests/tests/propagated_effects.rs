@@ -319,3 +319,59 @@ fn sorted_set_pops_reach_the_stream_as_redis_sends_them() {
     );
     assert_eq!(zset_pop_effects(latchkey.addr()), expected);
 }
+
+/// `SORT`s on the server at `addr`, with and without `STORE`, and what the stream carried for
+/// them up to the closing `SET end 1`.
+fn sort_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in [
+        "RPUSH l 3 1 2",
+        "SORT l",
+        "SORT l STORE d",
+        "SORT_RO l",
+        "SORT l LIMIT 5 5 STORE nothing",
+        "SORT nokey STORE nothing",
+        "SORT nokey STORE d",
+        "SADD s b a c",
+        "SORT s BY nosort STORE d",
+        "SORT l BY nosort GET # STORE d",
+        "SET end 1",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// A `SORT ... STORE` reaches replicas and the AOF as it was sent, when it stored a list or
+/// deleted one (an empty result at an existing key); a `SORT` that stored nothing, and every
+/// plain `SORT` and `SORT_RO`, are not sent. (A set sorted with `BY nosort STORE` is sorted
+/// anyway, so the replica stores the same list.)
+#[test]
+fn sort_store_reaches_the_stream_as_redis_sends_it() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = sort_effects(redis.addr());
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("RPUSH l 3 1 2"),
+            cmd("SORT l STORE d"),
+            cmd("SORT nokey STORE d"),
+            cmd("SADD s b a c"),
+            cmd("SORT s BY nosort STORE d"),
+            cmd("SORT l BY nosort GET # STORE d"),
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(sort_effects(latchkey.addr()), expected);
+}

@@ -32,7 +32,10 @@ pub(crate) mod replication;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod sets;
+pub(crate) mod sort;
+pub(crate) mod sort_keys;
 pub(crate) mod strings;
+pub(crate) mod swapdb;
 pub(crate) mod tracking;
 pub(crate) mod transactions;
 pub(crate) mod util;
@@ -44,7 +47,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 25] {
+fn tables() -> [&'static [CommandSpec]; 27] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -57,11 +60,13 @@ fn tables() -> [&'static [CommandSpec]; 25] {
         object::COMMANDS,
         memory::COMMANDS,
         relocate::COMMANDS,
+        swapdb::COMMANDS,
         hashes::COMMANDS,
         hrandfield::COMMANDS,
         lists::COMMANDS,
         list_multi::COMMANDS,
         sets::COMMANDS,
+        sort::COMMANDS,
         zsets::COMMANDS,
         zset_range::COMMANDS,
         zset_lex::COMMANDS,

@@ -146,6 +146,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.connections_received.store(0, Ordering::Relaxed);
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
+            s.errors.reset();
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
             ctx.shared.replication.reset_stats();
             Frame::ok()
@@ -453,12 +454,9 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
-    // Inside a script the time stays frozen at the script's start, like everything else.
-    let us = if ctx.in_script {
-        ctx.now_ms * 1000
-    } else {
-        ctx.shared.clock.now_us()
-    };
+    // The clock itself, inside a script too: Redis 7.0's `TIME` calls `gettimeofday` even
+    // there (only key expiry is judged at the script's start time).
+    let us = ctx.shared.clock.now_us();
     Frame::Array(vec![
         Frame::Bulk(Bytes::from((us / 1_000_000).to_string())),
         Frame::Bulk(Bytes::from((us % 1_000_000).to_string())),
@@ -654,7 +652,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -665,6 +663,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 tracking_keys,
                 tracking_items,
                 tracking_prefixes,
+                s.errors.total(),
             ) + &shared.replication.stats_info(),
         );
     }
@@ -677,6 +676,9 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     if want("modules") {
         // latchkey loads no modules: the section is there, empty, as on a Redis without any.
         section("Modules", String::new());
+    }
+    if want("errorstats") {
+        section("Errorstats", shared.stats.errors.info_section());
     }
     if want("cluster") {
         section("Cluster", "cluster_enabled:0\r\n".to_string());

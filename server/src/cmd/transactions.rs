@@ -165,6 +165,9 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
             Some(spec) => call_spec(ctx, spec, args),
             None => super::unknown_command_error(args),
         };
+        // Each failed command is an error reply of its own (see `crate::errorstats`).
+        let counted = std::mem::take(&mut ctx.client.error_counted);
+        ctx.shared.stats.errors.after_reply(&reply, counted);
         replies.push(reply);
     }
     ctx.in_exec = was_in_exec;

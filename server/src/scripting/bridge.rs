@@ -28,7 +28,13 @@ use crate::frame::{format_double, Frame};
 /// `{err = text}`) and `redis.pcall` returns (as the same table).
 enum Outcome {
     Reply(Frame, bool),
+    /// The command failed, or was refused by the checks a script's call goes through: counted
+    /// in the error statistics now, and marked so that the script's own reply does not count
+    /// it again (see [`crate::errorstats`]).
     Error(Bytes),
+    /// The call's arguments were not a call at all (none, or not strings and numbers): no
+    /// command was tried, so nothing is counted until the script replies.
+    Refused(Bytes),
     /// The script was killed (`SCRIPT KILL`): raised even by `redis.pcall`.
     Killed,
 }
@@ -108,9 +114,16 @@ unsafe fn push_outcome(state: *mut ffi::lua_State) -> Pushed {
             // Nested too deep for the Lua stack (no command replies like that).
             Bytes::from_static(b"ERR reply too deeply nested for Lua")
         }
-        Outcome::Error(text) => text,
+        Outcome::Error(text) => {
+            count_error(&text);
+            text
+        }
+        Outcome::Refused(text) => {
+            push_error_table(state, &text, false);
+            return Pushed::ErrorTable;
+        }
         Outcome::Killed => {
-            push_error_table(state, KILLED.as_bytes());
+            push_error_table(state, KILLED.as_bytes(), false);
             return Pushed::Killed;
         }
     };
@@ -123,8 +136,8 @@ unsafe fn push_outcome(state: *mut ffi::lua_State) -> Pushed {
     drop(text);
     match long {
         // A long error text (rare: most are one line) is pushed from its own allocation.
-        Some(long) => push_error_table(state, &long),
-        None => push_error_table(state, &buf[..n]),
+        Some(long) => push_error_table(state, &long, true),
+        None => push_error_table(state, &buf[..n], true),
     }
     Pushed::ErrorTable
 }
@@ -155,11 +168,27 @@ unsafe extern "C-unwind" fn push_protected(state: *mut ffi::lua_State) -> c_int 
     0
 }
 
-/// Pushes `{err = text}`.
-unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
-    ffi::lua_createtable(state, 0, 1);
+/// Pushes `{err = text}`, with `ignore_error_stats_update = true` when the error was counted
+/// already (Redis's field of the same name, which a script can see too).
+unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8], counted: bool) {
+    ffi::lua_createtable(state, 0, 2);
     ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
     ffi::lua_setfield(state, -2, c"err".as_ptr());
+    if counted {
+        ffi::lua_pushboolean(state, 1);
+        ffi::lua_setfield(state, -2, c"ignore_error_stats_update".as_ptr());
+    }
+}
+
+/// Counts a failed call in the error statistics of the server whose script runs.
+fn count_error(text: &[u8]) {
+    RUN.with(|r| {
+        if let Some(run) = r.borrow().as_ref() {
+            // SAFETY: see `Scripting::execute`: the context outlives the run record.
+            let ctx: &cmd::Ctx<'static> = unsafe { &*run.ctx };
+            ctx.shared.stats.errors.count(text);
+        }
+    });
 }
 
 /// The error a killed script meets, as the error handler shapes a Rust error (`ERR ...`).
@@ -169,11 +198,15 @@ fn fail(msg: &'static str) -> Outcome {
     Outcome::Error(Bytes::from_static(msg.as_bytes()))
 }
 
+fn refuse(msg: &'static str) -> Outcome {
+    Outcome::Refused(Bytes::from_static(msg.as_bytes()))
+}
+
 /// Reads the arguments, checks them the way Redis does for a script, and runs the command.
 unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
     let argc = ffi::lua_gettop(state);
     if argc <= 0 {
-        return fail("ERR Please specify at least one argument for this redis lib call");
+        return refuse("ERR Please specify at least one argument for this redis lib call");
     }
     let mut argv = Vec::with_capacity(argc as usize);
     for i in 1..=argc {
@@ -187,13 +220,13 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
                 )));
             }
             ffi::LUA_TNUMBER => argv.push(number_argument(ffi::lua_tonumber(state, i))),
-            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+            _ => return refuse("ERR Lua redis lib command arguments must be strings or integers"),
         }
     }
     RUN.with(|r| {
         let mut guard = r.borrow_mut();
         let Some(run) = guard.as_mut() else {
-            return fail("ERR redis.call is only available while a script runs");
+            return refuse("ERR redis.call is only available while a script runs");
         };
         // SAFETY: see `Scripting::execute`: the context outlives the run record.
         let ctx: &mut cmd::Ctx<'static> = &mut *run.ctx;

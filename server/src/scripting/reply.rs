@@ -30,6 +30,17 @@ const NEEDED: usize = 4;
 /// Every this many levels, a finished table becomes [`Frame::Raw`].
 const RAW_EVERY: usize = 32;
 
+thread_local! {
+    /// The error replies [`lua_to_frame`] made from error tables that no call counted (see
+    /// [`crate::errorstats`]), for the script's run to count: [`take_uncounted_errors`].
+    static UNCOUNTED: std::cell::RefCell<Vec<Bytes>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes the texts of the errors converted since the last call that no call counted.
+pub(crate) fn take_uncounted_errors() -> Vec<Bytes> {
+    UNCOUNTED.with(|u| std::mem::take(&mut *u.borrow_mut()))
+}
+
 /// Converts what a script returned into a reply for a client speaking `proto`.
 pub(crate) fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol) -> Frame {
     match v {
@@ -175,7 +186,13 @@ unsafe fn table(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>)
     let base = ffi::lua_gettop(state);
     if field(state, c"err") == ffi::LUA_TSTRING {
         let f = Frame::error(String::from_utf8_lossy(bytes_at(state, -1)).into_owned());
+        ffi::lua_pop(state, 1);
+        let counted = field(state, c"ignore_error_stats_update") == ffi::LUA_TBOOLEAN
+            && ffi::lua_toboolean(state, -1) != 0;
         ffi::lua_settop(state, base - 1);
+        if let (false, Frame::Error(text)) = (counted, &f) {
+            UNCOUNTED.with(|u| u.borrow_mut().push(text.clone()));
+        }
         return Some(f);
     }
     ffi::lua_pop(state, 1);

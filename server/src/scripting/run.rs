@@ -324,6 +324,9 @@ impl Scripting {
         // A `SELECT` inside the script changes the database for the rest of the script only,
         // never for the client that sent it (as in Redis).
         let db_before = ctx.client.db;
+        // The commands the script calls know they run in one (`SORT ... BY nosort` of a set
+        // sorts, `SPOP` sends its `SREM`s without a `MULTI` of their own).
+        let script_before = std::mem::replace(&mut ctx.in_script, true);
         let ptr = (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>();
         RUN.with(|r| {
             *r.borrow_mut() = Some(Run {
@@ -397,6 +400,20 @@ impl Scripting {
                 })
         };
         ctx.client.db = db_before;
+        ctx.in_script = script_before;
+        // A script that ends with the error of one of its calls (raised, or returned alone or
+        // in an array) does not count it again: the call counted it. Every other error of its
+        // reply counts, here (see `crate::errorstats`).
+        let raised_and_counted = match &result {
+            Ok((false, Value::Table(t))) => matches!(
+                t.raw_get::<Value>("ignore_error_stats_update"),
+                Ok(Value::Boolean(true))
+            ),
+            _ => false,
+        };
+        // A returned reply's errors are noted while it is converted.
+        let returned_ok = matches!(&result, Ok((true, _)));
+        drop(super::reply::take_uncounted_errors());
         let reply = match result {
             Ok((ok, value)) => {
                 if ok {
@@ -410,6 +427,14 @@ impl Scripting {
             }
             Err(e) => Frame::error(format!("ERR Error running script {name}: {e}")),
         };
+        let errors = &ctx.shared.stats.errors;
+        for text in super::reply::take_uncounted_errors() {
+            errors.count(&text);
+        }
+        if let (Frame::Error(text), false, false) = (&reply, raised_and_counted, returned_ok) {
+            errors.count(text);
+        }
+        ctx.client.error_counted = true;
         self.collect_if_full();
         reply
     }

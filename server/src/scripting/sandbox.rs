@@ -91,7 +91,7 @@ local loadstring, load, setfenv, type, error, sbyte = loadstring, load, setfenv,
 -- Chunk names the server compiles under, kept referenced for the life of the state, and
 -- the field names the reply converter looks up (so that pushing them never allocates).
 local anchors = {'=(load)', '@user_script', '@user_function', '=latchkey', '=?',
-                 'err', 'ok', 'double', 'map', 'set'}
+                 'err', 'ok', 'double', 'map', 'set', 'ignore_error_stats_update'}
 
 local readonly, real_of = {}, {}
 
