@@ -212,6 +212,11 @@ pub(crate) fn scan(data: &[u8]) -> Scan {
     let mut bad_format = false;
     loop {
         let before = total - buf.len();
+        // Every record of an AOF is a multibulk; anything else is not a torn write.
+        if buf.first().is_some_and(|&b| b != b'*') {
+            bad_format = true;
+            break;
+        }
         match decoder.parse(&mut buf, u64::MAX) {
             Ok(Some(Parsed::Command(args))) => {
                 let name = args.first().map(|a| a.to_ascii_lowercase());
