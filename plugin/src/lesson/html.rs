@@ -253,6 +253,16 @@ impl Picture<'_> {
                     );
                     self.label(x, y - 4, "#16a34a", "promoted");
                 }
+                What::PowerLost { .. } => {
+                    // A lightning bolt: the machine, not only the process, goes down.
+                    let _ = write!(
+                        self.svg,
+                        "<path d=\"M{} {} l-8 10 l7 0 l-5 9 l11 -12 l-7 0 l5 -7 z\" fill=\"#dc2626\"/>",
+                        x + 2,
+                        y - 9
+                    );
+                    self.label(x, y - 4, "#dc2626", "power cut");
+                }
                 What::Restarted { aof, .. } => {
                     let _ = write!(
                         self.svg,
