@@ -257,9 +257,9 @@ impl Picture<'_> {
                     // A lightning bolt: the machine, not only the process, goes down.
                     let _ = write!(
                         self.svg,
-                        "<path d=\"M{} {} l-8 10 l7 0 l-5 9 l11 -12 l-7 0 l5 -7 z\" fill=\"#dc2626\"/>",
-                        x + 2,
-                        y - 9
+                        "<path d=\"M{} {} l-9 12 l6 0 l-4 10 l11 -13 l-6 0 l4 -9 z\" fill=\"#dc2626\" stroke=\"#7f1d1d\" stroke-width=\"1\"/>",
+                        x + 3,
+                        y - 11
                     );
                     self.label(x, y - 4, "#dc2626", "power cut");
                 }
