@@ -17,29 +17,8 @@ use parking_lot::Mutex;
 
 use crate::codec::{Decoder, Parsed};
 use crate::durability::Durability;
+pub(crate) use crate::durability::Fsync;
 use crate::Clock;
-
-/// When appended bytes are forced to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fsync {
-    /// After every write, before the reply.
-    Always,
-    /// At most once a second, on the server's clock (see [`crate::durability`]).
-    EverySec,
-    /// Never by the server (the kernel writes back on its own schedule).
-    No,
-}
-
-impl Fsync {
-    /// Parses `appendfsync`'s value.
-    pub(crate) fn parse(s: &str) -> Fsync {
-        match s.to_ascii_lowercase().as_str() {
-            "always" => Fsync::Always,
-            "no" => Fsync::No,
-            _ => Fsync::EverySec,
-        }
-    }
-}
 
 /// An open append-only file.
 #[derive(Debug)]

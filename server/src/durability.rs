@@ -42,7 +42,27 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
-use crate::aof::Fsync;
+/// When appended bytes are forced to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fsync {
+    /// After every write, before the reply.
+    Always,
+    /// At most once a second, on the server's clock (Redis's rule, above).
+    EverySec,
+    /// Never by the server (the kernel writes back on its own schedule).
+    No,
+}
+
+impl Fsync {
+    /// Parses `appendfsync`'s value.
+    pub(crate) fn parse(s: &str) -> Fsync {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Fsync::Always,
+            "no" => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
 
 /// Linux's default `vm.dirty_expire_centisecs`, in ms: how long a file's dirty data waits in
 /// the page cache before the kernel's periodic write-back takes the file.
