@@ -173,7 +173,7 @@ pub(crate) struct Scan {
 /// (less than `data.len()` when the tail is torn, ends inside a transaction, or is not RESP).
 /// Memory follows the bytes given: a claimed argument length is never allocated ahead of its
 /// bytes.
-#[cfg(any(test, feature = "internals"))]
+#[cfg(feature = "internals")]
 pub(crate) fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
     let s = scan(data);
     (s.commands, s.good)
@@ -201,7 +201,7 @@ pub(crate) fn scan(data: &[u8]) -> Scan {
                 let name = args.first().map(|a| a.to_ascii_lowercase());
                 match name.as_deref() {
                     Some(b"multi") if multi.is_none() => multi = Some((before, commands.len())),
-                    Some(b"exec") | Some(b"discard") => multi = None,
+                    Some(b"exec" | b"discard") => multi = None,
                     _ => {}
                 }
                 commands.push(args);
