@@ -26,8 +26,9 @@
 //!   unwritten byte is 30 to 35 s old; a power cut loses everything written since the last
 //!   such pass. Not modelled: the earlier write-back under memory pressure
 //!   (`dirty_background_ratio`), so a real machine may lose less, never more, than this says
-//!   (kernel tuning aside). Redis's docs on `no`: "Normally Linux will flush data every 30
-//!   seconds with this configuration, but it's up to the kernel's exact tuning."
+//!   (kernel tuning aside). Redis says no more than this either: `redis.conf` has `no`
+//!   "don't fsync, just let the OS flush the data when it wants", and its persistence docs
+//!   add that Linux normally flushes every 30 seconds, "up to the kernel's exact tuning".
 //!
 //! `WAITAOF` and a replica's `FACK` count only the server's own fsyncs
 //! ([`Durability::all_fsynced`]), as Redis's `fsynced_reploff` does: under `no` they never
