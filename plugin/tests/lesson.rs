@@ -297,6 +297,116 @@ async fn a_restart_without_aof_forgets_the_lock_and_one_with_it_does_not() {
     assert!(kinds(&r, 2).contains(&Kind::Consistent));
 }
 
+/// The lesson time of `who`'s acquisitions.
+fn acquired_at(events: &[Event], who: char) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| matches!(e.what, What::Acquired { client, .. } if client == who))
+        .map(|e| e.at_ms)
+        .collect()
+}
+
+/// The power cut of an act: its time and what it reported.
+fn power_lost(events: &[Event]) -> (u64, u64, u64, Option<u64>) {
+    let cuts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e.what {
+            What::PowerLost {
+                written,
+                durable,
+                last_fsync_ms,
+                ..
+            } => Some((e.at_ms, written, durable, last_fsync_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cuts.len(), 1, "{events:?}");
+    cuts[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_power_loss_under_everysec_forgets_a_lock_taken_less_than_a_second_before() {
+    let r = play("aof-restart", 1).await;
+    // Act 4: the machine loses power less than a second after A's acquisition, before the
+    // everysec fsync that would have covered it: the AOF keeps none of the lock's bytes.
+    let ev = events(&r, 3);
+    assert!(ev.iter().any(|e| matches!(
+        &e.what,
+        What::NodeStarted { aof: Some(f), .. } if f == "everysec"
+    )));
+    let (cut_at, written, durable, last_fsync) = power_lost(ev);
+    let [a_at] = acquired_at(ev, 'A')[..] else {
+        panic!("{}", r.text())
+    };
+    assert!(cut_at - a_at < 1000, "{}", r.text());
+    assert!(written > 0);
+    assert_eq!((durable, last_fsync), (0, None), "{}", r.text());
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::Restarted {
+            aof: true,
+            keys: 0,
+            ..
+        }
+    )));
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            holder: Holder::Nobody,
+            ..
+        }
+    )));
+    // So B takes the lock A still believes it holds, and both write: the resource is wrong.
+    assert_eq!(acquired_by(ev, 'B').len(), 1);
+    assert_eq!(writes(ev), vec![('B', true), ('A', true)]);
+    let (start, accepted, end) = ledger(ev);
+    assert_ne!(start + accepted, end);
+    for want in [Kind::TwoHolders, Kind::StaleWriteAccepted, Kind::LostUpdate] {
+        assert!(
+            kinds(&r, 3).contains(&want),
+            "{want:?} missing: {}",
+            r.text()
+        );
+    }
+    assert!(r.text().contains("loses power"), "{}", r.text());
+
+    // Act 5: a second and more pass first; the fsync due a second after the file opened
+    // covered the lock, the cut loses nothing, and B is refused.
+    let ev = events(&r, 4);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e.what, What::Waited { ms: 1000 })));
+    let (cut_at, written, durable, last_fsync) = power_lost(ev);
+    let [a_at] = acquired_at(ev, 'A')[..] else {
+        panic!("{}", r.text())
+    };
+    assert!(cut_at - a_at > 1000);
+    assert_eq!(durable, written);
+    assert!(
+        last_fsync.is_some_and(|t| t > a_at && t < cut_at),
+        "{}",
+        r.text()
+    );
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::Restarted {
+            aof: true,
+            keys: 1,
+            ..
+        }
+    )));
+    assert!(ev.iter().any(|e| matches!(
+        e.what,
+        What::LockSeen {
+            holder: Holder::Client('A'),
+            ..
+        }
+    )));
+    assert!(acquired_by(ev, 'B').is_empty());
+    assert!(!kinds(&r, 4).contains(&Kind::TwoHolders));
+    assert!(kinds(&r, 4).contains(&Kind::Consistent));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_corrupts_the_resource_unless_the_storage_checks() {
     let r = play("pause", 1).await;

@@ -2,40 +2,23 @@
 //! (Redis's AOF format), and replayed at start. This is what decides whether a lock survives a
 //! crash-restart: with `appendfsync always` an acknowledged lock is on disk before the reply.
 //!
-//! A torn last command (the process died mid-write) is cut off at start, as
-//! `redis-check-aof --fix` would, instead of refusing to start.
+//! A torn last command (the machine went down while the file was written out) is cut off at
+//! start, as Redis does with `aof-load-truncated yes`, instead of refusing to start; which
+//! bytes a power cut leaves is [`crate::durability`]'s business.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use crate::codec::{Decoder, Parsed};
-
-/// When appended bytes are forced to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fsync {
-    /// After every write, before the reply.
-    Always,
-    /// Once a second, from a background task.
-    EverySec,
-    /// Never explicitly (the OS decides).
-    No,
-}
-
-impl Fsync {
-    /// Parses `appendfsync`'s value.
-    pub(crate) fn parse(s: &str) -> Fsync {
-        match s.to_ascii_lowercase().as_str() {
-            "always" => Fsync::Always,
-            "no" => Fsync::No,
-            _ => Fsync::EverySec,
-        }
-    }
-}
+use crate::durability::Durability;
+pub(crate) use crate::durability::Fsync;
+use crate::Clock;
 
 /// An open append-only file.
 #[derive(Debug)]
@@ -43,24 +26,27 @@ pub(crate) struct Aof {
     file: Mutex<File>,
     fsync: Fsync,
     last_db: AtomicI64,
-    dirty: AtomicBool,
-    /// Bytes appended since the file was opened.
-    appended: AtomicU64,
-    /// Of those, how many are known to be on disk (what `WAITAOF` waits for).
-    synced: AtomicU64,
+    clock: Clock,
+    /// Which of the file's bytes are on disk; shared with the next `Aof` of the same file.
+    durability: Arc<Durability>,
 }
 
 impl Aof {
-    /// Opens (creating if needed) the file for appending.
-    pub(crate) fn open(path: PathBuf, fsync: Fsync) -> std::io::Result<Aof> {
+    /// Opens (creating if needed) the file for appending. `durability` is the model of this
+    /// file's durable prefix (kept across restarts).
+    pub(crate) fn open(
+        path: PathBuf,
+        fsync: Fsync,
+        clock: Clock,
+        durability: Arc<Durability>,
+    ) -> std::io::Result<Aof> {
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         Ok(Aof {
             file: Mutex::new(file),
             fsync,
             last_db: AtomicI64::new(-1),
-            dirty: AtomicBool::new(false),
-            appended: AtomicU64::new(0),
-            synced: AtomicU64::new(0),
+            clock,
+            durability,
         })
     }
 
@@ -88,43 +74,46 @@ impl Aof {
             tracing::error!("AOF write failed: {e}");
             return;
         }
-        let appended =
-            self.appended.fetch_add(out.len() as u64, Ordering::AcqRel) + out.len() as u64;
-        match self.fsync {
-            Fsync::Always => match f.sync_data() {
-                Ok(()) => self.synced.store(appended, Ordering::Release),
+        let now = self.clock.now_ms();
+        let end = self.durability.wrote(out.len() as u64, now);
+        if self.fsync == Fsync::Always {
+            match f.sync_data() {
+                Ok(()) => self.durability.fsynced(end, now),
                 Err(e) => tracing::error!("AOF fsync failed: {e}"),
-            },
-            Fsync::EverySec => self.dirty.store(true, Ordering::Release),
-            // Nothing ever forces these bytes to disk: count them as written once written.
-            Fsync::No => self.synced.store(appended, Ordering::Release),
-        }
-    }
-
-    /// Bytes appended since the file was opened.
-    pub(crate) fn appended(&self) -> u64 {
-        self.appended.load(Ordering::Acquire)
-    }
-
-    /// Bytes known to be on disk (`appendfsync no`: bytes written).
-    pub(crate) fn synced(&self) -> u64 {
-        self.synced.load(Ordering::Acquire)
-    }
-
-    /// The once-a-second flush of `appendfsync everysec`.
-    pub(crate) fn flush_if_dirty(&self) {
-        if self.dirty.swap(false, Ordering::AcqRel) {
-            let f = self.file.lock();
-            let appended = self.appended();
-            if f.sync_data().is_ok() {
-                self.synced.fetch_max(appended, Ordering::AcqRel);
             }
         }
     }
+
+    /// Whether everything appended is covered by this server's fsyncs (what `WAITAOF` and a
+    /// replica's `FACK` count; never under `appendfsync no`, as in Redis).
+    pub(crate) fn all_fsynced(&self) -> bool {
+        self.catch_up();
+        self.durability.all_fsynced()
+    }
+
+    /// Runs the `everysec` fsyncs that have come due on the server's clock (and the kernel's
+    /// write-back, in the model): called by the flush task, and by whoever reads the line.
+    pub(crate) fn catch_up(&self) {
+        if self.durability.catch_up(self.fsync, self.clock.now_ms()) {
+            if let Err(e) = self.file.lock().sync_data() {
+                tracing::error!("AOF fsync failed: {e}");
+            }
+        }
+    }
+
+    /// The policy this file was opened with.
+    pub(crate) fn policy(&self) -> Fsync {
+        self.fsync
+    }
 }
 
-/// Reads the commands of an AOF. A torn tail is cut off the file (and reported) so that the
-/// next start sees a clean file.
+/// Reads the commands of an AOF, as Redis does with `aof-load-truncated yes` (its default): a
+/// file that ends in the middle of a command (a torn write: the machine went down while the
+/// kernel wrote it out) loads up to its last complete command, the tail is cut off the file,
+/// and the log says so; a file that ends inside a `MULTI` block loads up to the `MULTI` (the
+/// transaction is reverted, never half applied). Bytes that are not RESP at all, before the
+/// end, are corruption rather than a torn tail: the load refuses, as Redis refuses to start
+/// ("Bad file format reading the append only file").
 pub(crate) fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
     let mut data = Vec::new();
     match File::open(path) {
@@ -135,39 +124,106 @@ pub(crate) fn load(path: &PathBuf) -> std::io::Result<Vec<Vec<Bytes>>> {
         Err(e) => return Err(e),
     }
     let total = data.len();
-    let (commands, good) = parse(&data);
-    if good < total {
+    let scan = scan(&data);
+    if scan.bad_format {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "Bad file format reading the append only file {} at offset {}: make a backup of it, then cut it there",
+                path.display(),
+                scan.good
+            ),
+        ));
+    }
+    if scan.good < total {
+        if scan.reverted_multi {
+            tracing::warn!(
+                "Revert incomplete MULTI/EXEC transaction in AOF file {}",
+                path.display()
+            );
+        }
         tracing::warn!(
-            "AOF {} has a torn tail: truncating {} bytes (as redis-check-aof --fix would)",
+            "AOF {} is truncated: loading its {} complete bytes and cutting {} bytes off its tail (aof-load-truncated)",
             path.display(),
-            total - good
+            scan.good,
+            total - scan.good
         );
         OpenOptions::new()
             .write(true)
             .open(path)?
-            .set_len(good as u64)?;
+            .set_len(scan.good as u64)?;
     }
-    Ok(commands)
+    Ok(scan.commands)
+}
+
+/// What [`scan`] found in the bytes of an AOF.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    /// The commands of the intact prefix.
+    pub(crate) commands: Vec<Vec<Bytes>>,
+    /// That prefix's length.
+    pub(crate) good: usize,
+    /// The prefix ended before a `MULTI` whose `EXEC` never came: the transaction was dropped.
+    pub(crate) reverted_multi: bool,
+    /// The bytes after the prefix are not RESP (corruption), as opposed to a command cut short.
+    pub(crate) bad_format: bool,
 }
 
 /// Parses the bytes of an AOF: the commands of its intact prefix, and that prefix's length
-/// (less than `data.len()` when the tail is torn or not RESP). Memory follows the bytes given:
-/// a claimed argument length is never allocated ahead of its bytes.
+/// (less than `data.len()` when the tail is torn, ends inside a transaction, or is not RESP).
+/// Memory follows the bytes given: a claimed argument length is never allocated ahead of its
+/// bytes.
+#[cfg(feature = "internals")]
 pub(crate) fn parse(data: &[u8]) -> (Vec<Vec<Bytes>>, usize) {
+    let s = scan(data);
+    (s.commands, s.good)
+}
+
+/// [`parse`], telling a torn tail from corruption.
+pub(crate) fn scan(data: &[u8]) -> Scan {
     let total = data.len();
     let mut buf = BytesMut::from(data);
     let mut decoder = Decoder::default();
     let mut commands = Vec::new();
     let mut good = 0usize;
+    // Where the open `MULTI` began: (its offset, the commands before it).
+    let mut multi: Option<(usize, usize)> = None;
+    let mut bad_format = false;
     loop {
+        let before = total - buf.len();
+        // Every record of an AOF is a multibulk; anything else is not a torn write.
+        if buf.first().is_some_and(|&b| b != b'*') {
+            bad_format = true;
+            break;
+        }
         match decoder.parse(&mut buf, u64::MAX) {
             Ok(Some(Parsed::Command(args))) => {
+                let name = args.first().map(|a| a.to_ascii_lowercase());
+                match name.as_deref() {
+                    Some(b"multi") if multi.is_none() => multi = Some((before, commands.len())),
+                    Some(b"exec" | b"discard") => multi = None,
+                    _ => {}
+                }
                 commands.push(args);
                 good = total - buf.len();
             }
             Ok(Some(Parsed::Empty)) => good = total - buf.len(),
-            Ok(None) | Err(_) => break,
+            Ok(None) => break,
+            Err(_) => {
+                bad_format = true;
+                break;
+            }
         }
     }
-    (commands, good)
+    let reverted_multi = multi.is_some();
+    if let Some((at, count)) = multi {
+        good = at;
+        commands.truncate(count);
+    }
+    Scan {
+        commands,
+        good,
+        reverted_multi,
+        bad_format,
+    }
 }

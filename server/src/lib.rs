@@ -48,6 +48,7 @@ pub(crate) mod config;
 pub(crate) mod cpu_usage;
 pub(crate) mod db;
 pub(crate) mod dispatch;
+pub(crate) mod durability;
 pub(crate) mod encodings;
 pub(crate) mod errorstats;
 pub(crate) mod evict;
@@ -91,7 +92,7 @@ pub use clock::Clock;
 pub use frame::{Frame, Protocol};
 pub use memory::CountingAllocator;
 pub use server::{
-    BlockingServer, Builder, Connector, LocalClient, PushStream, Server, ServerHandle,
+    BlockingServer, Builder, Connector, LocalClient, PowerLoss, PushStream, Server, ServerHandle,
 };
 
 pub use config::REDIS_VERSION;

@@ -159,7 +159,7 @@ fn ack_command(shared: &Shared) -> Vec<u8> {
     };
     let fack = {
         let mut up = repl.upstream.lock();
-        if aof.synced() >= aof.appended() {
+        if aof.all_fsynced() {
             up.fsynced_offset = up.fsynced_offset.max(repl.offset());
         }
         up.fsynced_offset.to_string()

@@ -17,6 +17,10 @@
 //! real restart: the listening socket stays open throughout (a client connects, then waits,
 //! where it would be refused), `uptime_in_seconds` keeps counting, and in-process clients
 //! (`LocalClient`) are not disconnected.
+//!
+//! A power cut ([`power_loss`], `ServerHandle::power_loss`) is the same crash and start with
+//! one step between them: the AOF file is cut to the bytes that were on disk
+//! ([`crate::durability`]), so the start replays only those.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,37 +28,90 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::durability::Durability;
 use crate::state::Shared;
 
 /// Crashes the node and starts it again; with `aof`, from its append-only file.
 pub(crate) async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<()> {
-    let master = {
-        // Under the exclusive gate: no command is half-way through when the memory goes.
-        // (A running script is waited for, with no busy limit.)
-        let Ok(_gate) = shared.gate.exclusive(Duration::MAX).await else {
-            return Err(std::io::Error::other("the gate is busy"));
-        };
-        shared.set_loading(true);
-        shared.replication.discard_held();
-        shared.clients.kill_all();
-        let master = crate::promote::reset_for_restart(shared);
-        // The file itself stays: every byte was written to it as it was appended.
-        *shared.aof.write() = None;
-        // The old keyspace is freed in the background: the restart does not wait for it.
-        shared.keyspace.clear_all_async();
-        shared.scripting().flush();
-        shared.scripting().flush_libraries();
-        for counter in [
-            &shared.stats.connections_received,
-            &shared.stats.commands_processed,
-            &shared.stats.rejected_connections,
-            &shared.stats.expired_keys,
-            &shared.stats.dirty,
-        ] {
-            counter.store(0, Ordering::Relaxed);
+    let master = crash_process(shared).await?;
+    boot(shared, aof, master).await
+}
+
+/// A power cut and a boot: the process dies as in [`restart`], and the AOF loses what the page
+/// cache held (it is cut to its durable length, see [`crate::durability`]); then the node
+/// starts again, replaying what is left when it kept an AOF, empty when it did not.
+pub(crate) async fn power_loss(shared: &Arc<Shared>) -> std::io::Result<crate::PowerLoss> {
+    let policy = shared.aof.read().as_ref().map(|a| a.policy());
+    let master = crash_process(shared).await?;
+    let durability = shared.aof_durability.lock().clone();
+    let cut = match (policy, durability) {
+        (Some(policy), Some(d)) => {
+            let cut = d.cut(policy, shared.clock.now_ms());
+            // What the page cache held is gone; the disk keeps the durable prefix.
+            match std::fs::OpenOptions::new().write(true).open(d.path()) {
+                Ok(f) => f.set_len(cut.durable)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            tracing::warn!(
+                "power loss: the AOF {} keeps {} of its {} bytes",
+                d.path().display(),
+                cut.durable,
+                cut.written
+            );
+            crate::PowerLoss {
+                written: cut.written,
+                durable: cut.durable,
+                last_fsync_ms: cut.last_fsync_ms,
+            }
         }
-        master
+        _ => crate::PowerLoss {
+            written: 0,
+            durable: 0,
+            last_fsync_ms: None,
+        },
     };
+    boot(shared, policy.is_some(), master).await?;
+    Ok(cut)
+}
+
+/// The crash half of a restart: under the exclusive gate, every connection, the keyspace and
+/// the scripts go; returns the master this node followed, if any.
+async fn crash_process(shared: &Arc<Shared>) -> std::io::Result<Option<(String, u16)>> {
+    // Under the exclusive gate: no command is half-way through when the memory goes.
+    // (A running script is waited for, with no busy limit.)
+    let Ok(_gate) = shared.gate.exclusive(Duration::MAX).await else {
+        return Err(std::io::Error::other("the gate is busy"));
+    };
+    shared.set_loading(true);
+    shared.replication.discard_held();
+    shared.clients.kill_all();
+    let master = crate::promote::reset_for_restart(shared);
+    // The file itself stays: every byte was written to it (to the page cache, at least) as it
+    // was appended.
+    *shared.aof.write() = None;
+    // The old keyspace is freed in the background: the restart does not wait for it.
+    shared.keyspace.clear_all_async();
+    shared.scripting().flush();
+    shared.scripting().flush_libraries();
+    for counter in [
+        &shared.stats.connections_received,
+        &shared.stats.commands_processed,
+        &shared.stats.rejected_connections,
+        &shared.stats.expired_keys,
+        &shared.stats.dirty,
+    ] {
+        counter.store(0, Ordering::Relaxed);
+    }
+    Ok(master)
+}
+
+/// The start half of a restart: replays the AOF when `aof`, follows `master` again.
+async fn boot(
+    shared: &Arc<Shared>,
+    aof: bool,
+    master: Option<(String, u16)>,
+) -> std::io::Result<()> {
     let appendonly = if aof { "yes" } else { "no" };
     let _ = shared.config.set("appendonly", appendonly);
     let loaded = match aof {
@@ -68,6 +125,9 @@ pub(crate) async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<
     loaded
 }
 
+/// How often the flush task looks at the clock: Redis's `hz 10`.
+const FLUSH_TICK_MS: u64 = 100;
+
 /// Replays the append-only file, then opens it for appending (and starts the everysec flush).
 pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
@@ -80,17 +140,40 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let loaded = commands.len();
     replay(shared, commands).await;
     let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
-    *shared.aof.write() = Some(crate::aof::Aof::open(path.clone(), fsync)?);
+    let len = match std::fs::metadata(&path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e),
+    };
+    let now = shared.clock.now_ms();
+    let durability = {
+        let mut slot = shared.aof_durability.lock();
+        match slot.as_ref() {
+            Some(d) if d.is_of(&path) => d.reopened(len, now),
+            _ => *slot = Some(Arc::new(Durability::new(&path, len, now))),
+        }
+        slot.clone().expect("set above")
+    };
+    *shared.aof.write() = Some(crate::aof::Aof::open(
+        path.clone(),
+        fsync,
+        shared.clock.clone(),
+        durability,
+    )?);
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());
     if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
         let weak = Arc::downgrade(shared);
+        let clock = shared.clock.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                // On the server's clock: a virtual clock moves it only when advanced. Which
+                // writes an fsync covers does not depend on when this runs (the model dates
+                // each fsync itself); this only makes the file's real fsyncs follow.
+                clock.sleep_until_ms(clock.now_ms() + FLUSH_TICK_MS).await;
                 let Some(shared) = weak.upgrade() else { return };
                 let aof = shared.aof.read();
                 if let Some(aof) = aof.as_ref() {
-                    aof.flush_if_dirty();
+                    aof.catch_up();
                 }
             }
         });

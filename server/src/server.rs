@@ -288,6 +288,21 @@ impl ServerHandle {
         crate::restart::restart(&self.shared, aof).await
     }
 
+    /// Cuts the power to this node's machine and boots it again: the process dies as in
+    /// [`restart`](Self::restart), and its append-only file loses every byte that was only in
+    /// the kernel's page cache, as a real power cut (or kernel panic) loses it. Then the node
+    /// starts, replaying what is left of its AOF (or empty, when it kept none).
+    ///
+    /// Which bytes were on disk follows `appendfsync`, on the server's clock: `always`,
+    /// everything acknowledged; `everysec`, what Redis's once-a-second fsync had covered (a
+    /// write less than a second after the previous fsync waits for the next); `no`, what the
+    /// kernel had written back (modelled as Linux's 30-second `dirty_expire`). With a virtual
+    /// clock the outcome depends only on how far the clock was advanced.
+    /// Resolves once the node serves again.
+    pub async fn power_loss(&self) -> std::io::Result<PowerLoss> {
+        crate::restart::power_loss(&self.shared).await
+    }
+
     /// Whether this replica's link to its master is up (false for a master).
     pub fn replication_link_up(&self) -> bool {
         self.shared
@@ -301,6 +316,19 @@ impl ServerHandle {
         let mut rx = self.shared.shutdown_signal();
         let _ = rx.wait_for(|s| *s).await;
     }
+}
+
+/// What a power cut ([`ServerHandle::power_loss`]) did to the node's append-only file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerLoss {
+    /// The file's length as the process saw it: every byte written, on disk or not (0 without
+    /// an AOF).
+    pub written: u64,
+    /// Of those, the bytes that were on disk: the length the file keeps.
+    pub durable: u64,
+    /// The server time (Unix ms) of the last fsync that wrote something, if the server has
+    /// fsynced the file since it opened it.
+    pub last_fsync_ms: Option<u64>,
 }
 
 /// A server running on its own runtime; stops when dropped.

@@ -94,8 +94,11 @@ pub(crate) struct Shared {
     shutdown_tx: watch::Sender<bool>,
     /// `true` while a [restart](crate::restart) reloads the keyspace: new connections wait.
     loading_tx: watch::Sender<bool>,
-    /// Whether the once-a-second AOF flush task runs (started once, it serves any AOF).
+    /// Whether the `everysec` AOF flush task runs (started once, it serves any AOF).
     pub(crate) aof_flusher: AtomicBool,
+    /// Which bytes of the AOF file are on disk rather than in the page cache: kept across
+    /// restarts, as the kernel keeps its page cache when a process dies.
+    pub(crate) aof_durability: parking_lot::Mutex<Option<Arc<crate::durability::Durability>>>,
 }
 
 impl Shared {
@@ -144,6 +147,7 @@ impl Shared {
             shutdown_tx,
             loading_tx: watch::channel(false).0,
             aof_flusher: AtomicBool::new(false),
+            aof_durability: parking_lot::Mutex::new(None),
         }
     }
 

@@ -184,6 +184,19 @@ pub enum What {
         /// Its replication offset when promoted.
         offset: u64,
     },
+    /// The power to a node's machine was cut: its process died and its AOF kept only the bytes
+    /// that were on disk (fsynced, or written back by the kernel); the rest, in the page
+    /// cache, is lost. Read from the server's power-loss fault.
+    PowerLost {
+        /// The node.
+        node: usize,
+        /// Bytes its AOF held as the process saw them.
+        written: u64,
+        /// Of those, the bytes on disk: what the file keeps.
+        durable: u64,
+        /// Lesson time of its last fsync that wrote something, if it had fsynced at all.
+        last_fsync_ms: Option<u64>,
+    },
     /// A node restarted in place.
     Restarted {
         /// The node.
@@ -341,6 +354,7 @@ impl Event {
             | What::CutOff { node, .. }
             | What::Promoted { node, .. }
             | What::Restarted { node, .. }
+            | What::PowerLost { node, .. }
             | What::LockSeen { node, .. }
             | What::MemoryLimit { node, .. }
             | What::Filled { node, .. }
@@ -536,6 +550,30 @@ impl Event {
                     "{} is promoted to master at offset {offset}; clients now talk to it",
                     Lane::Node(*node)
                 );
+            }
+            What::PowerLost {
+                node,
+                written,
+                durable,
+                last_fsync_ms,
+            } => {
+                let _ = write!(
+                    s,
+                    "{} loses power: of the {written} bytes its AOF had written, {durable} were on disk (",
+                    Lane::Node(*node)
+                );
+                match last_fsync_ms {
+                    Some(t) => {
+                        let _ = write!(s, "its last fsync was at t={t} ms");
+                    }
+                    None => s.push_str("it had not fsynced since it opened the file"),
+                }
+                match written - durable {
+                    0 => s.push_str("); nothing was only in the page cache"),
+                    lost => {
+                        let _ = write!(s, "); the {lost} byte(s) only in the page cache are lost");
+                    }
+                }
             }
             What::Restarted { node, aof, keys } => {
                 let _ = write!(

@@ -253,6 +253,16 @@ impl Picture<'_> {
                     );
                     self.label(x, y - 4, "#16a34a", "promoted");
                 }
+                What::PowerLost { .. } => {
+                    // A lightning bolt: the machine, not only the process, goes down.
+                    let _ = write!(
+                        self.svg,
+                        "<path d=\"M{} {} l-9 12 l6 0 l-4 10 l11 -13 l-6 0 l4 -9 z\" fill=\"#dc2626\" stroke=\"#7f1d1d\" stroke-width=\"1\"/>",
+                        x + 3,
+                        y - 11
+                    );
+                    self.label(x, y - 4, "#dc2626", "power cut");
+                }
                 What::Restarted { aof, .. } => {
                     let _ = write!(
                         self.svg,

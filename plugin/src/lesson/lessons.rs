@@ -40,7 +40,7 @@ pub const LESSONS: &[Lesson] = &[
     },
     Lesson {
         name: "aof-restart",
-        summary: "the lock's only node crashes and restarts without persistence, then replaying its AOF (appendfsync always, then everysec)",
+        summary: "the lock's only node crashes and restarts without persistence, then replaying its AOF (appendfsync always, then everysec); then its machine loses power under everysec, less than a second after the lock was taken, then more than a second after",
     },
     Lesson {
         name: "pause",
@@ -128,6 +128,8 @@ pub(crate) async fn play(name: &str, seed: u64, env: &Env) -> Result<Vec<Act>, S
             restart(&mut n, env, "always", false).await?,
             restart(&mut n, env, "always", true).await?,
             restart(&mut n, env, "everysec", true).await?,
+            power_loss(&mut n, env, None).await?,
+            power_loss(&mut n, env, Some(EVERYSEC_MS)).await?,
         ]),
         "pause" => Ok(vec![
             stall(&mut n, env, Defence::None).await?,
@@ -420,6 +422,49 @@ async fn restart(
         format!("a plain lock on one node logging to its AOF with appendfsync {fsync}; the node's process crashes and it restarts, replaying its AOF")
     } else {
         format!("a plain lock on one node logging to its AOF with appendfsync {fsync}; the node's process crashes and it restarts without its AOF")
+    };
+    Ok(Act {
+        title,
+        events: w.end().await,
+    })
+}
+
+/// How often `appendfsync everysec` fsyncs, at most: once a second.
+const EVERYSEC_MS: u64 = 1_000;
+
+/// `aof-restart`, acts 4 and 5: A holds the lock on a node logging to its AOF with
+/// `appendfsync everysec`; the node's machine loses power (the page cache goes too) at once,
+/// or after `wait` ms, and boots from what its AOF kept on disk; then B tries.
+async fn power_loss(n: &mut Numbers, env: &Env, wait: Option<u64>) -> Result<Act, String> {
+    let mut w = world(
+        env,
+        Topology::Replicated(0),
+        Some("everysec"),
+        Place::Storage,
+    )
+    .await?;
+    w.set_resource(n.start).await?;
+    w.advance(n.think()).await;
+    need(w.try_lock('A', TTL).await?, "A takes the free lock")?;
+    w.advance(n.think()).await;
+    w.read('A').await?;
+    if let Some(ms) = wait {
+        w.wait(ms).await;
+    }
+    w.advance(n.think()).await;
+    w.power_loss(0).await?;
+    w.look(0).await?;
+    w.advance(n.think()).await;
+    if w.try_lock('B', TTL).await? {
+        w.advance(n.think()).await;
+        read_modify_write(&mut w, 'B', n.delta_b, CheckKind::None, n).await?;
+    }
+    w.advance(n.think()).await;
+    w.write('A', n.delta_a, CheckKind::None).await?;
+    w.finish().await?;
+    let title = match wait {
+        None => "a plain lock on one node logging to its AOF with appendfsync everysec; the node's machine loses power less than a second after A's acquisition, and the node boots from its AOF".to_string(),
+        Some(ms) => format!("a plain lock on one node logging to its AOF with appendfsync everysec; the node's machine loses power more than {ms} ms after A's acquisition, and the node boots from its AOF"),
     };
     Ok(Act {
         title,

@@ -1326,6 +1326,27 @@ impl World {
         Ok(())
     }
 
+    /// Cuts the power to `node`'s machine and boots it again from what its AOF kept on disk.
+    pub(crate) async fn power_loss(&mut self, node: usize) -> Result<(), String> {
+        let Node::Local(s) = &self.nodes[node] else {
+            return Err("--against does not cut the power to your servers".into());
+        };
+        let cut = s.power_loss().await.map_err(|e| e.to_string())?;
+        self.record(What::PowerLost {
+            node,
+            written: cut.written,
+            durable: cut.durable,
+            last_fsync_ms: cut.last_fsync_ms.map(|t| t.saturating_sub(T0_MS)),
+        });
+        let keys = int(&self.admin(node, &["DBSIZE"]).await?).unwrap_or(-1);
+        self.record(What::Restarted {
+            node,
+            aof: true,
+            keys,
+        });
+        Ok(())
+    }
+
     /// Cuts the clients off `nodes` (or lets them through again).
     pub(crate) fn network(&mut self, nodes: &[usize], cut: bool) {
         for &n in nodes {

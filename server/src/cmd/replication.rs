@@ -146,13 +146,14 @@ fn wait(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// How many of `WAITAOF`'s acknowledgements hold now: `[local, replicas]`. Local is 1 when
-/// everything appended to this server's AOF so far (so this client's writes too) is on disk.
+/// everything appended to this server's AOF so far (so this client's writes too) is covered by
+/// its fsyncs (never under `appendfsync no`, as in Redis).
 fn aof_acks(shared: &crate::state::Shared, offset: u64) -> (i64, i64) {
     let local = shared
         .aof
         .read()
         .as_ref()
-        .is_some_and(|aof| aof.synced() >= aof.appended());
+        .is_some_and(|aof| aof.all_fsynced());
     (local as i64, shared.replication.aof_acked_count(offset))
 }
 
