@@ -219,8 +219,25 @@ impl Config {
                 return Ok(());
             }
             "hll-sparse-max-bytes" => {
-                // A memory value (`1kb`), 0 and up, as in Redis.
-                let n = memory_value(value, 0)?;
+                // A memory value (`1kb`) up to 2^63 - 1, as in Redis: one that parses but is
+                // larger gets the range error, not the parse error.
+                let n = match parse_memory(value) {
+                    Some(n) => n,
+                    // Digits past 2^64 - 1 saturate there (C's `strtoull`).
+                    None if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                        u64::MAX
+                    }
+                    None => {
+                        return Err(ConfigError::Invalid(
+                            "argument must be a memory value".into(),
+                        ))
+                    }
+                };
+                if n > i64::MAX as u64 {
+                    return Err(ConfigError::Invalid(
+                        "argument must be between 0 and 9223372036854775807 inclusive".into(),
+                    ));
+                }
                 self.hll_sparse_max_bytes.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
                 return Ok(());

@@ -25,9 +25,10 @@
 //! Values are a client's bytes (`SET`, `SETRANGE`, `RESTORE`): [`encoding_of`] checks the
 //! header before anything reads further (a wrong one is `WRONGTYPE`), and every walk of the
 //! sparse opcodes checks that they cover exactly the 16384 registers (a wrong count is
-//! `INVALIDOBJ`). Redis had two CVEs here (CVE-2019-10192/10193: sparse runs that wrote past
-//! the registers); here every read and write is of a slice, bounds-checked, and the walks stop
-//! where Redis's fixed ones stop.
+//! `INVALIDOBJ`). Redis had CVEs here (CVE-2019-10192/10193, CVE-2025-32023: sparse runs that
+//! wrote past the registers, or summed past the end until the index overflowed); here every
+//! read and write is of a slice, bounds-checked, and the walks refuse what Redis's fixed ones
+//! refuse: any run that would pass register 16383.
 
 pub(crate) mod dense;
 pub(crate) mod estimate;

@@ -219,21 +219,17 @@ fn merge_neighbours(v: &mut Vec<u8>, prev: Option<usize>) {
     }
 }
 
-/// The dense registers of the sparse `body`; Corrupt unless the opcodes cover exactly 16384
-/// registers (a `VAL` past the end stops the walk, as in Redis).
-pub(crate) fn to_dense_registers(body: &[u8], regs: &mut [u8]) -> Result<(), Corrupt> {
+/// Walks the opcodes of `body`, calling `f` with the first register of each run and the
+/// run. Corrupt unless the runs cover exactly the 16384 registers: the walk stops at the
+/// first run that would pass the end, before `f` sees it (as Redis's walks do since the fix
+/// of CVE-2025-32023, where runs summed past the end overflowed the index).
+pub(crate) fn walk(body: &[u8], mut f: impl FnMut(usize, Op)) -> Result<(), Corrupt> {
     let mut idx = 0usize;
     for (_, op) in ops(body) {
-        if op.value == 0 {
-            idx += op.run;
-            continue;
-        }
         if idx + op.run > REGISTERS {
-            break;
+            return Err(Corrupt);
         }
-        for i in idx..idx + op.run {
-            dense::set(regs, i, op.value);
-        }
+        f(idx, op);
         idx += op.run;
     }
     if idx == REGISTERS {
@@ -243,44 +239,29 @@ pub(crate) fn to_dense_registers(body: &[u8], regs: &mut [u8]) -> Result<(), Cor
     }
 }
 
-/// Counts how many registers hold each value; Corrupt unless the opcodes cover exactly
-/// 16384 registers.
+/// Writes the registers of the sparse `body` into the dense `regs` (all zero before).
+pub(crate) fn to_dense_registers(body: &[u8], regs: &mut [u8]) -> Result<(), Corrupt> {
+    walk(body, |first, op| {
+        if op.value > 0 {
+            for i in first..first + op.run {
+                dense::set(regs, i, op.value);
+            }
+        }
+    })
+}
+
+/// Counts how many registers hold each value.
 pub(crate) fn histogram(body: &[u8], hist: &mut [u32; HISTOGRAM]) -> Result<(), Corrupt> {
-    let mut idx = 0usize;
-    for (_, op) in ops(body) {
-        idx += op.run;
-        hist[usize::from(op.value)] += op.run as u32;
-    }
-    if idx == REGISTERS {
-        Ok(())
-    } else {
-        Err(Corrupt)
-    }
+    walk(body, |_, op| hist[usize::from(op.value)] += op.run as u32)
 }
 
-/// Raises each of `max` (one byte a register) to the register of the sparse `body`. Corrupt
-/// unless the walk ends at exactly 16384 registers; as in Redis, a `VAL` that would pass the
-/// end stops the walk, and zero runs past the end are caught by the count.
+/// Raises each of `max` (one byte a register) to the register of the sparse `body`.
 pub(crate) fn merge_into(max: &mut [u8], body: &[u8]) -> Result<(), Corrupt> {
-    let mut i = 0usize;
-    for (_, op) in ops(body) {
-        if op.value == 0 {
-            i += op.run;
-            continue;
-        }
-        if i + op.run > REGISTERS {
-            break;
-        }
-        for m in &mut max[i..i + op.run] {
+    walk(body, |first, op| {
+        for m in &mut max[first..first + op.run] {
             *m = (*m).max(op.value);
         }
-        i += op.run;
-    }
-    if i == REGISTERS {
-        Ok(())
-    } else {
-        Err(Corrupt)
-    }
+    })
 }
 
 /// `PFDEBUG DECODE`'s text: `z:N` for `ZERO`, `Z:N` for `XZERO`, `v:VALUE,N` for `VAL`,
@@ -337,9 +318,8 @@ mod tests {
         assert_eq!(histogram(&short, &mut [0; HISTOGRAM]), Err(Corrupt));
         let long = [0x7f, 0xff, 0x80];
         assert_eq!(histogram(&long, &mut [0; HISTOGRAM]), Err(Corrupt));
-        // A VAL past the end stops the merge walk at exactly 16384: accepted there.
         let mut max = vec![0u8; REGISTERS];
-        assert_eq!(merge_into(&mut max, &long), Ok(()));
+        assert_eq!(merge_into(&mut max, &long), Err(Corrupt));
         // Nothing covers register 16383.
         let mut v = sketch(&short);
         assert_eq!(set(&mut v, REGISTERS - 1, 1, 3000), Err(Corrupt));
