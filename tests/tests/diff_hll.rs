@@ -285,7 +285,10 @@ fn damaged_values_get_redis_s_answers() {
         ("one register short", sparse(&[0x7f, 0xfe])),
         ("a zero run too many", sparse(&[0x7f, 0xff, 0x00])),
         ("a VAL past the end", sparse(&[0x7f, 0xff, 0x80])),
-        ("a VAL past the end, then zeros", sparse(&[0x7f, 0xff, 0x80, 0x00])),
+        (
+            "a VAL past the end, then zeros",
+            sparse(&[0x7f, 0xff, 0x80, 0x00]),
+        ),
         // Many XZERO:16384 runs: far more registers than exist.
         ("runs far past the end", sparse(&[0x7f, 0xff].repeat(200))),
         ("VALs far past the end", {
@@ -373,12 +376,11 @@ fn randomly_damaged_sketches_answer_as_in_redis() {
             args.push(rng.next(1 << 40).to_string());
         }
         d.check(&args);
-        let len = match &d.check(&["STRLEN", "{y}h"])[..] {
-            r => std::str::from_utf8(&r[1..r.len() - 2])
-                .unwrap()
-                .parse::<u64>()
-                .unwrap(),
-        };
+        let r = d.check(&["STRLEN", "{y}h"]);
+        let len: u64 = std::str::from_utf8(&r[1..r.len() - 2])
+            .unwrap()
+            .parse()
+            .unwrap();
         for _ in 0..1 + rng.next(5) {
             let pos = rng.next(len).to_string();
             let byte = [rng.next(256) as u8];
@@ -386,7 +388,14 @@ fn randomly_damaged_sketches_answer_as_in_redis() {
         }
         d.check(&["PFCOUNT", "{y}h"]);
         d.check(&["PFCOUNT", "{y}h", "{y}none"]);
-        d.check(&["PFADD", "{y}h", "x1", "x2", "x3", &rng.next(1000).to_string()]);
+        d.check(&[
+            "PFADD",
+            "{y}h",
+            "x1",
+            "x2",
+            "x3",
+            &rng.next(1000).to_string(),
+        ]);
         d.check(&["PFMERGE", "{y}m", "{y}h"]);
         d.check(&["GET", "{y}m"]);
         d.check(&["PFCOUNT", "{y}h"]);

@@ -19,8 +19,24 @@ use crate::memory::EntryMut;
 /// The HyperLogLog commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("pfadd", -2, WRITE | DENYOOM | FAST, 1, 1, 1, pfadd),
-    spec("pfcount", -2, READONLY | MULTI_KEY | MAY_RECORD, 1, -1, 1, pfcount),
-    spec("pfmerge", -2, WRITE | DENYOOM | MULTI_KEY, 1, -1, 1, pfmerge),
+    spec(
+        "pfcount",
+        -2,
+        READONLY | MULTI_KEY | MAY_RECORD,
+        1,
+        -1,
+        1,
+        pfcount,
+    ),
+    spec(
+        "pfmerge",
+        -2,
+        WRITE | DENYOOM | MULTI_KEY,
+        1,
+        -1,
+        1,
+        pfmerge,
+    ),
 ];
 
 /// Checks that `v` is a sketch: its encoding, or Redis's error.

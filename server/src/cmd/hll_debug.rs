@@ -128,9 +128,7 @@ pub(crate) fn selftest(max_sparse: u64) -> Result<(), String> {
             (rel_err * 6.0 * checkpoint as f64).ceil() as u64
         };
         if abs_err > max_err {
-            return Err(format!(
-                "Too big error. card:{checkpoint} abserr:{abs_err}"
-            ));
+            return Err(format!("Too big error. card:{checkpoint} abserr:{abs_err}"));
         }
         checkpoint *= 10;
     }

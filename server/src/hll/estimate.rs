@@ -10,7 +10,7 @@
 use super::{HISTOGRAM, Q, REGISTERS};
 
 /// 0.5 / ln 2: the bias correction of the estimator as the number of registers grows.
-const ALPHA_INF: f64 = 0.721_347_520_444_481_703_680;
+const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
 
 /// Ertl's sigma(x) = x + sum over k >= 1 of x^(2^k) * 2^(k-1), summed until it stops changing.
 fn sigma(mut x: f64) -> f64 {
@@ -64,7 +64,7 @@ pub(crate) fn cardinality(hist: &[u32; HISTOGRAM]) -> u64 {
     // `z` is 0 and the estimate infinite: there x86's conversion gives the "integer
     // indefinite" value 2^63, which Redis then answers as a negative number.
     let r = e.round();
-    if r.is_finite() && r < 9.223_372_036_854_775_807e18 {
+    if r.is_finite() && r < (1u64 << 63) as f64 {
         r as u64
     } else {
         1 << 63

@@ -197,7 +197,9 @@ pub(crate) fn count_registers(max: &[u8]) -> u64 {
 
 /// The registers of a dense `v`, one a byte.
 pub(crate) fn registers(v: &[u8]) -> Vec<u8> {
-    (0..REGISTERS).map(|i| dense::get(&v[HEADER..], i)).collect()
+    (0..REGISTERS)
+        .map(|i| dense::get(&v[HEADER..], i))
+        .collect()
 }
 
 #[cfg(test)]
