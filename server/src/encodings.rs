@@ -160,6 +160,12 @@ impl Encodings {
         }
     }
 
+    /// `zset-max-listpack-entries`: up to this many members Redis keeps a sorted set in a
+    /// listpack (score order), past it in a skiplist and a hash table.
+    pub(crate) fn zset_max_entries(&self) -> usize {
+        self.get(ZSET_ENTRIES)
+    }
+
     /// What `OBJECT ENCODING` answers for a sorted set of `len` members whose longest member
     /// has `longest` bytes: `listpack` within both limits, `skiplist` past either.
     pub(crate) fn zset_encoding(&self, len: usize, longest: usize) -> &'static str {

@@ -119,6 +119,27 @@ fn next_home(at: u64, mask: u64) -> u64 {
     reversed.reverse_bits() & IN_SHARD
 }
 
+/// One page of a collection kept in a table with positions (an `IndexMap` or `IndexSet`, as
+/// hashes, sets and sorted sets are): the positions to visit, highest first, and the next
+/// cursor (0 when done).
+///
+/// Walking down from the end keeps Redis's promise, because of how such a table changes: a
+/// new element is added at the end; a deletion either moves the last element into the hole
+/// (`swap_remove`) or shifts every later element down by one (`shift_remove`). Either way an
+/// element only ever moves down from a position not yet visited to another not yet visited,
+/// or from one already visited (the last) to anywhere, which at worst returns it twice.
+pub(crate) fn index_page(len: usize, cursor: u64, count: usize) -> (std::ops::Range<usize>, u64) {
+    // Cursor 0 starts at the end; any other is the position just above the next to visit,
+    // which deletions since may have put past the end.
+    let top = if cursor == 0 {
+        len
+    } else {
+        usize::try_from(cursor).unwrap_or(usize::MAX).min(len)
+    };
+    let bottom = top.saturating_sub(count.max(1));
+    (bottom..top, bottom as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
@@ -234,6 +255,45 @@ mod tests {
             (buckets / 10..=buckets / 10 + 4).contains(&calls),
             "{calls} calls"
         );
+    }
+
+    #[test]
+    fn index_pages_keep_elements_present_throughout_despite_removals() {
+        let mut set: indexmap::IndexSet<u32> = (0..1000).collect();
+        let mut seen = BTreeSet::new();
+        let mut cursor = 0;
+        let mut step = 0;
+        loop {
+            let (range, next) = index_page(set.len(), cursor, 7);
+            for i in range.rev() {
+                seen.insert(*set.get_index(i).unwrap());
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+            step += 1;
+            // Even elements stay; odd ones go, by both kinds of removal, so that the element
+            // moved into a hole is often one that stays; new ones come now and then.
+            let gone = (step * 74 + 1) % 1000;
+            if step % 2 == 0 {
+                set.swap_remove(&gone);
+            } else {
+                set.shift_remove(&gone);
+            }
+            if step % 3 == 0 {
+                set.insert(10_000 + step);
+            }
+        }
+        for k in (0..1000).step_by(2) {
+            assert!(
+                seen.contains(&k),
+                "element {k} present throughout, never returned"
+            );
+        }
+        // A cursor past the end (deletions since) restarts from the end; the end is 0.
+        assert_eq!(index_page(3, 10, 2), (1..3, 1));
+        assert_eq!(index_page(3, 1, 2), (0..1, 0));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The sorted-set value: members ordered by `(score, member)`, with O(1) score lookup.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use indexmap::IndexMap;
 
 /// A score with a total order (scores are never NaN: commands reject NaN before storing).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,7 +27,9 @@ impl Ord for Score {
 /// A sorted set: each member once, ordered by score and then by member bytes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ZSet {
-    scores: HashMap<Bytes, f64>,
+    /// Each member's score; in a table with positions, so that `ZSCAN` can page through it
+    /// (see [`crate::scan::index_page`]).
+    scores: IndexMap<Bytes, f64>,
     order: BTreeSet<(Score, Bytes)>,
 }
 
@@ -65,7 +68,7 @@ impl ZSet {
 
     /// Removes a member; returns its score if it was present.
     pub(crate) fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let (m, s) = self.scores.remove_entry(member)?;
+        let (m, s) = self.scores.swap_remove_entry(member)?;
         self.order.remove(&(Score(s), m));
         Some(s)
     }
@@ -73,6 +76,12 @@ impl ZSet {
     /// Members in ascending order with their scores.
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
         self.order.iter().map(|(s, m)| (m, s.0))
+    }
+
+    /// The member at `position` of the member table (not the rank: see
+    /// [`crate::scan::index_page`]) with its score.
+    pub(crate) fn at_position(&self, position: usize) -> Option<(&Bytes, f64)> {
+        self.scores.get_index(position).map(|(m, s)| (m, *s))
     }
 
     /// 0-based rank of `member` in ascending order.

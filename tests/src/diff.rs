@@ -27,7 +27,13 @@ impl Default for Diff {
 impl Diff {
     /// Starts both servers and connects to each.
     pub fn new() -> Diff {
-        let redis_proc = RedisProcess::spawn(&[]);
+        Diff::with_redis_args(&[])
+    }
+
+    /// Like [`Diff::new`], with extra `redis-server` arguments (e.g. `--enable-debug-command
+    /// yes` for a test of `DEBUG`, which Redis 7 refuses by default).
+    pub fn with_redis_args(args: &[&str]) -> Diff {
+        let redis_proc = RedisProcess::spawn(args);
         let latchkey_server = latchkey_server::Server::builder()
             .start_blocking()
             .expect("start latchkey");

@@ -310,3 +310,36 @@ fn expiry_edges() {
         "EXISTS a",
     ]);
 }
+
+/// `DEBUG POPULATE` makes the keys and values Redis makes: names `prefix:n`, values `value:n`
+/// (zero-padded or cut to a size), existing keys kept, names cut at 127 bytes, and Redis's
+/// errors for bad counts and sizes.
+#[test]
+fn debug_populate_makes_what_redis_makes() {
+    let mut d = Diff::with_redis_args(&["--enable-debug-command", "yes"]);
+    d.table(&[
+        "SET key:3 mine",
+        "DEBUG POPULATE 10",
+        "DBSIZE",
+        "GET key:0",
+        "GET key:3",
+        "GET key:9",
+        "EXISTS key:10",
+        "DEBUG POPULATE 5 p 3",
+        "GET p:4",
+        "DEBUG POPULATE 3 q 12",
+        "GET q:2",
+        "DEBUG POPULATE 0",
+        "DEBUG POPULATE -1",
+        "DEBUG POPULATE x",
+        "DEBUG POPULATE 1 r -1",
+        "DEBUG POPULATE 1 r x",
+        "DEBUG POPULATE 1 r 1 extra",
+        "DEBUG POPULATE",
+        "DEBUG NOSUCH 1",
+        "DBSIZE",
+    ]);
+    let long = "n".repeat(130);
+    d.check(&["DEBUG", "POPULATE", "2", &long]);
+    d.check(&["KEYS", "nnn*"]);
+}

@@ -562,3 +562,35 @@ fn one_command_cannot_grow_past_maxmemory() {
     assert_eq!(c.cmd(&["LCS", "a", "b", "LEN"]), b":2000\r\n");
     assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
 }
+
+/// `DEBUG POPULATE` of a billion keys cannot take the process down: with `maxmemory` set it
+/// stops with Redis's OOM error once the next key would pass the limit, keeps the keys it
+/// made, and the server goes on serving. (Redis itself would fill until the machine runs out.)
+#[test]
+fn debug_populate_stops_at_maxmemory() {
+    let server = Server::builder().start_blocking().unwrap();
+    let mut c = RawConn::connect(server.addr()).unwrap();
+    let used = info_number(&mut c, "memory", "used_memory");
+    let cap = used + 4 * 1024 * 1024;
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "maxmemory", &cap.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd(&["DEBUG", "POPULATE", "1000000000"]), OOM);
+    let dbsize = String::from_utf8(c.cmd(&["DBSIZE"])).unwrap();
+    let keys: u64 = dbsize.trim_start_matches(':').trim().parse().unwrap();
+    assert!(keys > 1000, "it filled up to the limit first: {keys} keys");
+    assert!(keys < 1_000_000, "it stopped at the limit: {keys} keys");
+    // Past the cap by no more than the last check let in: up to 64 keys, and the doubling of
+    // the shard tables they landed in (an eighth of the keyspace's tables or so).
+    let after = info_number(&mut c, "memory", "used_memory");
+    assert!(
+        after <= cap + cap / 4,
+        "used {after} against a cap of {cap}"
+    );
+    assert_eq!(c.cmd(&["GET", "key:0"]), b"$7\r\nvalue:0\r\n");
+    // A size that could never fit is refused before anything is made.
+    assert_eq!(c.cmd(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["DEBUG", "POPULATE", "1", "big", "100000000"]), OOM);
+    assert_eq!(c.cmd(&["DBSIZE"]), b":0\r\n");
+}

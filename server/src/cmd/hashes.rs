@@ -4,7 +4,7 @@ use crate::memory::EntryMut;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use super::keys::{parse_scan, scan_page};
+use super::keys::parse_scan;
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
@@ -258,18 +258,20 @@ fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(x) => x,
         Err(e) => return e,
     };
-    let fields = match read(ctx, &args[1], |h| {
-        h.iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<Vec<_>>()
-    }) {
+    // A small hash comes back whole, as Redis returns its listpack; a large one a page at a
+    // time, copying only that page.
+    let paged = read(ctx, &args[1], |h| {
+        let pair = |i: usize| h.get_index(i).map(|(k, v)| (k.clone(), v.clone()));
+        if h.len() <= SMALL_HASH {
+            ((0..h.len()).filter_map(pair).collect::<Vec<_>>(), 0)
+        } else {
+            let (positions, next) = crate::scan::index_page(h.len(), cursor, opts.count);
+            (positions.rev().filter_map(pair).collect(), next)
+        }
+    });
+    let (page, next) = match paged {
         Ok(v) => v.unwrap_or_default(),
         Err(e) => return e,
-    };
-    let (page, next) = if fields.len() <= SMALL_HASH {
-        (fields, 0)
-    } else {
-        scan_page(fields, |(k, _)| k, cursor, opts.count)
     };
     let mut out = Vec::new();
     for (k, v) in page {

@@ -3,8 +3,6 @@
 //! Expiry is what makes a lock safe against a crashed holder: `PEXPIRE` and `PTTL` are what
 //! lock libraries call to extend and inspect a lease.
 
-use std::sync::OnceLock;
-
 use bytes::Bytes;
 
 use super::util::{is, parse_i64, syntax_error};
@@ -126,17 +124,6 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
 /// `maxtries`).
 const RANDOMKEY_REPLICA_TRIES: usize = 100;
 
-/// The position of a key in `SCAN` order: a hash with a seed fixed for the life of the
-/// process, so that a cursor handed out earlier still means the same place later.
-fn scan_position(key: &[u8]) -> u64 {
-    static HASHER: OnceLock<ahash::RandomState> = OnceLock::new();
-    let h = HASHER
-        .get_or_init(|| ahash::RandomState::with_seeds(7, 11, 13, 17))
-        .hash_one(key);
-    // Cursor 0 means "start" and "done": keep positions in 1..=2^63.
-    (h >> 1) | 1
-}
-
 /// The options shared by `SCAN`, `HSCAN` and friends.
 #[derive(Debug, Default)]
 pub(crate) struct ScanOptions {
@@ -186,32 +173,6 @@ pub(crate) fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanO
         i += 2;
     }
     Ok((cursor, opts))
-}
-
-/// Picks the next page of `items` after `cursor`: the `count` items with the smallest scan
-/// positions at or after it. Returns the page and the next cursor (0 when done). Every item
-/// present for the whole iteration is returned exactly once, whatever changes in between.
-pub(crate) fn scan_page<T>(
-    items: Vec<T>,
-    key_of: impl Fn(&T) -> &[u8],
-    cursor: u64,
-    count: usize,
-) -> (Vec<T>, u64) {
-    let mut rest: Vec<(u64, T)> = items
-        .into_iter()
-        .map(|t| (scan_position(key_of(&t)), t))
-        .filter(|(p, _)| *p >= cursor)
-        .collect();
-    if rest.len() > count {
-        rest.select_nth_unstable_by_key(count, |(p, _)| *p);
-        let next = rest[count].0;
-        rest.truncate(count);
-        rest.sort_unstable_by_key(|(p, _)| *p);
-        (rest.into_iter().map(|(_, t)| t).collect(), next)
-    } else {
-        rest.sort_unstable_by_key(|(p, _)| *p);
-        (rest.into_iter().map(|(_, t)| t).collect(), 0)
-    }
 }
 
 /// About how many keys one `SCAN` call with `args` walks at most, for [`crate::walk`]: ten

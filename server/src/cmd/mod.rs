@@ -27,6 +27,7 @@ pub(crate) mod list_multi;
 pub(crate) mod lists;
 pub(crate) mod memory;
 pub(crate) mod object;
+pub(crate) mod populate;
 pub(crate) mod pubsub;
 pub(crate) mod relocate;
 pub(crate) mod replication;

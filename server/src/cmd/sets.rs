@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use rand::Rng;
 
-use super::keys::{parse_scan, scan_page};
+use super::keys::parse_scan;
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
 use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
@@ -526,15 +526,22 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(x) => x,
         Err(e) => return e,
     };
-    let (members, whole) = match read(ctx, &args[1], |s| (s.members(), s.ints().is_some())) {
+    // An intset is returned whole by one call, as Redis does for its compact encodings; a
+    // hashtable a page at a time, copying only that page.
+    let paged = read(ctx, &args[1], |s| {
+        if s.ints().is_some() {
+            (s.members(), 0)
+        } else {
+            let (positions, next) = crate::scan::index_page(s.len(), cursor, opts.count);
+            (
+                positions.rev().filter_map(|i| s.get_index(i)).collect(),
+                next,
+            )
+        }
+    });
+    let (page, next) = match paged {
         Ok(v) => v.unwrap_or_default(),
         Err(e) => return e,
-    };
-    // An intset is returned whole by one call, as Redis does for its compact encodings.
-    let (page, next) = if whole {
-        (members, 0)
-    } else {
-        scan_page(members, |m| m, cursor, opts.count)
     };
     let out = page
         .into_iter()

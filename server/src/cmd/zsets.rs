@@ -367,20 +367,26 @@ fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(e) => return e,
     };
     let enc = &ctx.shared.config.encodings;
-    let members = match read(ctx, &args[1], |z| {
-        let longest = z.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-        let whole = enc.zset_encoding(z.len(), longest) == "listpack";
-        let members: Vec<(Bytes, f64)> = z.iter().map(|(m, s)| (m.clone(), s)).collect();
-        (members, whole)
-    }) {
-        Ok(v) => v,
+    // A sorted set within the listpack limits comes back whole, in score order as Redis's
+    // listpack holds it; a larger one a page at a time from its member table.
+    let paged = read(ctx, &args[1], |z| {
+        let small = z.len() <= enc.zset_max_entries()
+            && enc.zset_encoding(z.len(), z.iter().map(|(m, _)| m.len()).max().unwrap_or(0))
+                == "listpack";
+        if small {
+            (z.iter().map(|(m, s)| (m.clone(), s)).collect::<Vec<_>>(), 0)
+        } else {
+            let (positions, next) = crate::scan::index_page(z.len(), cursor, opts.count);
+            let page = positions
+                .rev()
+                .filter_map(|i| z.at_position(i).map(|(m, s)| (m.clone(), s)))
+                .collect();
+            (page, next)
+        }
+    });
+    let (page, next) = match paged {
+        Ok(v) => v.unwrap_or_default(),
         Err(e) => return e,
-    };
-    let (members, whole) = members.unwrap_or_default();
-    let (page, next) = if whole {
-        (members, 0)
-    } else {
-        super::keys::scan_page(members, |(m, _)| m, cursor, opts.count)
     };
     let mut out = Vec::with_capacity(page.len() * 2);
     for (m, score) in page {

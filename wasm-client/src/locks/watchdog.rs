@@ -13,7 +13,7 @@ use super::{ms, Lease};
 use crate::metrics::Metrics;
 use crate::scripts::RENEW_BATCH;
 use crate::transport::{eval, jitter};
-use crate::{Reply, Transport};
+use crate::{Error, Reply, Transport};
 
 /// Why a watched lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +180,12 @@ async fn renew_all<T: Transport>(
     let mut argv: Vec<&[u8]> = vec![&ttl_ms];
     argv.extend(batch.iter().map(|(_, _, tok)| tok.as_bytes()));
     let now = t.now();
-    let results = eval(t, &RENEW_BATCH, &keys, &argv).await;
+    // A server that does not answer (paused, or a network that swallows packets) must not
+    // stop the watchdog from noticing that the TTL runs out: a round that gets no answer
+    // within a renewal period counts as one the server could not be reached for.
+    let results = tokio::time::timeout(ttl / 3, eval(t, &RENEW_BATCH, &keys, &argv))
+        .await
+        .unwrap_or_else(|_| Err(Error::Transport("no answer to a renewal".into())));
     let mut map = entries.lock().expect("watchdog lock");
     match results {
         Ok(Reply::Array(flags)) => {

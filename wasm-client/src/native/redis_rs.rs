@@ -2,12 +2,18 @@
 //! redis-rs crate: one multiplexed connection for commands (or a cluster connection routing by
 //! slot), one pub/sub connection shared by every waiter. A single node, a Sentinel-managed
 //! master, or a Cluster.
+//!
+//! Both connections come back after the server drops them (a restart, a network blip, a
+//! `CLIENT KILL`): the command that met the dropped connection fails, and the next ones go
+//! over a new connection. Commands have no reply deadline of the transport's own: a `WAIT` of
+//! two seconds gets its answer after two seconds, and the lock algorithms bound their own
+//! waits (the watchdog gives up on a renewal round after one renewal period).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Value;
 
 use super::hub::{Hub, HubCommand, NativeSubscription};
@@ -17,7 +23,7 @@ use crate::{Error, Reply, Transport};
 /// How commands reach the server(s).
 #[derive(Clone)]
 enum Commands {
-    Single(MultiplexedConnection),
+    Single(ConnectionManager),
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
@@ -33,6 +39,18 @@ impl std::fmt::Debug for RedisTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisTransport").finish_non_exhaustive()
     }
+}
+
+/// How the command connection is made and made again: a connection attempt gives up after a
+/// second, and after a drop it is retried three times within about a second before the
+/// commands waiting for it fail; replies have no deadline (see the module's note).
+fn connection_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(None)
+        .set_number_of_retries(3)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
 }
 
 fn transport_err(e: redis::RedisError) -> Error {
@@ -84,7 +102,7 @@ impl RedisTransport {
     async fn from_client(client: redis::Client) -> Result<RedisTransport, Error> {
         let conn = Commands::Single(
             client
-                .get_multiplexed_async_connection()
+                .get_connection_manager_with_config(connection_config())
                 .await
                 .map_err(transport_err)?,
         );
