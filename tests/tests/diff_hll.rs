@@ -402,3 +402,11 @@ fn randomly_damaged_sketches_answer_as_in_redis() {
         d.check(&["GET", "{y}h"]);
     }
 }
+
+/// `PFSELFTEST` passes on both: the registers read back what was written, and ten million
+/// elements added to a dense and a sparse sketch give the same, accurate estimates.
+#[test]
+fn the_self_test_passes() {
+    let mut d = Diff::new();
+    assert_eq!(d.check(&["PFSELFTEST"]), b"+OK\r\n");
+}
