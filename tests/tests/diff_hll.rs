@@ -410,3 +410,21 @@ fn the_self_test_passes() {
     let mut d = Diff::new();
     assert_eq!(d.check(&["PFSELFTEST"]), b"+OK\r\n");
 }
+
+/// The one place latchkey answers otherwise on purpose: `PFDEBUG DECODE` of a damaged sparse
+/// body larger than any well-formed one (here 100 KB of opcodes, which Redis prints as 400 KB
+/// of text) is refused as damaged, so that a value of hundreds of megabytes cannot make
+/// gigabytes of reply. Every other command still answers as Redis does.
+#[test]
+fn decoding_a_huge_damaged_body_is_refused() {
+    let mut d = Diff::new();
+    let mut v = header(1);
+    v.extend_from_slice(&[0x7f, 0xff].repeat(50_000));
+    d.check(&[b"SET".as_slice(), b"huge", &v]);
+    let (redis, latchkey) = d.both(&["PFDEBUG", "DECODE", "huge"]);
+    assert!(redis.starts_with(b"$399999\r\nZ:16384 Z:16384"), "{}", redis.len());
+    assert_eq!(latchkey, b"-INVALIDOBJ Corrupted HLL object detected\r\n");
+    d.check(&["PFCOUNT", "huge"]);
+    d.check(&["PFADD", "huge", "a"]);
+    d.check(&["GET", "huge"]);
+}

@@ -15,6 +15,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("pfselftest", 1, ADMIN, 0, 0, 0, pfselftest),
 ];
 
+/// The longest sparse body `PFDEBUG DECODE` prints.
+const MAX_DECODED_BODY: usize = 64 * 1024;
+
 /// `PFDEBUG subcommand key`. The key is looked up and checked before the subcommand is read,
 /// as in Redis. `GETREG` and `TODENSE` turn a sparse sketch dense for good; that change goes
 /// to replicas and the AOF (Redis counts it as a change but tells no `WATCH`).
@@ -48,6 +51,13 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 }
             }
         },
+        // The text takes up to 7 bytes an opcode byte: a damaged value of hundreds of
+        // megabytes would make gigabytes. No well-formed sketch has more than 32 KiB of
+        // opcodes (16384 runs of at most 2 bytes), so a body past twice that is refused as
+        // damaged (Redis would print it all).
+        b"decode" if sparse && v.len() - HEADER > MAX_DECODED_BODY => {
+            Frame::error(CORRUPT_ERROR)
+        }
         b"decode" if sparse => Frame::bulk(hll::sparse::decode(&v[HEADER..])),
         b"decode" => Frame::error("ERR HLL encoding is not sparse"),
         b"encoding" => Frame::simple(if sparse { "sparse" } else { "dense" }),
