@@ -422,7 +422,11 @@ fn decoding_a_huge_damaged_body_is_refused() {
     v.extend_from_slice(&[0x7f, 0xff].repeat(50_000));
     d.check(&[b"SET".as_slice(), b"huge", &v]);
     let (redis, latchkey) = d.both(&["PFDEBUG", "DECODE", "huge"]);
-    assert!(redis.starts_with(b"$399999\r\nZ:16384 Z:16384"), "{}", redis.len());
+    assert!(
+        redis.starts_with(b"$399999\r\nZ:16384 Z:16384"),
+        "{}",
+        redis.len()
+    );
     assert_eq!(latchkey, b"-INVALIDOBJ Corrupted HLL object detected\r\n");
     d.check(&["PFCOUNT", "huge"]);
     d.check(&["PFADD", "huge", "a"]);

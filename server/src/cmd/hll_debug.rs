@@ -55,9 +55,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         // megabytes would make gigabytes. No well-formed sketch has more than 32 KiB of
         // opcodes (16384 runs of at most 2 bytes), so a body past twice that is refused as
         // damaged (Redis would print it all).
-        b"decode" if sparse && v.len() - HEADER > MAX_DECODED_BODY => {
-            Frame::error(CORRUPT_ERROR)
-        }
+        b"decode" if sparse && v.len() - HEADER > MAX_DECODED_BODY => Frame::error(CORRUPT_ERROR),
         b"decode" if sparse => Frame::bulk(hll::sparse::decode(&v[HEADER..])),
         b"decode" => Frame::error("ERR HLL encoding is not sparse"),
         b"encoding" => Frame::simple(if sparse { "sparse" } else { "dense" }),
