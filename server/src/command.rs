@@ -84,6 +84,12 @@ pub(crate) const CONTAINER: u32 = 1 << 25;
 /// (`WAIT`).
 pub(crate) const BLOCKS_UNLISTED: u32 = 1 << 26;
 
+/// A read that may change its key and record the change in the replication stream and the
+/// AOF (`PFCOUNT` stores the count it computed in the value, as Redis does): it takes the
+/// stream-order lock as a write does (see `Shared::order_guard`), so that its record keeps
+/// the keyspace's order. Not shown by `COMMAND INFO`.
+pub(crate) const MAY_RECORD: u32 = 1 << 27;
+
 /// How a command runs.
 pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
 

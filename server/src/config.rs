@@ -56,6 +56,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("cluster-enabled", "no"),
     ("loglevel", "notice"),
     ("tracking-table-max-keys", "1000000"),
+    ("hll-sparse-max-bytes", "3000"),
 ];
 
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
@@ -111,6 +112,9 @@ pub(crate) struct Config {
     pub encodings: crate::encodings::Encodings,
     /// `tracking-table-max-keys`, shared with the tracking table (see [`crate::tracking`]).
     pub(crate) tracking_max_keys: Arc<AtomicU64>,
+    /// `hll-sparse-max-bytes`: past this many bytes a HyperLogLog turns dense (see
+    /// [`crate::hll`]).
+    hll_sparse_max_bytes: AtomicU64,
 }
 
 impl Default for Config {
@@ -134,6 +138,7 @@ impl Default for Config {
             limits: Arc::new(Limits::default()),
             encodings: Default::default(),
             tracking_max_keys: Arc::new(AtomicU64::new(1_000_000)),
+            hll_sparse_max_bytes: AtomicU64::new(3000),
         }
     }
 }
@@ -213,6 +218,30 @@ impl Config {
                 p.insert("lua-time-limit".into(), ms.to_string());
                 return Ok(());
             }
+            "hll-sparse-max-bytes" => {
+                // A memory value (`1kb`) up to 2^63 - 1, as in Redis: one that parses but is
+                // larger gets the range error, not the parse error.
+                let n = match parse_memory(value) {
+                    Some(n) => n,
+                    // Digits past 2^64 - 1 saturate there (C's `strtoull`).
+                    None if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                        u64::MAX
+                    }
+                    None => {
+                        return Err(ConfigError::Invalid(
+                            "argument must be a memory value".into(),
+                        ))
+                    }
+                };
+                if n > i64::MAX as u64 {
+                    return Err(ConfigError::Invalid(
+                        "argument must be between 0 and 9223372036854775807 inclusive".into(),
+                    ));
+                }
+                self.hll_sparse_max_bytes.store(n, Ordering::Release);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
             "tracking-table-max-keys" => {
                 let n = int_value(value, 0, i64::MAX)?;
                 self.tracking_max_keys.store(n as u64, Ordering::Relaxed);
@@ -266,6 +295,11 @@ impl Config {
     /// `proto-max-bulk-len`.
     pub(crate) fn proto_max_bulk_len(&self) -> u64 {
         self.proto_max_bulk_len.load(Ordering::Acquire)
+    }
+
+    /// `hll-sparse-max-bytes`.
+    pub(crate) fn hll_sparse_max_bytes(&self) -> u64 {
+        self.hll_sparse_max_bytes.load(Ordering::Acquire)
     }
 
     /// `client-query-buffer-limit` in bytes.

@@ -192,7 +192,7 @@ fn run_handler(
 ) -> Result<Frame, Blocked> {
     // A write and its feed are one step for the stream, even next to other writes sharing
     // the gate (no cost when nothing is fed).
-    let _order = match spec.has(WRITE) {
+    let _order = match spec.has(WRITE) || spec.has(MAY_RECORD) {
         true => shared.order_guard(),
         false => None,
     };

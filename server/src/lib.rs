@@ -59,6 +59,7 @@ pub(crate) mod frame;
 pub(crate) mod gate;
 pub(crate) mod glob;
 pub(crate) mod hand_off;
+pub(crate) mod hll;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals;

@@ -61,6 +61,11 @@ fn dispatch_commands() {
 }
 
 #[test]
+fn hll_decode() {
+    replay("hll_decode", fuzz_checks::hll::check);
+}
+
+#[test]
 fn rdb_load() {
     replay("rdb_load", fuzz_checks::loaders::check_rdb);
 }

@@ -375,3 +375,105 @@ fn sort_store_reaches_the_stream_as_redis_sends_it() {
     );
     assert_eq!(sort_effects(latchkey.addr()), expected);
 }
+
+/// HyperLogLog commands on the server at `addr`, and what the stream carried for them up to
+/// the closing `SET end 1`.
+fn hll_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in [
+        "PFADD h a b c",
+        "PFADD h a b c",
+        "PFCOUNT h",
+        "PFCOUNT h",
+        "PFADD h2 x",
+        "PFMERGE m h h2",
+        "PFCOUNT h h2",
+        "PFCOUNT m",
+        "PFDEBUG TODENSE h",
+        "PFDEBUG TODENSE h",
+        "PFDEBUG ENCODING h",
+        "PFDEBUG GETREG h2",
+        "PFADD h",
+        "PFADD new",
+        "SET end 1",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// `PFADD` and `PFMERGE` reach replicas and the AOF when they change the sketch, `PFCOUNT`
+/// when it stores a newly computed count in the value, `PFDEBUG` when it turns a sketch dense:
+/// the same stream as Redis 7.0's.
+#[test]
+fn hyperloglog_commands_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = hll_effects(redis.addr());
+    let names: Vec<String> = expected.iter().map(|c| c.join(" ")).collect();
+    assert_eq!(
+        names,
+        [
+            "PFADD h a b c",
+            "PFCOUNT h",
+            "PFADD h2 x",
+            "PFMERGE m h h2",
+            "PFCOUNT m",
+            "PFDEBUG TODENSE h",
+            "PFDEBUG GETREG h2",
+            "PFADD new",
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(hll_effects(latchkey.addr()), expected);
+}
+
+/// Sketches written through the AOF come back byte for byte after a crash: the replayed
+/// `PFADD`s, `PFMERGE`s and `PFCOUNT`s rebuild the very strings (sparse and dense, cached
+/// counts included).
+#[tokio::test]
+async fn sketches_come_back_from_the_aof_byte_for_byte() {
+    let tmp = tempfile::Builder::new()
+        .prefix("latchkey-hll-aof-")
+        .tempdir()
+        .unwrap();
+    let start = || {
+        Server::builder()
+            .no_listener()
+            .config("dir", tmp.path().to_str().unwrap())
+            .config("appendonly", "yes")
+            .config("appendfsync", "always")
+            .start()
+    };
+    let s = start().await.unwrap();
+    let mut c = s.client();
+    let many: Vec<String> = (0..5000).map(|i| format!("e{i}")).collect();
+    let mut big = vec!["PFADD".to_string(), "big".to_string()];
+    big.extend(many);
+    c.cmd(big).await;
+    c.cmd(["PFADD", "small", "a", "b", "c"]).await;
+    c.cmd(["PFCOUNT", "small"]).await;
+    c.cmd(["PFMERGE", "both", "small", "big"]).await;
+    c.cmd(["PFADD", "small", "d"]).await;
+    let keys = ["big", "small", "both"];
+    let mut before = Vec::new();
+    for k in keys {
+        before.push(c.cmd(["GET", k]).await);
+    }
+    assert!(matches!(&before[0], latchkey_server::Frame::Bulk(b) if b.len() == 12304));
+    s.crash().await;
+    let s = start().await.unwrap();
+    let mut c = s.client();
+    for (k, want) in keys.iter().zip(before) {
+        assert_eq!(c.cmd(["GET", k]).await, want, "{k}");
+    }
+}

@@ -18,6 +18,8 @@ pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
 pub(crate) mod connection;
 pub(crate) mod hashes;
+pub(crate) mod hll;
+pub(crate) mod hll_debug;
 pub(crate) mod hrandfield;
 pub(crate) mod keys;
 pub(crate) mod lcs;
@@ -47,7 +49,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 27] {
+fn tables() -> [&'static [CommandSpec]; 29] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -73,6 +75,8 @@ fn tables() -> [&'static [CommandSpec]; 27] {
         zset_algebra::COMMANDS,
         zset_pop::COMMANDS,
         zset_random::COMMANDS,
+        hll::COMMANDS,
+        hll_debug::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

@@ -200,6 +200,8 @@ fn group_of(spec: &CommandSpec) -> &'static str {
         "set"
     } else if find(super::zsets::COMMANDS) {
         "sorted_set"
+    } else if find(super::hll::COMMANDS) || find(super::hll_debug::COMMANDS) {
+        "hyperloglog"
     } else if find(super::pubsub::COMMANDS) {
         "pubsub"
     } else if find(super::transactions::COMMANDS) {
@@ -231,6 +233,7 @@ fn command_info(spec: &CommandSpec) -> Frame {
         "list" => "@list",
         "set" => "@set",
         "sorted_set" => "@sortedset",
+        "hyperloglog" => "@hyperloglog",
         "pubsub" => "@pubsub",
         "transactions" => "@transaction",
         "scripting" => "@scripting",

@@ -10,6 +10,7 @@
 //! [`Meter`] the fuzz binary installs.
 
 pub mod dispatch;
+pub mod hll;
 pub mod loaders;
 pub mod lua;
 pub mod resp;
