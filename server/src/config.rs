@@ -57,6 +57,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("loglevel", "notice"),
     ("tracking-table-max-keys", "1000000"),
     ("hll-sparse-max-bytes", "3000"),
+    // latchkey reads every RESTORE payload as if this were `yes`: it decodes the whole value
+    // into its own structures, checking each part, before the key exists (see
+    // `rdb::dump`). The setting is kept so that clients that set it are answered as Redis
+    // answers them.
+    ("sanitize-dump-payload", "no"),
 ];
 
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
@@ -240,6 +245,16 @@ impl Config {
                 }
                 self.hll_sparse_max_bytes.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "sanitize-dump-payload" => {
+                let lower = value.to_ascii_lowercase();
+                if !matches!(lower.as_str(), "no" | "yes" | "clients") {
+                    return Err(ConfigError::Invalid(
+                        "argument(s) must be one of the following: no, yes, clients".into(),
+                    ));
+                }
+                self.params.write().insert(name, lower);
                 return Ok(());
             }
             "tracking-table-max-keys" => {

@@ -15,6 +15,7 @@
 //! version still reads); [`read`] parses what redis-server 7.0 writes, including the compact
 //! listpack, ziplist and quicklist encodings that [`packed`] decodes.
 
+pub(crate) mod dump;
 pub(crate) mod packed;
 pub(crate) mod read;
 pub(crate) mod write;

@@ -46,6 +46,22 @@ impl Set {
         s
     }
 
+    /// The set a snapshot or a `RESTORE` payload spells out member by member, shaped as
+    /// [`Set::from_members`] shapes it with no intset limit (the caller applies its own with
+    /// [`Set::fit`]), but in O(n log n): the integers are sorted once instead of inserted one
+    /// by one, since a hostile payload may list a million of them in descending order.
+    pub(crate) fn from_loaded(members: Vec<Bytes>) -> Set {
+        let ints: Option<Vec<i64>> = members.iter().map(|m| parse_int(m)).collect();
+        match ints {
+            Some(mut v) => {
+                v.sort_unstable();
+                v.dedup();
+                Set::Ints(v)
+            }
+            None => Set::Table(members.into_iter().collect()),
+        }
+    }
+
     /// Number of members.
     pub(crate) fn len(&self) -> usize {
         match self {

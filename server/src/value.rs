@@ -155,6 +155,31 @@ impl Access {
         }
     }
 
+    /// Stamps a key `RESTORE` just created with the `IDLETIME` (seconds) or `FREQ` (a counter
+    /// 0..=255) its caller gave, as Redis's `objectSetLRUOrLFU` does: each applies only under
+    /// the kind of policy that tracks it (idle time under LRU and the others, frequency under
+    /// LFU), and is ignored otherwise.
+    pub(crate) fn restore(
+        &self,
+        idle_s: Option<u64>,
+        freq: Option<u8>,
+        now_ms: u64,
+        limits: &Limits,
+    ) {
+        if limits.policy().lfu() {
+            if let Some(f) = freq {
+                self.0
+                    .store((minutes(now_ms) << 8) | f as u32, Ordering::Relaxed);
+            }
+        } else if let Some(idle) = idle_s {
+            // The stamp is milliseconds modulo 2^32 (49 days), the wrap that `score` undoes;
+            // an idle time past that wraps as Redis's 24-bit clock does.
+            let back = idle.saturating_mul(1000);
+            self.0
+                .store((now_ms.wrapping_sub(back)) as u32, Ordering::Relaxed);
+        }
+    }
+
     /// How good an eviction candidate the key is under `policy` (higher: evict first).
     pub(crate) fn score(&self, now_ms: u64, limits: &Limits) -> u64 {
         let v = self.0.load(Ordering::Relaxed);

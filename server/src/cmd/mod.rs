@@ -17,6 +17,7 @@ pub(crate) mod bitfield;
 pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
 pub(crate) mod connection;
+pub(crate) mod dump;
 pub(crate) mod hashes;
 pub(crate) mod hll;
 pub(crate) mod hll_debug;
@@ -49,7 +50,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 29] {
+fn tables() -> [&'static [CommandSpec]; 30] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -62,6 +63,7 @@ fn tables() -> [&'static [CommandSpec]; 29] {
         object::COMMANDS,
         memory::COMMANDS,
         relocate::COMMANDS,
+        dump::COMMANDS,
         swapdb::COMMANDS,
         hashes::COMMANDS,
         hrandfield::COMMANDS,

@@ -149,6 +149,16 @@ fn parse_score(s: &[u8]) -> Result<f64, RdbError> {
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| err("bad sorted-set score"))
+        .and_then(score)
+}
+
+/// A score as a sorted set may hold it: not NaN, which has no place in the order (Redis
+/// refuses it too, "Zset with NAN score detected").
+fn score(s: f64) -> Result<f64, RdbError> {
+    if s.is_nan() {
+        return Err(err("sorted-set score is NaN"));
+    }
+    Ok(s)
 }
 
 fn pairs_to_hash(items: Vec<Bytes>) -> Result<Value, RdbError> {
@@ -203,11 +213,11 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
             let mut z = ZSet::new();
             for _ in 0..n {
                 let m = r.string()?;
-                let s = if t == kind::ZSET {
+                let s = score(if t == kind::ZSET {
                     r.text_double()?
                 } else {
                     f64::from_bits(r.le(8)?)
-                };
+                })?;
                 z.insert(m, s);
             }
             Value::ZSet(z)
@@ -241,13 +251,10 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
                 members.push(r.string()?);
             }
             // Shaped by the loader's `set-max-intset-entries` afterwards (`Set::fit`).
-            Value::Set(Set::from_members(members, usize::MAX))
+            Value::Set(Set::from_loaded(members))
         }
         kind::SET_INTSET => Value::Set(Set::Ints(packed::intset(&r.string()?)?)),
-        kind::SET_LISTPACK => Value::Set(Set::from_members(
-            packed::listpack(&r.string()?)?,
-            usize::MAX,
-        )),
+        kind::SET_LISTPACK => Value::Set(Set::from_loaded(packed::listpack(&r.string()?)?)),
         other => {
             return Err(err(format!(
                 "key '{}' has value type {other} (stream, module or zipmap), which latchkey cannot hold",
@@ -255,6 +262,16 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
             )))
         }
     })
+}
+
+/// Reads one value as a `DUMP` payload carries it (the body of Redis's `createDumpPayload`):
+/// its type byte, then the value, with no key. Bytes after the value (the payload's footer)
+/// are left unread, as Redis leaves them. Every length in it is checked against the bytes
+/// actually there before it is used, so hostile input costs at most the work of reading it.
+pub(crate) fn object(data: &[u8]) -> Result<Value, RdbError> {
+    let mut r = Reader { data, pos: 0 };
+    let t = r.u8()?;
+    value(&mut r, t, b"")
 }
 
 /// Skips a module's auxiliary data: a module id, a `when` pair, then typed fields up to an

@@ -153,15 +153,30 @@ pub(crate) fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
 
 /// Appends one key: its type byte, the key, the value.
 fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
+    out.put_u8(object_type(v));
+    string(out, key);
+    object(out, v);
+}
+
+/// The type byte that says how [`object`] encodes `v` (Redis's `rdbSaveObjectType`).
+pub(crate) fn object_type(v: &Value) -> u8 {
     match v {
-        Value::Str(s) => {
-            out.put_u8(kind::STRING);
-            string(out, key);
-            string(out, s);
-        }
+        Value::Str(_) => kind::STRING,
+        Value::Hash(_) => kind::HASH,
+        Value::List(_) => kind::LIST,
+        // An intset travels as Redis keeps it; any other set member by member.
+        Value::Set(set) if set.ints().is_some() => kind::SET_INTSET,
+        Value::Set(_) => kind::SET,
+        Value::ZSet(_) => kind::ZSET_2,
+    }
+}
+
+/// Appends the body of a value, without its type byte or key (Redis's `rdbSaveObject`): what
+/// both a snapshot and a `DUMP` payload carry after the type byte of [`object_type`].
+pub(crate) fn object(out: &mut BytesMut, v: &Value) {
+    match v {
+        Value::Str(s) => string(out, s),
         Value::Hash(h) => {
-            out.put_u8(kind::HASH);
-            string(out, key);
             len(out, h.len() as u64);
             for (f, v) in h {
                 string(out, f);
@@ -169,24 +184,16 @@ fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
             }
         }
         Value::List(l) => {
-            out.put_u8(kind::LIST);
-            string(out, key);
             len(out, l.len() as u64);
             for e in l {
                 string(out, e);
             }
         }
         Value::Set(set) => match set.ints() {
-            // An intset travels as Redis keeps it: one string holding the header (the width
-            // of each integer, the count) and the integers, ascending, little-endian.
-            Some(ints) => {
-                out.put_u8(kind::SET_INTSET);
-                string(out, key);
-                string(out, &intset_blob(ints));
-            }
+            // One string holding the header (the width of each integer, the count) and the
+            // integers, ascending, little-endian.
+            Some(ints) => string(out, &intset_blob(ints)),
             None => {
-                out.put_u8(kind::SET);
-                string(out, key);
                 len(out, set.len() as u64);
                 for m in set.members() {
                     string(out, &m);
@@ -194,8 +201,6 @@ fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
             }
         },
         Value::ZSet(z) => {
-            out.put_u8(kind::ZSET_2);
-            string(out, key);
             len(out, z.len() as u64);
             for (m, s) in z.iter() {
                 string(out, m);
