@@ -199,7 +199,10 @@ fn decayed(v: u32, now_ms: u64, limits: &Limits) -> u32 {
     if period == 0 {
         return counter;
     }
-    let then = v >> 8;
+    // Masked to the 16-bit minute field: a stamp written under an LRU policy (milliseconds, 32
+    // bits) and read after `CONFIG SET maxmemory-policy` switched to LFU has more bits there,
+    // and would make the subtraction below overflow.
+    let then = (v >> 8) & 0xFFFF;
     let now = minutes(now_ms);
     let elapsed = if now >= then {
         now - then
