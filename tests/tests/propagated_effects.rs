@@ -61,7 +61,8 @@ impl Stream {
                 let mut b = vec![0; len + 2];
                 self.0.read_exact(&mut b).unwrap();
                 b.truncate(len);
-                args.push(String::from_utf8(b).unwrap());
+                // Lossy: a `RESTORE` payload is binary; the tests that carry one replace it.
+                args.push(String::from_utf8_lossy(&b).into_owned());
             }
             let name = args[0].to_ascii_uppercase();
             if !matches!(name.as_str(), "PING" | "REPLCONF" | "SELECT") {
@@ -476,4 +477,81 @@ async fn sketches_come_back_from_the_aof_byte_for_byte() {
     for (k, want) in keys.iter().zip(before) {
         assert_eq!(c.cmd(["GET", k]).await, want, "{k}");
     }
+}
+
+/// `RESTORE` on the server at `addr`, and what the stream carried for it up to the closing
+/// `SET end 1`. The payload (binary) reads as `<payload>`, and a deadline the server computed
+/// from a relative TTL (it depends on the moment) as `<deadline>` once checked to be about an
+/// hour and a half ahead.
+fn restore_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    // What redis-server 7.0 answers to `SET foo bar` then `DUMP foo`.
+    let payload: &[u8] = b"\x00\x03bar\x0a\x00\xe6\xbe\x49\x60\xee\x66\xfd\x17";
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for line in [
+        "RESTORE a 0 P",
+        "RESTORE b 5400000 P",
+        "RESTORE c 4102444800000 P ABSTTL",
+        "RESTORE a 0 P",
+        "RESTORE a 1 P ABSTTL REPLACE",
+        "RESTORE d 1 P ABSTTL",
+        "RESTORE e 0 garbage",
+        "RESTORE b 5400000 P REPLACE IDLETIME 5",
+        "SET end 1",
+    ] {
+        let args: Vec<&[u8]> = line
+            .split(' ')
+            .map(|a| if a == "P" { payload } else { a.as_bytes() })
+            .collect();
+        c.cmd(&args);
+    }
+    let payload_text = String::from_utf8_lossy(payload).into_owned();
+    let mut got = Vec::new();
+    loop {
+        let mut cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        if cmd[0] == "RESTORE" {
+            assert_eq!(cmd[3], payload_text, "the payload goes down unchanged");
+            cmd[3] = "<payload>".into();
+            let deadline: u64 = cmd[2].parse().expect("a TTL");
+            if deadline != 0 && deadline != 4102444800000 {
+                let ahead = deadline.saturating_sub(now_ms);
+                assert!(
+                    (5_300_000..=5_400_000 + 600_000).contains(&ahead),
+                    "deadline {deadline} is {ahead} ms ahead"
+                );
+                cmd[2] = "<deadline>".into();
+            }
+        }
+        got.push(cmd);
+    }
+}
+
+/// `RESTORE` reaches replicas and the AOF as Redis 7.0 sends it: a relative TTL as an
+/// absolute deadline with `ABSTTL` appended, a deadline already past as the `DEL` of the key
+/// `REPLACE` removed (or nothing), a refused one not at all.
+#[test]
+fn restore_reaches_the_stream_as_redis_sends_it() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = restore_effects(redis.addr());
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("RESTORE a 0 <payload>"),
+            cmd("RESTORE b <deadline> <payload> ABSTTL"),
+            cmd("RESTORE c 4102444800000 <payload> ABSTTL"),
+            cmd("DEL a"),
+            cmd("RESTORE b <deadline> <payload> REPLACE IDLETIME 5 ABSTTL"),
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(restore_effects(latchkey.addr()), expected);
 }
