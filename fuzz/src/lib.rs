@@ -8,7 +8,7 @@
 
 pub mod alloc;
 
-pub use latchkey_server::internals::fuzz::{dispatch, hll, loaders, lua, resp};
+pub use latchkey_server::internals::fuzz::{dispatch, hll, loaders, lua, resp, restore};
 
 /// Hands the counting allocator's meter to the checks; every target runs it once at start.
 pub fn init() {

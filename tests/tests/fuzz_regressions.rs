@@ -114,3 +114,19 @@ fn lua_eval_scripts() {
         fuzz_checks::lua::run(std::str::from_utf8(b).expect("a Lua script in UTF-8"))
     });
 }
+
+#[test]
+fn restore_payload() {
+    replay("restore_payload", fuzz_checks::restore::check);
+}
+
+#[test]
+fn restore_payload_seeds_are_what_they_say() {
+    // `seed-redis-*` are bodies redis-server 7.0 dumped (every type and encoding): each
+    // restores. `set-ints-descending` is well-formed too; every other file is hostile and
+    // refused.
+    for (name, data) in inputs("restore_payload") {
+        let good = name.starts_with("seed-redis-") || name == "set-ints-descending";
+        assert_eq!(fuzz_checks::restore::restores(&data), good, "{name}");
+    }
+}

@@ -14,6 +14,7 @@ pub mod hll;
 pub mod loaders;
 pub mod lua;
 pub mod resp;
+pub mod restore;
 pub mod rt;
 
 use std::sync::OnceLock;
