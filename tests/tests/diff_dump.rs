@@ -91,7 +91,13 @@ fn latchkey_dump(d: &mut Diff, key: &str) -> Vec<u8> {
 /// it with each of `reads` (the key spliced in for `{}`) answers the same on both.
 #[track_caller]
 fn restore_both(d: &mut Diff, to: &str, payload: &[u8], reads: &[&str]) {
-    let reply = d.check(&[b"RESTORE".as_slice(), to.as_bytes(), b"0", payload, b"REPLACE"]);
+    let reply = d.check(&[
+        b"RESTORE".as_slice(),
+        to.as_bytes(),
+        b"0",
+        payload,
+        b"REPLACE",
+    ]);
     assert_eq!(reply, b"+OK\r\n", "restore {to}");
     for read in reads {
         let args: Vec<String> = read
@@ -170,7 +176,10 @@ fn payloads_cross_between_the_servers() {
     let set_reads: Vec<String> = std::iter::once("SCARD {}".to_string())
         .chain((0..600).map(|i| format!("SISMEMBER {{}} member-{i}")))
         .collect();
-    let int_set_reads = ["SCARD {}", "SMISMEMBER {} 0 1 999 1000 -100000 100000000000"];
+    let int_set_reads = [
+        "SCARD {}",
+        "SMISMEMBER {} 0 1 999 1000 -100000 100000000000",
+    ];
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("str", vec!["GET {}", "TYPE {}"]),
         ("long", vec!["GET {}"]),
@@ -193,7 +202,12 @@ fn payloads_cross_between_the_servers() {
         let from_redis = redis_dump(&mut d, key);
         restore_both(&mut d, &format!("{key}_from_redis"), &from_redis, reads);
         let from_latchkey = latchkey_dump(&mut d, key);
-        restore_both(&mut d, &format!("{key}_from_latchkey"), &from_latchkey, reads);
+        restore_both(
+            &mut d,
+            &format!("{key}_from_latchkey"),
+            &from_latchkey,
+            reads,
+        );
     }
 }
 
@@ -219,7 +233,10 @@ fn ttls_and_the_past() {
     d.check(&["EXISTS", "k"]);
     d.check(&restore("0", &[]));
     d.check(&["TTL", "k"]);
-    d.check(&restore("4102444800000", &["ABSTTL", "REPLACE", "IDLETIME", "100"]));
+    d.check(&restore(
+        "4102444800000",
+        &["ABSTTL", "REPLACE", "IDLETIME", "100"],
+    ));
     d.check(&["OBJECT", "IDLETIME", "k"]);
     d.check(&["OBJECT", "FREQ", "k"]);
     d.check(&["PEXPIRETIME", "k"]);

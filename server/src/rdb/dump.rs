@@ -101,14 +101,20 @@ mod tests {
 
     #[test]
     fn a_string_dumps_as_redis_dumps_it() {
-        assert_eq!(&payload(&Value::Str(Bytes::from_static(b"bar")))[..], REDIS_BAR);
+        assert_eq!(
+            &payload(&Value::Str(Bytes::from_static(b"bar")))[..],
+            REDIS_BAR
+        );
         assert!(matches!(decode(REDIS_BAR, 512), Ok(Value::Str(s)) if &s[..] == b"bar"));
     }
 
     #[test]
     fn every_refusal_is_the_right_one() {
         assert_eq!(decode(b"", 512).unwrap_err(), DumpError::Footer);
-        assert_eq!(decode(&REDIS_BAR[..REDIS_BAR.len() - 1], 512).unwrap_err(), DumpError::Footer);
+        assert_eq!(
+            decode(&REDIS_BAR[..REDIS_BAR.len() - 1], 512).unwrap_err(),
+            DumpError::Footer
+        );
         // The CRC starts from zero, so a leading zero byte leaves it unchanged: this payload
         // passes the footer check and is then refused as malformed, on Redis too.
         assert_eq!(decode(&REDIS_BAR[1..], 512).unwrap_err(), DumpError::Format);

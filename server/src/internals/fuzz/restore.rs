@@ -41,7 +41,11 @@ pub fn check(data: &[u8]) {
     let redumped = decoded.as_ref().ok().map(dump::payload);
     if let Some(again) = &redumped {
         let value = dump::decode(again, 512).expect("a payload latchkey wrote reads back");
-        assert_eq!(dump::payload(&value), *again, "dump, restore, dump changed the bytes");
+        assert_eq!(
+            dump::payload(&value),
+            *again,
+            "dump, restore, dump changed the bytes"
+        );
     }
     super::rt::block_on(async {
         let server = super::rt::server().await;
@@ -52,9 +56,17 @@ pub fn check(data: &[u8]) {
             .await;
         match &redumped {
             Some(again) => {
-                assert_eq!(reply, Frame::Simple("OK".into()), "a readable payload restores");
+                assert_eq!(
+                    reply,
+                    Frame::Simple("OK".into()),
+                    "a readable payload restores"
+                );
                 let dumped = c.cmd(["DUMP", "k"]).await;
-                assert_eq!(dumped, Frame::Bulk(again.clone()), "the key dumps as decoded");
+                assert_eq!(
+                    dumped,
+                    Frame::Bulk(again.clone()),
+                    "the key dumps as decoded"
+                );
             }
             None => {
                 assert_eq!(reply, Frame::Error("ERR Bad data format".into()));
