@@ -16,6 +16,7 @@
 //! listpack, ziplist and quicklist encodings that [`packed`] decodes.
 
 pub(crate) mod dump;
+pub(crate) mod lzf_room;
 pub(crate) mod packed;
 pub(crate) mod read;
 pub(crate) mod write;

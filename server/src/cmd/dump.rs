@@ -84,8 +84,9 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // Redis's order of checks: the key, then the TTL, then the payload.
-    if !o.replace && ctx.db().get(key, 0, ctx.lazy_delete()).is_some() {
+    // Redis's order of checks: the key, then the TTL, then the payload. An expired key does
+    // not count (this read deletes it, as Redis's `lookupKeyWrite` does).
+    if !o.replace && ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()).is_some() {
         return busy_key();
     }
     let ttl = match parse_i64(&args[2]) {

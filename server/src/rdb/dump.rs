@@ -38,11 +38,21 @@ impl DumpError {
     }
 }
 
+/// Redis compresses a string from this length on (`rdbSaveRawString`: longer than 20 bytes),
+/// when LZF saves at least 4 bytes. A string value's payload does the same, so that `DUMP` of
+/// a string (a HyperLogLog too) gives Redis's bytes: the `lzf` crate is a port of the liblzf
+/// Redis embeds, with the same hash table size, so it finds the same matches, and
+/// [`super::lzf_room`] keeps its output only where Redis's smaller buffer would have kept it.
+const REDIS_LZF_MIN_LEN: usize = 21;
+
 /// The `DUMP` payload of `value`.
 pub(crate) fn payload(value: &Value) -> Bytes {
     let mut out = BytesMut::with_capacity(64);
     out.put_u8(write::object_type(value));
-    write::object(&mut out, value);
+    match value {
+        Value::Str(s) => write::string_compressing_from(&mut out, s, REDIS_LZF_MIN_LEN),
+        other => write::object(&mut out, other),
+    }
     out.put_u16_le(VERSION as u16);
     let crc = CRC64.checksum(&out);
     out.put_u64_le(crc);
@@ -106,6 +116,16 @@ mod tests {
             REDIS_BAR
         );
         assert!(matches!(decode(REDIS_BAR, 512), Ok(Value::Str(s)) if &s[..] == b"bar"));
+    }
+
+    #[test]
+    fn a_long_string_is_compressed_as_redis_compresses_it() {
+        // What redis-server 7.0.15 answers to `DUMP` of 30 `x`.
+        let redis: &[u8] =
+            b"\x00\xc3\x09\x1e\x01xx\xe0\x11\x00\x01xx\x0a\x00\xf0\x67\x3f\xdf\x20\x01\xeb\x95";
+        let value = Value::Str(Bytes::from(vec![b'x'; 30]));
+        assert_eq!(&payload(&value)[..], redis);
+        assert!(matches!(decode(redis, 512), Ok(Value::Str(s)) if s[..] == [b'x'; 30]));
     }
 
     #[test]

@@ -47,8 +47,13 @@ const LZF_MIN_LEN: usize = 4096;
 
 /// Appends a string. Like Redis, a string that is the canonical decimal form of a small
 /// integer is stored as that integer (one to four bytes after a marker), and a long one is
-/// LZF-compressed when that saves at least 4 bytes.
+/// LZF-compressed when Redis would compress it (saving at least 4 bytes, see `lzf_room`).
 pub(crate) fn string(out: &mut BytesMut, s: &[u8]) {
+    string_compressing_from(out, s, LZF_MIN_LEN);
+}
+
+/// Like [`string`], but compressing from `min_len` bytes on (Redis compresses from 21).
+pub(crate) fn string_compressing_from(out: &mut BytesMut, s: &[u8], min_len: usize) {
     if let Some(v) = small_int(s) {
         if let Ok(v) = i8::try_from(v) {
             out.put_u8(0xC0);
@@ -62,9 +67,11 @@ pub(crate) fn string(out: &mut BytesMut, s: &[u8]) {
         }
         return;
     }
-    if s.len() >= LZF_MIN_LEN {
+    if s.len() >= min_len.max(5) {
         if let Ok(packed) = lzf::compress(s) {
-            if packed.len() + 4 <= s.len() {
+            // Kept when Redis would keep it: liblzf into `len - 4` bytes, finishing (see
+            // `lzf_room`), so the bytes are Redis's.
+            if super::lzf_room::fits(&packed, s.len(), s.len() - 4) {
                 out.put_u8(0xC3);
                 len(out, packed.len() as u64);
                 len(out, s.len() as u64);
