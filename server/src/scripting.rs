@@ -32,7 +32,7 @@ use crate::frame::Frame;
 
 mod bridge;
 mod cjson;
-mod functions;
+pub(crate) mod functions;
 #[cfg(test)]
 mod hostile_tests;
 mod kill;

@@ -555,3 +555,64 @@ fn restore_reaches_the_stream_as_redis_sends_it() {
     );
     assert_eq!(restore_effects(latchkey.addr()), expected);
 }
+
+/// `FUNCTION RESTORE` on the server at `addr`, and what the stream carried up to the closing
+/// `SET end 1`, payloads shown as `<payload>`.
+fn function_restore_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    c.cmd(&["FUNCTION", "FLUSH"]);
+    c.cmd(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=lib1\nredis.register_function('f1', function() return 1 end)",
+    ]);
+    let reply = c.cmd(&["FUNCTION", "DUMP"]);
+    let start = reply.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let payload = reply[start..reply.len() - 2].to_vec();
+    let payload_text = String::from_utf8_lossy(&payload).into_owned();
+    for extra in [&[][..], &["FLUSH"], &["APPEND"], &["REPLACE"], &["BAD"]] {
+        let mut args: Vec<&[u8]> = vec![b"FUNCTION", b"RESTORE", &payload];
+        args.extend(extra.iter().map(|e| e.as_bytes()));
+        c.cmd(&args);
+    }
+    c.cmd(&["SET", "end", "1"]);
+    let mut got = Vec::new();
+    loop {
+        let mut cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        if cmd.len() > 2 && cmd[2] == payload_text {
+            cmd[2] = "<payload>".into();
+        }
+        got.push(cmd);
+    }
+}
+
+/// `FUNCTION RESTORE` that changed the libraries reaches replicas and the AOF as it was given
+/// (a refused one does not), as from Redis 7.0. (latchkey's own `FUNCTION LOAD` does not reach
+/// the stream, so the comparison starts after it.)
+#[test]
+fn function_restore_reaches_the_stream_as_redis_sends_it() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected: Vec<Vec<String>> = function_restore_effects(redis.addr())
+        .into_iter()
+        .filter(|c| c[0] == "FUNCTION" && c[1].eq_ignore_ascii_case("restore"))
+        .collect();
+    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
+    assert_eq!(
+        expected,
+        [
+            cmd("FUNCTION RESTORE <payload> FLUSH"),
+            cmd("FUNCTION RESTORE <payload> REPLACE"),
+        ],
+        "redis-server's own stream"
+    );
+    let got: Vec<Vec<String>> = function_restore_effects(latchkey.addr())
+        .into_iter()
+        .filter(|c| c[0] == "FUNCTION" && c[1].eq_ignore_ascii_case("restore"))
+        .collect();
+    assert_eq!(got, expected);
+}

@@ -18,6 +18,7 @@ pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
 pub(crate) mod connection;
 pub(crate) mod dump;
+pub(crate) mod function_dump;
 pub(crate) mod hashes;
 pub(crate) mod hll;
 pub(crate) mod hll_debug;

@@ -280,7 +280,7 @@ fn fcall_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     fcall_generic(ctx, args, true)
 }
 
-/// `FUNCTION LOAD|LIST|DELETE|FLUSH|STATS|KILL|HELP`. Like `SCRIPT`, it runs without the gate
+/// `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP`. Like `SCRIPT`, it runs without the gate
 /// so that `FUNCTION KILL` reaches a busy function; the others answer -BUSY meanwhile.
 fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
@@ -354,6 +354,15 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             scripting.flush_libraries();
             Frame::ok()
         }
+        "dump" if args.len() == 2 => super::function_dump::dump(ctx.shared),
+        "restore" if args.len() >= 3 => {
+            let reply = super::function_dump::restore(ctx.shared, args);
+            if !reply.is_error() {
+                // Replicas and the AOF get the command as it was given, as from Redis.
+                ctx.changed();
+            }
+            reply
+        }
         "stats" if args.len() == 2 => {
             let running = ctx.shared.gate.script_running_for();
             scripting.function_stats(
@@ -375,7 +384,9 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
         // The subcommand as the client spelled it, as Redis echoes it.
         "flush" => subcommand_syntax_error(args, "function"),
-        "load" | "delete" | "stats" | "kill" => arity_error(&format!("function|{sub}")),
+        "load" | "delete" | "stats" | "kill" | "dump" | "restore" => {
+            arity_error(&format!("function|{sub}"))
+        }
         _ => unknown_subcommand(args, "function"),
     }
 }

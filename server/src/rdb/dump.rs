@@ -53,10 +53,33 @@ pub(crate) fn payload(value: &Value) -> Bytes {
         Value::Str(s) => write::string_compressing_from(&mut out, s, REDIS_LZF_MIN_LEN),
         other => write::object(&mut out, other),
     }
+    footer(out)
+}
+
+/// The `FUNCTION DUMP` payload of these libraries: a `FUNCTION2` record for each (the opcode,
+/// then its code as a string), and the same footer as a key's payload.
+pub(crate) fn functions_payload(codes: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(64);
+    for code in codes {
+        out.put_u8(super::opcode::FUNCTION2);
+        write::string_compressing_from(&mut out, code, REDIS_LZF_MIN_LEN);
+    }
+    footer(out)
+}
+
+/// `out` with the footer appended: the RDB version, then the CRC-64 of all before it.
+fn footer(mut out: BytesMut) -> Bytes {
     out.put_u16_le(VERSION as u16);
     let crc = CRC64.checksum(&out);
     out.put_u64_le(crc);
     out.freeze()
+}
+
+/// The library codes a `FUNCTION DUMP` payload holds, or the error Redis answers (without its
+/// `ERR ` prefix).
+pub(crate) fn decode_functions(payload: &[u8]) -> Result<Vec<Bytes>, &'static str> {
+    verify(payload).map_err(|_| "DUMP payload version or checksum are wrong")?;
+    read::function_records(payload, payload.len() - FOOTER)
 }
 
 /// Checks the footer of `payload` as Redis's `verifyDumpPayload` does.

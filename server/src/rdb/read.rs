@@ -274,6 +274,26 @@ pub(crate) fn object(data: &[u8]) -> Result<Value, RdbError> {
     value(&mut r, t, b"")
 }
 
+/// The library codes of a `FUNCTION DUMP` payload: `FUNCTION2` records (an opcode, then the
+/// code as a string) for as long as they start before `end` (where the payload's footer
+/// begins; a string may still run into it, as on Redis). The error is Redis's text.
+pub(crate) fn function_records(data: &[u8], end: usize) -> Result<Vec<Bytes>, &'static str> {
+    let mut r = Reader { data, pos: 0 };
+    let mut codes = Vec::new();
+    while r.pos < end {
+        match r.u8().map_err(|_| "can not read data type")? {
+            opcode::FUNCTION2 => {
+                codes.push(r.string().map_err(|_| "Failed loading library payload")?)
+            }
+            // Redis 7.0 reads the release candidates' form (name, engine, ...) and fails on
+            // the engine of anything else; latchkey does not read that form at all.
+            opcode::FUNCTION_PRE_GA => return Err("Failed loading engine name"),
+            _ => return Err("given type is not a function"),
+        }
+    }
+    Ok(codes)
+}
+
 /// Skips a module's auxiliary data: a module id, a `when` pair, then typed fields up to an
 /// end marker (rdbLoadCheckModuleValue's walk).
 fn skip_module_aux(r: &mut Reader<'_>) -> Result<(), RdbError> {

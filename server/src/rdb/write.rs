@@ -100,8 +100,9 @@ fn aux(out: &mut BytesMut, key: &str, value: &str) {
     string(out, value.as_bytes());
 }
 
-/// The code of every loaded function library, for the `FUNCTION2` records.
-fn function_libraries(shared: &Shared) -> Vec<Bytes> {
+/// The code of every loaded function library, for the `FUNCTION2` records (of a snapshot,
+/// or of `FUNCTION DUMP`).
+pub(crate) fn function_libraries(shared: &Shared) -> Vec<Bytes> {
     let Frame::Array(libs) = shared.scripting().list_libraries(None, true) else {
         return Vec::new();
     };

@@ -295,7 +295,7 @@ fn read_flags(list: &Table) -> mlua::Result<Option<FunctionFlags>> {
 }
 
 /// Parses `#!lua name=<lib>` from the first line.
-fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
+pub(crate) fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
     let first = code.split(|b| *b == b'\n').next().unwrap_or_default();
     let Some(meta) = first.strip_prefix(b"#!") else {
         return Err(Frame::error("ERR Missing library metadata"));
@@ -409,6 +409,11 @@ impl Scripting {
             },
         );
         Ok(name)
+    }
+
+    /// Whether a library of this name is loaded.
+    pub(crate) fn has_library(&self, name: &str) -> bool {
+        self.libraries.lock().libs.contains_key(name)
     }
 
     /// `FUNCTION DELETE`.
