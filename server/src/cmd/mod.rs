@@ -40,6 +40,7 @@ pub(crate) mod stream_add;
 pub(crate) mod stream_args;
 pub(crate) mod stream_edit;
 pub(crate) mod stream_range;
+pub(crate) mod stream_read;
 pub(crate) mod strings;
 pub(crate) mod swapdb;
 pub(crate) mod tracking;
@@ -53,7 +54,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 32] {
+fn tables() -> [&'static [CommandSpec]; 33] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -84,6 +85,7 @@ fn tables() -> [&'static [CommandSpec]; 32] {
         stream_add::COMMANDS,
         stream_range::COMMANDS,
         stream_edit::COMMANDS,
+        stream_read::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

@@ -206,7 +206,8 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     trim_and_rewrite(s, &a, &mut rewritten);
     drop(e);
     ctx.modified(key);
-    ctx.db().signal_ready(key);
+    // Every reader waiting on the key gets the new entry.
+    ctx.db().signal_all(key);
     ctx.propagate_as(vec![rewritten]);
     Frame::Bulk(id.to_bytes())
 }
