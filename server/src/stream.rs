@@ -75,13 +75,35 @@ impl fmt::Display for StreamId {
 pub(crate) type Fields = Vec<Bytes>;
 
 /// Redis's default `stream-node-max-entries`: how many entries one listpack node takes.
-pub(crate) const NODE_MAX_ENTRIES: usize = 100;
+pub(crate) const NODE_MAX_ENTRIES: u64 = 100;
 /// Redis's default `stream-node-max-bytes`: how large one listpack node may grow.
-pub(crate) const NODE_MAX_BYTES: usize = 4096;
+pub(crate) const NODE_MAX_BYTES: u64 = 4096;
+/// The largest listpack Redis builds, whatever `stream-node-max-bytes` says (0 included).
+const LISTPACK_MAX_SIZE: u64 = 1 << 30;
+
+/// When a node is full: `stream-node-max-entries` (0: no bound) and `stream-node-max-bytes`
+/// (0: Redis's listpack ceiling).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeLimits {
+    /// Entries (live and deleted) a node takes before a new one starts.
+    pub max_entries: u64,
+    /// Bytes a node's listpack may reach before a new one starts.
+    pub max_bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            max_entries: NODE_MAX_ENTRIES,
+            max_bytes: NODE_MAX_BYTES,
+        }
+    }
+}
 
 /// Where Redis's listpack nodes would begin and end (see the module doc). Each node records
-/// the last ID it took, how many entries it took in all, how many of them are still live, and
-/// roughly how many bytes they filled.
+/// the last ID it took, how many entries it took in all (deleted ones stay in a listpack), how
+/// many of them are still live, its master entry's field names, and the size its listpack
+/// would have.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Nodes {
     nodes: VecDeque<Node>,
@@ -89,30 +111,137 @@ pub(crate) struct Nodes {
 
 #[derive(Clone, Debug)]
 struct Node {
+    master: StreamId,
     last: StreamId,
     taken: usize,
     live: usize,
-    bytes: usize,
+    bytes: u64,
+    master_fields: Vec<Bytes>,
+}
+
+/// The size of one listpack element holding `b`: a string that reads as an integer is
+/// stored as one, as a listpack does.
+fn lp_elem(b: &[u8]) -> u64 {
+    match crate::codec::parse_int(b) {
+        Some(v) => lp_int(v),
+        None => lp_str(b.len()),
+    }
+}
+
+/// The size of one listpack element holding `n` bytes of string: its header, the bytes, the
+/// backlen.
+fn lp_str(n: usize) -> u64 {
+    let head = match n {
+        0..=63 => 1,
+        64..=4095 => 2,
+        _ => 5,
+    };
+    let body = head + n;
+    (body + lp_backlen(body)) as u64
+}
+
+/// The size of one listpack element holding the integer `v`.
+fn lp_int(v: i64) -> u64 {
+    let body = match v {
+        0..=127 => 1,
+        -4096..=4095 => 2,
+        -32768..=32767 => 3,
+        -8_388_608..=8_388_607 => 4,
+        -2_147_483_648..=2_147_483_647 => 5,
+        _ => 9,
+    };
+    (body + 1) as u64
+}
+
+fn lp_backlen(n: usize) -> usize {
+    match n {
+        0..=127 => 1,
+        128..=16383 => 2,
+        16384..=2097151 => 3,
+        2097152..=268435455 => 4,
+        _ => 5,
+    }
+}
+
+impl Node {
+    /// The size the node's listpack would have: what it holds, and its live and deleted
+    /// counts, whose encodings grow with them.
+    fn size(&self) -> u64 {
+        self.bytes + lp_int(self.live as i64) + lp_int((self.taken - self.live) as i64)
+    }
 }
 
 impl Nodes {
-    /// Records an entry appended with `id` and `bytes` of fields and values: into the last
-    /// node while it has room, else into a new one.
-    fn push(&mut self, id: StreamId, bytes: usize) {
-        match self.nodes.back_mut() {
-            Some(n) if n.taken < NODE_MAX_ENTRIES && n.bytes + bytes <= NODE_MAX_BYTES => {
-                n.last = id;
-                n.taken += 1;
-                n.live += 1;
-                n.bytes += bytes;
-            }
-            _ => self.nodes.push_back(Node {
+    /// Records an entry appended with `id`: into the last node while it has room, else into
+    /// a new one whose master entry takes this entry's field names, as Redis decides.
+    fn push(&mut self, id: StreamId, fields: &Fields, limits: NodeLimits) {
+        let raw: u64 = fields.iter().map(|f| f.len() as u64).sum();
+        let max_bytes = match limits.max_bytes {
+            0 => LISTPACK_MAX_SIZE,
+            b => b.min(LISTPACK_MAX_SIZE),
+        };
+        let fits = self.nodes.back().is_some_and(|n| {
+            n.size() + raw < max_bytes
+                && (limits.max_entries == 0 || (n.taken as u64) < limits.max_entries)
+        });
+        if !fits {
+            let master_fields: Vec<Bytes> = fields.iter().step_by(2).cloned().collect();
+            // Header and end byte, then the master entry (its live and deleted counts are
+            // added by `Node::size`): the number of fields, the fields, the terminator.
+            let bytes = 7
+                + lp_int(master_fields.len() as i64)
+                + master_fields.iter().map(|f| lp_elem(f)).sum::<u64>()
+                + lp_int(0);
+            self.nodes.push_back(Node {
+                master: id,
                 last: id,
-                taken: 1,
-                live: 1,
+                taken: 0,
+                live: 0,
                 bytes,
-            }),
+                master_fields,
+            });
         }
+        let n = self.nodes.back_mut().expect("a node was just ensured");
+        let same = fields.len() == n.master_fields.len() * 2
+            && fields
+                .iter()
+                .step_by(2)
+                .zip(&n.master_fields)
+                .all(|(a, b)| a == b);
+        let ms = id.ms.wrapping_sub(n.master.ms) as i64;
+        let seq = id.seq.wrapping_sub(n.master.seq) as i64;
+        let mut entry = lp_int(0) + lp_int(ms) + lp_int(seq);
+        let elements = if same {
+            entry += fields
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .map(|v| lp_elem(v))
+                .sum::<u64>();
+            3 + fields.len() / 2
+        } else {
+            entry += lp_int((fields.len() / 2) as i64);
+            entry += fields.iter().map(|f| lp_elem(f)).sum::<u64>();
+            4 + fields.len()
+        };
+        entry += lp_int(elements as i64);
+        n.bytes += entry;
+        n.last = id;
+        n.taken += 1;
+        n.live += 1;
+    }
+
+    /// Records a node loaded as it was (from an RDB file): its entries and how many deleted
+    /// ones it kept.
+    fn push_loaded(&mut self, first: StreamId, last: StreamId, live: usize, deleted: usize) {
+        self.nodes.push_back(Node {
+            master: first,
+            last,
+            taken: live + deleted,
+            live,
+            bytes: 0,
+            master_fields: Vec::new(),
+        });
     }
 
     /// Records that the entry `id` was deleted; a node with nothing live left goes, as Redis
@@ -177,6 +306,11 @@ impl Stream {
         self.max_deleted
     }
 
+    /// How many listpack nodes Redis would hold (`radix-tree-keys`).
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.nodes.len()
+    }
+
     /// The first entry's ID, `0-0` when empty (as Redis reports `recorded-first-entry-id`).
     pub(crate) fn first_id(&self) -> StreamId {
         self.entries.keys().next().copied().unwrap_or_default()
@@ -215,14 +349,43 @@ impl Stream {
         }
     }
 
-    /// Appends an entry. The caller has checked that `id` is past [`Stream::last_id`].
-    pub(crate) fn append(&mut self, id: StreamId, fields: Fields) {
-        debug_assert!(id > self.last_id || (self.entries_added == 0 && id > StreamId::MIN));
-        let bytes = fields.iter().map(|f| f.len() + 2).sum::<usize>() + 8;
-        self.nodes.push(id, bytes);
+    /// Appends an entry, into the last node or a new one as `limits` say. The caller has
+    /// checked that `id` is past [`Stream::last_id`].
+    pub(crate) fn append(&mut self, id: StreamId, fields: Fields, limits: NodeLimits) {
+        debug_assert!(id > self.last_id);
+        self.nodes.push(id, &fields, limits);
         self.entries.insert(id, fields);
         self.last_id = id;
         self.entries_added += 1;
+    }
+
+    /// Appends one node's live entries as an RDB file had them (ascending, past every entry
+    /// already there), with the count of deleted entries the node kept. Leaves the last ID
+    /// and `entries-added` to [`Stream::set_id`].
+    pub(crate) fn load_node(&mut self, entries: Vec<(StreamId, Fields)>, deleted: usize) {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return;
+        };
+        self.nodes
+            .push_loaded(first.0, last.0, entries.len(), deleted);
+        self.entries.extend(entries);
+    }
+
+    /// The entries node by node, as an RDB file stores them.
+    pub(crate) fn nodes(&self) -> Vec<Vec<(StreamId, &Fields)>> {
+        let mut out = Vec::new();
+        let mut from = StreamId::MIN;
+        for n in &self.nodes.nodes {
+            let entries = self.range(from, n.last, false, usize::MAX);
+            if !entries.is_empty() {
+                out.push(entries);
+            }
+            match n.last.next() {
+                Some(next) => from = next,
+                None => return out,
+            }
+        }
+        out
     }
 
     /// Deletes the entry `id`; whether it was there (`XDEL`).

@@ -184,6 +184,38 @@ const BASICS: &[&str] = &[
     "XREAD BLOCK 0 STREAMS r 0",
     "EXEC",
     "DEL r r2",
+    "XADD x MAXLEN 0 1-1 a b",
+    "XINFO STREAM x",
+    "XINFO STREAM x FULL",
+    "XADD y 1-1 a b",
+    "XADD y 2-0 c d e f",
+    "XDEL y 1-1",
+    "XINFO STREAM y",
+    "XINFO STREAM y FULL",
+    "XINFO STREAM y FULL COUNT 0",
+    "XINFO STREAM y FULL COUNT -1",
+    "XINFO STREAM y FULL COUNT x",
+    "XINFO STREAM y FULL COUNT",
+    "XINFO STREAM y FOO",
+    "XINFO STREAM y FULL FOO 1",
+    "XINFO STREAM nokey",
+    "XINFO STREAM nokey FOO",
+    "XINFO STREAM str",
+    "XINFO STREAM",
+    "XINFO GROUPS y",
+    "XINFO GROUPS nokey",
+    "XINFO GROUPS str",
+    "XINFO GROUPS y extra",
+    "XINFO CONSUMERS y g",
+    "XINFO CONSUMERS nokey g",
+    "XINFO CONSUMERS y",
+    "XINFO HELP",
+    "XINFO help extra",
+    "XINFO FOO y",
+    "XINFO",
+    "XSETID y 9-9 ENTRIESADDED 7 MAXDELETEDID 3-0",
+    "XINFO STREAM y FULL",
+    "DEL x y",
 ];
 
 #[test]
@@ -270,4 +302,42 @@ fn generated_ids_increase() {
         );
         c.cmd(&["DEL", "g"]);
     }
+}
+
+/// Node boundaries follow `stream-node-max-entries` and `stream-node-max-bytes` as Redis's
+/// do (entries of the master's fields and of others, values of several sizes), which `~`
+/// trims show.
+#[test]
+fn node_limits_decide_what_approximate_trims_leave() {
+    let mut d = Diff::new();
+    for (entries, bytes) in [("10", "4096"), ("0", "300"), ("7", "150"), ("100", "0")] {
+        d.check(&["CONFIG", "SET", "stream-node-max-entries", entries]);
+        d.check(&["CONFIG", "SET", "stream-node-max-bytes", bytes]);
+        d.check(&["CONFIG", "GET", "stream-node-max-entries"]);
+        d.check(&["CONFIG", "GET", "stream-node-max-bytes"]);
+        d.check(&["DEL", "t"]);
+        for i in 1..=300u64 {
+            let id = format!("{i}-0");
+            let value = "v".repeat((i % 23) as usize * 3);
+            if i % 5 == 0 {
+                d.check(&["XADD", "t", &id, "other", &value]);
+            } else {
+                d.check(&["XADD", "t", &id, "f", &value, "g", "1"]);
+            }
+            if i % 37 == 0 {
+                d.check(&["XTRIM", "t", "MAXLEN", "~", &(i / 3).to_string()]);
+                d.check(&["XLEN", "t"]);
+            }
+        }
+        d.check(&["XTRIM", "t", "MINID", "~", "250"]);
+        d.check(&["XLEN", "t"]);
+        d.check(&[
+            "XADD", "t", "MAXLEN", "~", "5", "LIMIT", "30", "9999-0", "a", "b",
+        ]);
+        d.check(&["XLEN", "t"]);
+    }
+    d.check(&["CONFIG", "SET", "stream-node-max-entries", "-1"]);
+    d.check(&["CONFIG", "SET", "stream-node-max-bytes", "-1"]);
+    d.check(&["CONFIG", "SET", "stream-node-max-bytes", "1k"]);
+    d.check(&["CONFIG", "GET", "stream-node-max-bytes"]);
 }

@@ -39,6 +39,7 @@ pub(crate) mod sort_keys;
 pub(crate) mod stream_add;
 pub(crate) mod stream_args;
 pub(crate) mod stream_edit;
+pub(crate) mod stream_info;
 pub(crate) mod stream_range;
 pub(crate) mod stream_read;
 pub(crate) mod strings;
@@ -54,7 +55,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 33] {
+fn tables() -> [&'static [CommandSpec]; 34] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -86,6 +87,7 @@ fn tables() -> [&'static [CommandSpec]; 33] {
         stream_range::COMMANDS,
         stream_edit::COMMANDS,
         stream_read::COMMANDS,
+        stream_info::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

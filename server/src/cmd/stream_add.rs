@@ -16,7 +16,7 @@ use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, WRITE};
 use crate::command::arity_error;
 use crate::db::Value;
 use crate::frame::Frame;
-use crate::stream::{Stream, StreamId, Trim, NODE_MAX_ENTRIES};
+use crate::stream::{Stream, StreamId, Trim};
 
 /// `XADD` and `XTRIM`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -124,8 +124,13 @@ fn parse(ctx: &Ctx<'_>, args: &[Bytes], xadd: bool) -> Result<AddTrimArgs, Frame
             ));
         }
     } else if a.approx {
-        // Redis bounds an unlimited `~` trim to a hundred nodes' worth of entries.
-        a.limit = 100 * NODE_MAX_ENTRIES as u64;
+        // Redis bounds an unlimited `~` trim to a hundred nodes' worth of entries (10000
+        // when nodes are unbounded, a million at most).
+        let per_node = ctx.shared.config.stream_node_limits().max_entries;
+        a.limit = match per_node.saturating_mul(100) {
+            0 => 10_000,
+            n => n.min(1_000_000),
+        };
     }
     if xadd && a.id_at == 0 {
         // The options ran to the end without an ID: the field/value pairs are missing.
@@ -198,7 +203,11 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             "ERR The ID specified in XADD is equal or smaller than the target stream top item",
         );
     };
-    s.append(id, args[field_at..].to_vec());
+    s.append(
+        id,
+        args[field_at..].to_vec(),
+        ctx.shared.config.stream_node_limits(),
+    );
     let mut rewritten = args.to_vec();
     if a.id.is_none_or(|(_, seq)| seq.is_none()) {
         rewritten[a.id_at] = id.to_bytes();

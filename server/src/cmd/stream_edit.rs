@@ -5,13 +5,13 @@ use bytes::Bytes;
 
 use super::stream_args::{parse_strict_id, stream_of, write_stream};
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, FAST, WRITE};
+use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, WRITE};
 use crate::frame::Frame;
 
 /// `XDEL` and `XSETID`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("xdel", -3, WRITE | FAST, 1, 1, 1, xdel),
-    spec("xsetid", -3, WRITE | FAST, 1, 1, 1, xsetid),
+    spec("xsetid", -3, WRITE | DENYOOM | FAST, 1, 1, 1, xsetid),
 ];
 
 /// `XDEL key id [id ...]`: how many of the IDs were there. Every ID is checked before any

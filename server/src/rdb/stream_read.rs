@@ -82,8 +82,8 @@ pub(super) fn stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, RdbError> {
         if el.int()? != 0 {
             return Err(err("stream: master entry without its terminator"));
         }
-        let mut seen = 0;
-        for _ in 0..live + deleted {
+        let mut kept = Vec::with_capacity(live.min(4096));
+        for _ in 0..live.saturating_add(deleted) {
             let flags = el.int()?;
             if flags & !(DELETED | SAME_FIELDS) != 0 {
                 return Err(err("stream: unknown entry flags"));
@@ -117,13 +117,13 @@ pub(super) fn stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, RdbError> {
             }
             last_seen = Some(id);
             if flags & DELETED == 0 {
-                s.append(id, fields);
-                seen += 1;
+                kept.push((id, fields));
             }
         }
-        if seen != live {
+        if kept.len() != live {
             return Err(err("stream: node's live count does not match its entries"));
         }
+        s.load_node(kept, deleted);
     }
     let length = u64_len(r)?;
     if length != s.len() as u64 {

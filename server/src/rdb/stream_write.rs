@@ -14,12 +14,11 @@
 use bytes::{BufMut, BytesMut};
 
 use super::write::{len, string};
-use crate::stream::{Stream, StreamId, NODE_MAX_ENTRIES};
+use crate::stream::{Stream, StreamId};
 
 /// Appends `s` (the type byte and key already written): nodes, metadata, groups.
 pub(crate) fn stream(out: &mut BytesMut, s: &Stream) {
-    let entries = s.range(StreamId::MIN, StreamId::MAX, false, usize::MAX);
-    let nodes: Vec<_> = entries.chunks(NODE_MAX_ENTRIES).collect();
+    let nodes = s.nodes();
     len(out, nodes.len() as u64);
     for node in &nodes {
         let master = node[0].0;
