@@ -275,6 +275,9 @@ pub(crate) enum Trim {
     MinId(StreamId),
 }
 
+/// An entry at one end of a stream: its ID and fields.
+pub(crate) type Edge<'a> = (&'a StreamId, &'a Fields);
+
 /// A stream value.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stream {
@@ -317,7 +320,7 @@ impl Stream {
     }
 
     /// The first and the last entry.
-    pub(crate) fn edges(&self) -> Option<((&StreamId, &Fields), (&StreamId, &Fields))> {
+    pub(crate) fn edges(&self) -> Option<(Edge<'_>, Edge<'_>)> {
         Some((
             self.entries.first_key_value()?,
             self.entries.last_key_value()?,

@@ -14,6 +14,7 @@ use super::stream_args::{parse_id_with, parse_strict_id, stream_of, write_stream
 use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, WRITE};
 use crate::command::arity_error;
+use crate::command::WALKS_VALUE;
 use crate::db::Value;
 use crate::frame::Frame;
 use crate::stream::{Stream, StreamId, Trim};
@@ -21,7 +22,7 @@ use crate::stream::{Stream, StreamId, Trim};
 /// `XADD` and `XTRIM`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("xadd", -5, WRITE | DENYOOM | FAST, 1, 1, 1, xadd),
-    spec("xtrim", -4, WRITE, 1, 1, 1, xtrim),
+    spec("xtrim", -4, WRITE | WALKS_VALUE, 1, 1, 1, xtrim),
 ];
 
 /// What the options before `XADD`'s ID (or all of `XTRIM`'s) said.

@@ -15,12 +15,20 @@ use bytes::Bytes;
 use super::stream_args::{entries_frame, entry_frame, read_stream};
 use super::util::{lower, parse_i64, subcommand_syntax_error, unknown_subcommand};
 use super::{arity_error, spec, CommandSpec, Ctx, CONTAINER, READONLY};
+use crate::command::WALKS_VALUE;
 use crate::frame::Frame;
 use crate::stream::{Stream, StreamId};
 
 /// `XINFO`.
-pub(crate) const COMMANDS: &[CommandSpec] =
-    &[spec("xinfo", -2, READONLY | CONTAINER, 2, 2, 1, xinfo)];
+pub(crate) const COMMANDS: &[CommandSpec] = &[spec(
+    "xinfo",
+    -2,
+    READONLY | CONTAINER | WALKS_VALUE,
+    2,
+    2,
+    1,
+    xinfo,
+)];
 
 const HELP: &[&str] = &[
     "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

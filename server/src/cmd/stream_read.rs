@@ -13,6 +13,7 @@ use super::lists::block_until_with;
 use super::stream_args::{entries_frame, parse_strict_id};
 use super::util::{is, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, BLOCKING, MOVABLEKEYS, READONLY};
+use crate::command::WALKS_VALUE;
 use crate::db::Value;
 use crate::frame::Frame;
 use crate::state::Shared;
@@ -22,7 +23,7 @@ use crate::stream::StreamId;
 pub(crate) const COMMANDS: &[CommandSpec] = &[spec(
     "xread",
     -4,
-    READONLY | BLOCKING | MOVABLEKEYS,
+    READONLY | BLOCKING | MOVABLEKEYS | WALKS_VALUE,
     0,
     0,
     0,
@@ -58,23 +59,29 @@ fn parse_block(arg: &[u8]) -> Result<u64, Frame> {
     Ok(ms as u64)
 }
 
-/// The reply for the streams among `keys` that have entries after their ID in `after`:
+/// What one `XREAD` asked for: its keys, the ID after which to read in each, and whether the
+/// client speaks RESP3 (whose reply is a map).
+struct Read {
+    keys: Vec<Bytes>,
+    after: Vec<StreamId>,
+    resp3: bool,
+}
+
+/// The reply for the streams among `read.keys` that have entries after their ID:
 /// `[[key, entries], ...]` (a map in RESP3), `None` when none has. `waiting`: a key of another
 /// type is not an error but not ready.
 fn serve(
     shared: &Shared,
     db_index: usize,
-    keys: &[Bytes],
-    after: &[StreamId],
+    read: &Read,
     count: usize,
     now_ms: u64,
     waiting: bool,
-    resp3: bool,
 ) -> Result<Option<Frame>, Frame> {
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     let mut out = Vec::new();
-    for (key, &gt) in keys.iter().zip(after) {
+    for (key, &gt) in read.keys.iter().zip(&read.after) {
         let Some(e) = db.get(key, now_ms, lazy) else {
             continue;
         };
@@ -94,7 +101,7 @@ fn serve(
     if out.is_empty() {
         return Ok(None);
     }
-    Ok(Some(if resp3 {
+    Ok(Some(if read.resp3 {
         Frame::Map(out)
     } else {
         Frame::Array(
@@ -127,7 +134,7 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             i += 2;
         } else if is(o, "streams") && more > 0 {
             streams_at = i + 1;
-            if (args.len() - streams_at) % 2 != 0 {
+            if !(args.len() - streams_at).is_multiple_of(2) {
                 return Frame::error(
                     "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
                 );
@@ -176,16 +183,8 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let resp3 = ctx.client.protocol == crate::frame::Protocol::Resp3;
     let limit = if count == 0 { usize::MAX } else { count };
-    match serve(
-        ctx.shared,
-        ctx.client.db,
-        &keys,
-        &after,
-        limit,
-        now,
-        false,
-        resp3,
-    ) {
+    let read = Read { keys, after, resp3 };
+    match serve(ctx.shared, ctx.client.db, &read, limit, now, false) {
         Ok(Some(f)) => return f,
         Ok(None) => {}
         Err(e) => return e,
@@ -201,14 +200,14 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     } else {
         count
     };
-    let waiting_keys = keys.clone();
+    let waiting_keys = read.keys.clone();
     block_until_with(
         ctx,
         waiting_keys,
         timeout_ms,
         false,
         false,
-        move |shared, db, now| serve(shared, db, &keys, &after, limit, now, true, resp3),
+        move |shared, db, now| serve(shared, db, &read, limit, now, true),
     );
     Frame::NullArray
 }
