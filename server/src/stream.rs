@@ -480,3 +480,75 @@ impl Stream {
         removed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> Fields {
+        vec![Bytes::from_static(b"f"), Bytes::from_static(b"v")]
+    }
+
+    #[test]
+    fn ids_step_across_the_millisecond_and_stop_at_the_ends() {
+        assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
+        assert_eq!(StreamId::new(2, 0).prev(), Some(StreamId::new(1, u64::MAX)));
+        assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(StreamId::MIN.prev(), None);
+        assert_eq!(StreamId::new(5, 7).to_bytes(), Bytes::from_static(b"5-7"));
+    }
+
+    #[test]
+    fn whole_nodes_go_first_and_an_exact_trim_finishes_entry_by_entry() {
+        let mut s = Stream::default();
+        let limits = NodeLimits {
+            max_entries: 10,
+            max_bytes: 0,
+        };
+        for i in 1..=35 {
+            s.append(StreamId::new(i, 0), fields(), limits);
+        }
+        assert_eq!(s.node_count(), 4);
+        // `~ 20`: only the first node (10 entries) can go whole; the second would leave 15.
+        assert_eq!(s.trim(Trim::MaxLen(20), true, 0), 10);
+        assert_eq!(s.len(), 25);
+        // A limit smaller than a node stops before it.
+        assert_eq!(s.trim(Trim::MaxLen(0), true, 9), 0);
+        // Exact: a whole node, then entries of the next.
+        assert_eq!(s.trim(Trim::MaxLen(12), false, 0), 13);
+        assert_eq!(s.first_id(), StreamId::new(24, 0));
+        assert_eq!(s.trim(Trim::MinId(StreamId::new(30, 0)), false, 0), 6);
+        assert_eq!(s.first_id(), StreamId::new(30, 0));
+        assert_eq!(s.len(), 6);
+    }
+
+    #[test]
+    fn the_greatest_id_is_trimmed_with_its_node() {
+        let mut s = Stream::default();
+        s.append(StreamId::new(1, 0), fields(), NodeLimits::default());
+        s.append(StreamId::MAX, fields(), NodeLimits::default());
+        assert_eq!(s.trim(Trim::MaxLen(0), true, 0), 2);
+        assert_eq!(s.len(), 0);
+        assert_eq!(s.last_id(), StreamId::MAX);
+        assert_eq!(s.first_id(), StreamId::MIN);
+    }
+
+    #[test]
+    fn deleting_every_entry_of_a_node_drops_the_node() {
+        let mut s = Stream::default();
+        let limits = NodeLimits {
+            max_entries: 2,
+            max_bytes: 0,
+        };
+        for i in 1..=4 {
+            s.append(StreamId::new(i, 0), fields(), limits);
+        }
+        assert!(s.delete(StreamId::new(1, 0)));
+        assert!(!s.delete(StreamId::new(1, 0)));
+        assert_eq!(s.node_count(), 2);
+        assert!(s.delete(StreamId::new(2, 0)));
+        assert_eq!(s.node_count(), 1);
+        assert_eq!(s.max_deleted(), StreamId::new(2, 0));
+        assert_eq!(s.nodes().len(), 1);
+    }
+}
