@@ -15,10 +15,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
+use crate::clock::Clock;
 use crate::codec::{Decoder, Parsed};
 use crate::durability::Durability;
 pub(crate) use crate::durability::Fsync;
-use crate::Clock;
 
 /// An open append-only file.
 #[derive(Debug)]

@@ -267,6 +267,19 @@ impl State {
     }
 }
 
+/// What a power cut ([`ServerHandle::power_loss`](crate::ServerHandle::power_loss)) did to the node's append-only file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerLoss {
+    /// The file's length as the process saw it: every byte written, on disk or not (0 without
+    /// an AOF).
+    pub written: u64,
+    /// Of those, the bytes that were on disk: the length the file keeps.
+    pub durable: u64,
+    /// The server time (Unix ms) of the last fsync that wrote something, if the server has
+    /// fsynced the file since it opened it.
+    pub last_fsync_ms: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,10 +91,11 @@ pub(crate) mod walk;
 pub(crate) mod zset;
 
 pub use clock::Clock;
+pub use durability::PowerLoss;
 pub use frame::{Frame, Protocol};
 pub use memory::CountingAllocator;
 pub use server::{
-    BlockingServer, Builder, Connector, LocalClient, PowerLoss, PushStream, Server, ServerHandle,
+    BlockingServer, Builder, Connector, LocalClient, PushStream, Server, ServerHandle,
 };
 
 pub use config::REDIS_VERSION;

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::durability::Durability;
+use crate::durability::{Durability, PowerLoss};
 use crate::state::Shared;
 
 /// Crashes the node and starts it again; with `aof`, from its append-only file.
@@ -40,7 +40,7 @@ pub(crate) async fn restart(shared: &Arc<Shared>, aof: bool) -> std::io::Result<
 /// A power cut and a boot: the process dies as in [`restart`], and the AOF loses what the page
 /// cache held (it is cut to its durable length, see [`crate::durability`]); then the node
 /// starts again, replaying what is left when it kept an AOF, empty when it did not.
-pub(crate) async fn power_loss(shared: &Arc<Shared>) -> std::io::Result<crate::PowerLoss> {
+pub(crate) async fn power_loss(shared: &Arc<Shared>) -> std::io::Result<PowerLoss> {
     let policy = shared.aof.read().as_ref().map(|a| a.policy());
     let master = crash_process(shared).await?;
     let durability = shared.aof_durability.lock().clone();
@@ -59,13 +59,13 @@ pub(crate) async fn power_loss(shared: &Arc<Shared>) -> std::io::Result<crate::P
                 cut.durable,
                 cut.written
             );
-            crate::PowerLoss {
+            PowerLoss {
                 written: cut.written,
                 durable: cut.durable,
                 last_fsync_ms: cut.last_fsync_ms,
             }
         }
-        _ => crate::PowerLoss {
+        _ => PowerLoss {
             written: 0,
             durable: 0,
             last_fsync_ms: None,

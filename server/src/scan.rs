@@ -40,6 +40,24 @@ const VISITS_PER_COUNT: usize = 10;
 /// hashbrown keeps the top seven bits of an entry's hash as its tag (its `h2`).
 const TAG_SHIFT: u32 = 57;
 
+/// About how many home buckets one `SCAN cursor [MATCH p] [COUNT n] [TYPE t]` call walks at
+/// most (`args[0]` is `SCAN`), for the check that hands a heavy command's worker off before
+/// it runs: [`VISITS_PER_COUNT`] per key its `COUNT` asks for (10 when absent). Arguments
+/// that do not parse walk nothing (the command answers with an error).
+pub(crate) fn page_walk(args: &[bytes::Bytes]) -> usize {
+    let mut count = 10usize;
+    let mut options = args.iter().skip(2);
+    while let (Some(name), Some(value)) = (options.next(), options.next()) {
+        if name.eq_ignore_ascii_case(b"count") {
+            match std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
+                Some(n) => count = n,
+                None => return 0,
+            }
+        }
+    }
+    count.saturating_mul(VISITS_PER_COUNT)
+}
+
 /// What one call of [`scan`] found, and where the next call starts.
 #[derive(Debug)]
 pub(crate) struct Page<T> {
@@ -301,6 +319,22 @@ mod tests {
         // A cursor past the end (deletions since) restarts from the end; the end is 0.
         assert_eq!(index_page(3, 10, 2), (1..3, 1));
         assert_eq!(index_page(3, 1, 2), (0..1, 0));
+    }
+
+    #[test]
+    fn a_page_walks_ten_buckets_per_key_asked_for() {
+        let args = |s: &str| -> Vec<bytes::Bytes> {
+            s.split(' ')
+                .map(|a| bytes::Bytes::from(a.to_string()))
+                .collect()
+        };
+        assert_eq!(page_walk(&args("SCAN 0")), 100);
+        assert_eq!(page_walk(&args("SCAN 0 MATCH * count 1000000")), 10_000_000);
+        assert_eq!(page_walk(&args("SCAN 0 COUNT x")), 0);
+        assert_eq!(
+            page_walk(&args("SCAN 0 COUNT 18446744073709551615")),
+            usize::MAX
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::client::{Client, PushReceiver};
 use crate::clock::Clock;
 use crate::cmd;
+use crate::durability::PowerLoss;
 use crate::frame::Frame;
 pub(crate) use crate::state::Shared;
 
@@ -316,19 +317,6 @@ impl ServerHandle {
         let mut rx = self.shared.shutdown_signal();
         let _ = rx.wait_for(|s| *s).await;
     }
-}
-
-/// What a power cut ([`ServerHandle::power_loss`]) did to the node's append-only file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PowerLoss {
-    /// The file's length as the process saw it: every byte written, on disk or not (0 without
-    /// an AOF).
-    pub written: u64,
-    /// Of those, the bytes that were on disk: the length the file keeps.
-    pub durable: u64,
-    /// The server time (Unix ms) of the last fsync that wrote something, if the server has
-    /// fsynced the file since it opened it.
-    pub last_fsync_ms: Option<u64>,
 }
 
 /// A server running on its own runtime; stops when dropped.

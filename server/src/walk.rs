@@ -31,8 +31,8 @@ pub(crate) fn walk_size(shared: &Shared, db: usize, spec: &CommandSpec, args: &[
     if spec.has(WALKS_KEYSPACE) {
         let keys: usize = shared.keyspace.iter().map(|(_, d)| d.len()).sum();
         if spec.name == "scan" {
-            // One page: at most `COUNT` times ten home buckets (see `crate::scan`).
-            return keys.min(crate::cmd::keys::scan_walk(args));
+            // One page: at most `COUNT` times ten home buckets.
+            return keys.min(crate::scan::page_walk(args));
         }
         return keys;
     }

@@ -175,15 +175,6 @@ pub(crate) fn parse_scan(args: &[Bytes], allow_type: bool) -> Result<(u64, ScanO
     Ok((cursor, opts))
 }
 
-/// About how many keys one `SCAN` call with `args` walks at most, for [`crate::walk`]: ten
-/// home buckets per key its `COUNT` asks for (a bucket holds about one key).
-pub(crate) fn scan_walk(args: &[Bytes]) -> usize {
-    match parse_scan(args, true) {
-        Ok((_, opts)) => opts.count.saturating_mul(10),
-        Err(_) => 0,
-    }
-}
-
 /// `SCAN`: one page of keys from the keyspace's cursor (see [`crate::scan`]), its cost
 /// bounded by `COUNT` rather than by the size of the database. As in Redis, `COUNT` is how
 /// many keys to look at; `MATCH` and `TYPE` filter what was looked at, so a page can come back
