@@ -7,6 +7,7 @@
 //! script recorded, the replication links a test cuts) live in the crate, next to the code they
 //! check, instead of making that code public.
 
+pub mod bench;
 pub mod fuzz;
 mod introspect;
 mod measure;

@@ -155,6 +155,25 @@ fn wait_blocked_in(addr: SocketAddr, name: &str) {
     }
 }
 
+/// Runs `lines` (one command each, split on spaces) on the server at `addr`, then `SET end 1`,
+/// and returns what its replication stream carried up to that closing `SET`.
+fn table_effects(addr: SocketAddr, lines: &[&str]) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in lines.iter().chain(&["SET end 1"]) {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
 /// The list pops and moves on the server at `addr`, served at once and after a wait, and what
 /// the stream carried for them.
 fn list_effects(addr: SocketAddr) -> Vec<Vec<String>> {
@@ -216,38 +235,27 @@ fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
 /// Runs bitmap commands, some of which change nothing, and returns what the stream carried up
 /// to the closing `SET end 1`.
 fn bit_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "SETBIT b 7 1",
-        "SETBIT b 7 1",
-        "SETBIT b 100 0",
-        "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
-        "BITFIELD b SET u8 0 1",
-        "BITFIELD b SET u8 0 2",
-        "BITFIELD b SET u8 0 2",
-        "BITFIELD b GET u8 0",
-        "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
-        "BITFIELD_RO b GET u8 0",
-        "BITOP NOT d b",
-        "BITOP AND d nokey",
-        "BITOP AND d nokey",
-        "LCS b d",
-        "HSET h f v",
-        "HRANDFIELD h -3",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "SETBIT b 7 1",
+            "SETBIT b 7 1",
+            "SETBIT b 100 0",
+            "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
+            "BITFIELD b SET u8 0 1",
+            "BITFIELD b SET u8 0 2",
+            "BITFIELD b SET u8 0 2",
+            "BITFIELD b GET u8 0",
+            "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
+            "BITFIELD_RO b GET u8 0",
+            "BITOP NOT d b",
+            "BITOP AND d nokey",
+            "BITOP AND d nokey",
+            "LCS b d",
+            "HSET h f v",
+            "HRANDFIELD h -3",
+        ],
+    )
 }
 
 /// A bit command reaches replicas and the AOF only when it changed something, as in Redis 7.0:
@@ -323,32 +331,21 @@ fn sorted_set_pops_reach_the_stream_as_redis_sends_them() {
 /// `SORT`s on the server at `addr`, with and without `STORE`, and what the stream carried for
 /// them up to the closing `SET end 1`.
 fn sort_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "RPUSH l 3 1 2",
-        "SORT l",
-        "SORT l STORE d",
-        "SORT_RO l",
-        "SORT l LIMIT 5 5 STORE nothing",
-        "SORT nokey STORE nothing",
-        "SORT nokey STORE d",
-        "SADD s b a c",
-        "SORT s BY nosort STORE d",
-        "SORT l BY nosort GET # STORE d",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "RPUSH l 3 1 2",
+            "SORT l",
+            "SORT l STORE d",
+            "SORT_RO l",
+            "SORT l LIMIT 5 5 STORE nothing",
+            "SORT nokey STORE nothing",
+            "SORT nokey STORE d",
+            "SADD s b a c",
+            "SORT s BY nosort STORE d",
+            "SORT l BY nosort GET # STORE d",
+        ],
+    )
 }
 
 /// A `SORT ... STORE` reaches replicas and the AOF as it was sent, when it stored a list or
@@ -379,36 +376,25 @@ fn sort_store_reaches_the_stream_as_redis_sends_it() {
 /// HyperLogLog commands on the server at `addr`, and what the stream carried for them up to
 /// the closing `SET end 1`.
 fn hll_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "PFADD h a b c",
-        "PFADD h a b c",
-        "PFCOUNT h",
-        "PFCOUNT h",
-        "PFADD h2 x",
-        "PFMERGE m h h2",
-        "PFCOUNT h h2",
-        "PFCOUNT m",
-        "PFDEBUG TODENSE h",
-        "PFDEBUG TODENSE h",
-        "PFDEBUG ENCODING h",
-        "PFDEBUG GETREG h2",
-        "PFADD h",
-        "PFADD new",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "PFADD h a b c",
+            "PFADD h a b c",
+            "PFCOUNT h",
+            "PFCOUNT h",
+            "PFADD h2 x",
+            "PFMERGE m h h2",
+            "PFCOUNT h h2",
+            "PFCOUNT m",
+            "PFDEBUG TODENSE h",
+            "PFDEBUG TODENSE h",
+            "PFDEBUG ENCODING h",
+            "PFDEBUG GETREG h2",
+            "PFADD h",
+            "PFADD new",
+        ],
+    )
 }
 
 /// `PFADD` and `PFMERGE` reach replicas and the AOF when they change the sketch, `PFCOUNT`
