@@ -17,6 +17,8 @@
 
 pub(crate) mod packed;
 pub(crate) mod read;
+pub(crate) mod stream_read;
+pub(crate) mod stream_write;
 pub(crate) mod write;
 
 use crc::{Crc, CRC_64_REDIS};

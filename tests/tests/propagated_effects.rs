@@ -463,3 +463,92 @@ async fn sketches_come_back_from_the_aof_byte_for_byte() {
         assert_eq!(c.cmd(["GET", k]).await, want, "{k}");
     }
 }
+
+/// Stream commands on the server at `addr`, and what the stream carried for them up to the
+/// closing `SET end 1`.
+fn stream_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    let mut lines: Vec<String> = [
+        "XADD s 1-1 a 1",
+        "XADD s 1-* b 2",
+        "XADD s 5-* c 3",
+        "XADD s MAXLEN ~ 1 6-0 d 4",
+        "XADD s 0-1 x y",
+        "XTRIM s MAXLEN ~ 0",
+        "XTRIM s MAXLEN 3",
+        "XDEL s 5-0",
+        "XDEL s 99-0",
+        "XSETID s 100-0",
+        "XADD s NOMKSTREAM MINID ~ 1 LIMIT 5 100-* e f",
+        "XADD nokey NOMKSTREAM 1-1 a b",
+        "XLEN s",
+        "XRANGE s - +",
+        "XREAD STREAMS s 0",
+        "XINFO STREAM s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for i in 1..=250 {
+        lines.push(format!("XADD t {i}-0 f v"));
+    }
+    lines.push("XTRIM t MAXLEN ~ 120".into());
+    lines.push("XADD t MINID ~ 230 LIMIT 100 300-* f v".into());
+    lines.push("XTRIM t MINID ~ 240".into());
+    lines.push("SET end 1".into());
+    for line in &lines {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// `XADD` reaches replicas with the ID it generated (`ms-*` written out) and an approximate
+/// trim as the exact one it turned out to be (`MAXLEN = <length left>`, `MINID = <first ID
+/// left>`); a trim that removed nothing, an `XDEL` that found nothing and the reads are not
+/// sent: the same stream as Redis 7.0's.
+#[test]
+fn stream_commands_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = stream_effects(redis.addr());
+    let names: Vec<String> = expected.iter().map(|c| c.join(" ")).collect();
+    assert_eq!(
+        names[..9],
+        [
+            "XADD s 1-1 a 1",
+            "XADD s 1-2 b 2",
+            "XADD s 5-0 c 3",
+            "XADD s MAXLEN = 4 6-0 d 4",
+            // `~ 0` takes the whole (only) node: all four entries.
+            "XTRIM s MAXLEN = 0",
+            "XSETID s 100-0",
+            // On an empty stream the first ID on record is 0-0; the new entry is then the
+            // first left.
+            "XADD s NOMKSTREAM MINID = 100-1 LIMIT 5 100-1 e f",
+            "XADD t 1-0 f v",
+            "XADD t 2-0 f v",
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(
+        names[names.len() - 3..],
+        [
+            "XADD t 250-0 f v",
+            "XTRIM t MAXLEN = 150",
+            "XADD t MINID = 201-0 LIMIT 100 300-0 f v",
+            // `MINID ~ 240` finds no whole node below 240 (the first runs 201..300):
+            // nothing removed, nothing sent.
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(stream_effects(latchkey.addr()), expected);
+}

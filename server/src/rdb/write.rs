@@ -193,6 +193,11 @@ fn value(out: &mut BytesMut, key: &[u8], v: &Value) {
                 }
             }
         },
+        Value::Stream(s) => {
+            out.put_u8(kind::STREAM_LISTPACKS_2);
+            string(out, key);
+            super::stream_write::stream(out, s);
+        }
         Value::ZSet(z) => {
             out.put_u8(kind::ZSET_2);
             string(out, key);
