@@ -62,6 +62,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     // `rdb::dump`). The setting is kept so that clients that set it are answered as Redis
     // answers them.
     ("sanitize-dump-payload", "no"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
 ];
 
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
@@ -120,6 +122,10 @@ pub(crate) struct Config {
     /// `hll-sparse-max-bytes`: past this many bytes a HyperLogLog turns dense (see
     /// [`crate::hll`]).
     hll_sparse_max_bytes: AtomicU64,
+    /// `stream-node-max-bytes` and `stream-node-max-entries`: when a stream's node is full
+    /// (see [`crate::stream`]).
+    stream_node_max_bytes: AtomicU64,
+    stream_node_max_entries: AtomicU64,
 }
 
 impl Default for Config {
@@ -144,6 +150,8 @@ impl Default for Config {
             encodings: Default::default(),
             tracking_max_keys: Arc::new(AtomicU64::new(1_000_000)),
             hll_sparse_max_bytes: AtomicU64::new(3000),
+            stream_node_max_bytes: AtomicU64::new(crate::stream::NODE_MAX_BYTES),
+            stream_node_max_entries: AtomicU64::new(crate::stream::NODE_MAX_ENTRIES),
         }
     }
 }
@@ -223,7 +231,14 @@ impl Config {
                 p.insert("lua-time-limit".into(), ms.to_string());
                 return Ok(());
             }
-            "hll-sparse-max-bytes" => {
+            "stream-node-max-entries" => {
+                let n = int_value(value, 0, i64::MAX)?;
+                self.stream_node_max_entries
+                    .store(n as u64, Ordering::Release);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "hll-sparse-max-bytes" | "stream-node-max-bytes" => {
                 // A memory value (`1kb`) up to 2^63 - 1, as in Redis: one that parses but is
                 // larger gets the range error, not the parse error.
                 let n = match parse_memory(value) {
@@ -243,7 +258,12 @@ impl Config {
                         "argument must be between 0 and 9223372036854775807 inclusive".into(),
                     ));
                 }
-                self.hll_sparse_max_bytes.store(n, Ordering::Release);
+                let slot = if name == "hll-sparse-max-bytes" {
+                    &self.hll_sparse_max_bytes
+                } else {
+                    &self.stream_node_max_bytes
+                };
+                slot.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
@@ -315,6 +335,14 @@ impl Config {
     /// `hll-sparse-max-bytes`.
     pub(crate) fn hll_sparse_max_bytes(&self) -> u64 {
         self.hll_sparse_max_bytes.load(Ordering::Acquire)
+    }
+
+    /// `stream-node-max-entries` and `stream-node-max-bytes`.
+    pub(crate) fn stream_node_limits(&self) -> crate::stream::NodeLimits {
+        crate::stream::NodeLimits {
+            max_entries: self.stream_node_max_entries.load(Ordering::Acquire),
+            max_bytes: self.stream_node_max_bytes.load(Ordering::Acquire),
+        }
     }
 
     /// `client-query-buffer-limit` in bytes.

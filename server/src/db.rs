@@ -651,6 +651,20 @@ impl Db {
         }
     }
 
+    /// Wakes every client blocked on `key` (after an `XADD`: every `XREAD` reader gets the
+    /// new entries, so none waits for another's turn). Each gets a permit, as with
+    /// [`signal_ready`](Db::signal_ready).
+    pub(crate) fn signal_all(&self, key: &[u8]) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        if let Some(list) = self.blocked.get(key) {
+            for n in list.iter() {
+                n.notify_one();
+            }
+        }
+    }
+
     /// Wakes the client blocked on `key` right after the one whose notifier is `notify`: a
     /// woken client that could not be served by what `key` holds (a `BZPOPMIN` first in line
     /// for a key that became a list, say) passes the turn on, so the clients behind it are not

@@ -84,6 +84,7 @@ pub(crate) mod server;
 pub(crate) mod set;
 pub(crate) mod shrink;
 pub(crate) mod state;
+pub(crate) mod stream;
 pub(crate) mod tracking;
 pub(crate) mod value;
 pub(crate) mod walk;

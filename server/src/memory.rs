@@ -171,6 +171,30 @@ pub(crate) fn value_size(v: &Value) -> usize {
                     + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
             }
         },
+        Value::Stream(s) => {
+            // The stream's header, then per entry: a B-tree slot (ID and vector, nodes about
+            // two-thirds full), the vector's buffer and the fields' bytes, sampled from the
+            // first entries (entries of one stream tend to look alike).
+            let per_entry = (16 + 24) * 3 / 2;
+            let sample: Vec<usize> = s
+                .range(
+                    crate::stream::StreamId::MIN,
+                    crate::stream::StreamId::MAX,
+                    false,
+                    SAMPLES,
+                )
+                .into_iter()
+                .map(|(_, f)| {
+                    alloc_size(f.len() * 32) + f.iter().map(|b| alloc_size(b.len())).sum::<usize>()
+                })
+                .collect();
+            let fields = if sample.is_empty() {
+                0
+            } else {
+                sample.iter().sum::<usize>() * s.len() / sample.len()
+            };
+            128 + s.len() * per_entry + fields
+        }
     }
 }
 

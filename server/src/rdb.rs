@@ -19,6 +19,8 @@ pub(crate) mod dump;
 pub(crate) mod lzf_room;
 pub(crate) mod packed;
 pub(crate) mod read;
+pub(crate) mod stream_read;
+pub(crate) mod stream_write;
 pub(crate) mod write;
 
 use crc::{Crc, CRC_64_REDIS};

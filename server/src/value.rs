@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 
 use crate::config::Limits;
 use crate::set::Set;
+use crate::stream::Stream;
 use crate::zset::ZSet;
 
 /// A stored value.
@@ -24,6 +25,8 @@ pub(crate) enum Value {
     ZSet(ZSet),
     /// A set (an intset or a hashtable, see [`Set`]).
     Set(Set),
+    /// A stream (see [`Stream`]); boxed, being the largest and the rarest.
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -43,6 +46,8 @@ impl Value {
             Value::List(l) => l.shrink_if_sparse(),
             Value::ZSet(z) => z.shrink_if_sparse(),
             Value::Set(s) => s.shrink_if_sparse(),
+            // A B-tree gives back its nodes as entries go.
+            Value::Stream(_) => false,
         }
     }
 
@@ -54,6 +59,7 @@ impl Value {
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -66,6 +72,8 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
             Value::Set(s) => s.is_empty(),
+            // A stream outlives its last entry: its last ID still matters.
+            Value::Stream(_) => false,
         }
     }
 }

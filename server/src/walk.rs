@@ -55,6 +55,7 @@ fn elements(value: &Value) -> usize {
         Value::List(l) => l.len(),
         Value::ZSet(z) => z.len(),
         Value::Set(s) => s.len(),
+        Value::Stream(s) => s.len(),
     }
 }
 

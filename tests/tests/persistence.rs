@@ -357,3 +357,48 @@ async fn racing_writes_replay_from_the_aof_as_they_were_applied() {
     s.restart(true).await.unwrap();
     assert_eq!(read(&s).await, before, "the AOF replays another order");
 }
+
+/// A stream comes back whole from the AOF after a restart: its entries (`XADD *` replayed
+/// with the IDs it generated, `~` trims as the exact trims they were), its last ID,
+/// `entries-added` and greatest deleted ID.
+#[test]
+fn a_stream_comes_back_from_the_aof() {
+    use latchkey_tests::RawConn;
+    let tmp = temp_dir("stream-restart");
+    let node = Server::builder()
+        .config("dir", tmp.path().to_str().unwrap())
+        .config("appendonly", "yes")
+        .config("appendfsync", "always")
+        .start_blocking()
+        .unwrap();
+    let addr = node.addr();
+    let mut c = RawConn::connect(addr).unwrap();
+    for i in 0..300 {
+        let v = i.to_string();
+        let r = c.cmd(&["XADD", "s", "MAXLEN", "~", "150", "*", "n", &v]);
+        assert!(r.starts_with(b"$"), "{}", String::from_utf8_lossy(&r));
+    }
+    c.cmd(&["XADD", "s", "99999999999999-*", "last", "1"]);
+    let first = c.cmd(&["XRANGE", "s", "-", "+", "COUNT", "1"]);
+    let id = String::from_utf8_lossy(&first)
+        .lines()
+        .nth(3)
+        .unwrap()
+        .to_string();
+    assert_eq!(c.cmd(&["XDEL", "s", &id]), b":1\r\n");
+    assert_eq!(c.cmd(&["XSETID", "s", "99999999999999-9"]), b"+OK\r\n");
+    let before = (
+        c.cmd(&["XRANGE", "s", "-", "+"]),
+        c.cmd(&["XINFO", "STREAM", "s"]),
+    );
+    assert!(before.0.len() > 1000, "the stream holds entries");
+    assert_eq!(c.cmd(&["LATCHKEY.FAILOVER", "RESTART", "AOF"]), b"+OK\r\n");
+    assert!(closed(&mut c));
+    let mut c = RawConn::connect(addr).unwrap();
+    let after = (
+        c.cmd(&["XRANGE", "s", "-", "+"]),
+        c.cmd(&["XINFO", "STREAM", "s"]),
+    );
+    assert_eq!(before, after);
+    drop(node);
+}

@@ -156,6 +156,25 @@ fn wait_blocked_in(addr: SocketAddr, name: &str) {
     }
 }
 
+/// Runs `lines` (one command each, split on spaces) on the server at `addr`, then `SET end 1`,
+/// and returns what its replication stream carried up to that closing `SET`.
+fn table_effects(addr: SocketAddr, lines: &[&str]) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for line in lines.iter().chain(&["SET end 1"]) {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
 /// The list pops and moves on the server at `addr`, served at once and after a wait, and what
 /// the stream carried for them.
 fn list_effects(addr: SocketAddr) -> Vec<Vec<String>> {
@@ -217,38 +236,27 @@ fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
 /// Runs bitmap commands, some of which change nothing, and returns what the stream carried up
 /// to the closing `SET end 1`.
 fn bit_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "SETBIT b 7 1",
-        "SETBIT b 7 1",
-        "SETBIT b 100 0",
-        "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
-        "BITFIELD b SET u8 0 1",
-        "BITFIELD b SET u8 0 2",
-        "BITFIELD b SET u8 0 2",
-        "BITFIELD b GET u8 0",
-        "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
-        "BITFIELD_RO b GET u8 0",
-        "BITOP NOT d b",
-        "BITOP AND d nokey",
-        "BITOP AND d nokey",
-        "LCS b d",
-        "HSET h f v",
-        "HRANDFIELD h -3",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "SETBIT b 7 1",
+            "SETBIT b 7 1",
+            "SETBIT b 100 0",
+            "BITFIELD b OVERFLOW FAIL INCRBY u2 0 9",
+            "BITFIELD b SET u8 0 1",
+            "BITFIELD b SET u8 0 2",
+            "BITFIELD b SET u8 0 2",
+            "BITFIELD b GET u8 0",
+            "BITFIELD nb OVERFLOW FAIL INCRBY u2 0 9",
+            "BITFIELD_RO b GET u8 0",
+            "BITOP NOT d b",
+            "BITOP AND d nokey",
+            "BITOP AND d nokey",
+            "LCS b d",
+            "HSET h f v",
+            "HRANDFIELD h -3",
+        ],
+    )
 }
 
 /// A bit command reaches replicas and the AOF only when it changed something, as in Redis 7.0:
@@ -324,32 +332,21 @@ fn sorted_set_pops_reach_the_stream_as_redis_sends_them() {
 /// `SORT`s on the server at `addr`, with and without `STORE`, and what the stream carried for
 /// them up to the closing `SET end 1`.
 fn sort_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "RPUSH l 3 1 2",
-        "SORT l",
-        "SORT l STORE d",
-        "SORT_RO l",
-        "SORT l LIMIT 5 5 STORE nothing",
-        "SORT nokey STORE nothing",
-        "SORT nokey STORE d",
-        "SADD s b a c",
-        "SORT s BY nosort STORE d",
-        "SORT l BY nosort GET # STORE d",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "RPUSH l 3 1 2",
+            "SORT l",
+            "SORT l STORE d",
+            "SORT_RO l",
+            "SORT l LIMIT 5 5 STORE nothing",
+            "SORT nokey STORE nothing",
+            "SORT nokey STORE d",
+            "SADD s b a c",
+            "SORT s BY nosort STORE d",
+            "SORT l BY nosort GET # STORE d",
+        ],
+    )
 }
 
 /// A `SORT ... STORE` reaches replicas and the AOF as it was sent, when it stored a list or
@@ -380,36 +377,25 @@ fn sort_store_reaches_the_stream_as_redis_sends_it() {
 /// HyperLogLog commands on the server at `addr`, and what the stream carried for them up to
 /// the closing `SET end 1`.
 fn hll_effects(addr: SocketAddr) -> Vec<Vec<String>> {
-    let mut stream = Stream::open(addr);
-    let mut c = RawConn::connect(addr).expect("connect");
-    for line in [
-        "PFADD h a b c",
-        "PFADD h a b c",
-        "PFCOUNT h",
-        "PFCOUNT h",
-        "PFADD h2 x",
-        "PFMERGE m h h2",
-        "PFCOUNT h h2",
-        "PFCOUNT m",
-        "PFDEBUG TODENSE h",
-        "PFDEBUG TODENSE h",
-        "PFDEBUG ENCODING h",
-        "PFDEBUG GETREG h2",
-        "PFADD h",
-        "PFADD new",
-        "SET end 1",
-    ] {
-        let args: Vec<&str> = line.split(' ').collect();
-        c.cmd(&args);
-    }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    table_effects(
+        addr,
+        &[
+            "PFADD h a b c",
+            "PFADD h a b c",
+            "PFCOUNT h",
+            "PFCOUNT h",
+            "PFADD h2 x",
+            "PFMERGE m h h2",
+            "PFCOUNT h h2",
+            "PFCOUNT m",
+            "PFDEBUG TODENSE h",
+            "PFDEBUG TODENSE h",
+            "PFDEBUG ENCODING h",
+            "PFDEBUG GETREG h2",
+            "PFADD h",
+            "PFADD new",
+        ],
+    )
 }
 
 /// `PFADD` and `PFMERGE` reach replicas and the AOF when they change the sketch, `PFCOUNT`
@@ -477,6 +463,95 @@ async fn sketches_come_back_from_the_aof_byte_for_byte() {
     for (k, want) in keys.iter().zip(before) {
         assert_eq!(c.cmd(["GET", k]).await, want, "{k}");
     }
+}
+
+/// Stream commands on the server at `addr`, and what the stream carried for them up to the
+/// closing `SET end 1`.
+fn stream_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    let mut lines: Vec<String> = [
+        "XADD s 1-1 a 1",
+        "XADD s 1-* b 2",
+        "XADD s 5-* c 3",
+        "XADD s MAXLEN ~ 1 6-0 d 4",
+        "XADD s 0-1 x y",
+        "XTRIM s MAXLEN ~ 0",
+        "XTRIM s MAXLEN 3",
+        "XDEL s 5-0",
+        "XDEL s 99-0",
+        "XSETID s 100-0",
+        "XADD s NOMKSTREAM MINID ~ 1 LIMIT 5 100-* e f",
+        "XADD nokey NOMKSTREAM 1-1 a b",
+        "XLEN s",
+        "XRANGE s - +",
+        "XREAD STREAMS s 0",
+        "XINFO STREAM s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for i in 1..=250 {
+        lines.push(format!("XADD t {i}-0 f v"));
+    }
+    lines.push("XTRIM t MAXLEN ~ 120".into());
+    lines.push("XADD t MINID ~ 230 LIMIT 100 300-* f v".into());
+    lines.push("XTRIM t MINID ~ 240".into());
+    lines.push("SET end 1".into());
+    for line in &lines {
+        let args: Vec<&str> = line.split(' ').collect();
+        c.cmd(&args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// `XADD` reaches replicas with the ID it generated (`ms-*` written out) and an approximate
+/// trim as the exact one it turned out to be (`MAXLEN = <length left>`, `MINID = <first ID
+/// left>`); a trim that removed nothing, an `XDEL` that found nothing and the reads are not
+/// sent: the same stream as Redis 7.0's.
+#[test]
+fn stream_commands_reach_the_stream_as_redis_sends_them() {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = stream_effects(redis.addr());
+    let names: Vec<String> = expected.iter().map(|c| c.join(" ")).collect();
+    assert_eq!(
+        names[..9],
+        [
+            "XADD s 1-1 a 1",
+            "XADD s 1-2 b 2",
+            "XADD s 5-0 c 3",
+            "XADD s MAXLEN = 4 6-0 d 4",
+            // `~ 0` takes the whole (only) node: all four entries.
+            "XTRIM s MAXLEN = 0",
+            "XSETID s 100-0",
+            // On an empty stream the first ID on record is 0-0; the new entry is then the
+            // first left.
+            "XADD s NOMKSTREAM MINID = 100-1 LIMIT 5 100-1 e f",
+            "XADD t 1-0 f v",
+            "XADD t 2-0 f v",
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(
+        names[names.len() - 3..],
+        [
+            "XADD t 250-0 f v",
+            "XTRIM t MAXLEN = 150",
+            "XADD t MINID = 201-0 LIMIT 100 300-0 f v",
+            // `MINID ~ 240` finds no whole node below 240 (the first runs 201..300):
+            // nothing removed, nothing sent.
+        ],
+        "redis-server's own stream"
+    );
+    assert_eq!(stream_effects(latchkey.addr()), expected);
 }
 
 /// `RESTORE` on the server at `addr`, and what the stream carried for it up to the closing

@@ -223,8 +223,13 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
         return Frame::error("ERR no such key");
     };
     let blockable = entry.value.wakes_blocked_clients();
+    // A stream wakes all its readers (each reads the same entries), a list or sorted set the
+    // first client in line.
+    let readers = matches!(entry.value, crate::db::Value::Stream(_));
     db.insert(dst.clone(), entry);
-    if blockable {
+    if readers {
+        db.signal_all(dst);
+    } else if blockable {
         // A list or sorted set moved into place serves the clients blocked on its new name
         // (`BLPOP`, `BZPOPMIN`), as a push would (Redis's `dbAdd` signals both).
         db.signal_ready(dst);

@@ -572,6 +572,23 @@ pub(super) fn block_until<F>(
 ) where
     F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
 {
+    block_until_with(ctx, keys, timeout_ms, exclusive, true, attempt)
+}
+
+/// [`block_until`], saying whether a client woken and not served passes the turn to the one
+/// behind it (`pass_turn`). Pops wake one client at a time, which passes the turn on; a
+/// stream's readers are all woken at once by `XADD` (each gets the same new entries), so they
+/// pass nothing on (see `Db::signal_all`).
+pub(super) fn block_until_with<F>(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    timeout_ms: u64,
+    exclusive: bool,
+    pass_turn: bool,
+    attempt: F,
+) where
+    F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
+{
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
     let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
@@ -606,7 +623,7 @@ pub(super) fn block_until<F>(
             match served {
                 Some(Ok(Some(f))) => return f,
                 Some(Err(e)) => return e,
-                Some(Ok(None)) => {
+                Some(Ok(None)) if pass_turn => {
                     // Not served, yet a key may hold something this client cannot take (the
                     // wrong type, say): the clients behind it get their turn.
                     let db = shared.keyspace.db(db_index);
@@ -616,6 +633,7 @@ pub(super) fn block_until<F>(
                         }
                     }
                 }
+                Some(Ok(None)) => {}
                 None => {
                     // A script is busy: wait for it like any other client would.
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -38,6 +38,12 @@ pub(crate) mod server;
 pub(crate) mod sets;
 pub(crate) mod sort;
 pub(crate) mod sort_keys;
+pub(crate) mod stream_add;
+pub(crate) mod stream_args;
+pub(crate) mod stream_edit;
+pub(crate) mod stream_info;
+pub(crate) mod stream_range;
+pub(crate) mod stream_read;
 pub(crate) mod strings;
 pub(crate) mod swapdb;
 pub(crate) mod tracking;
@@ -51,7 +57,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 30] {
+fn tables() -> [&'static [CommandSpec]; 35] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -80,6 +86,11 @@ fn tables() -> [&'static [CommandSpec]; 30] {
         zset_random::COMMANDS,
         hll::COMMANDS,
         hll_debug::COMMANDS,
+        stream_add::COMMANDS,
+        stream_range::COMMANDS,
+        stream_edit::COMMANDS,
+        stream_read::COMMANDS,
+        stream_info::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

@@ -58,6 +58,7 @@ pub(crate) fn encoding(ctx: &Ctx<'_>, v: &Value) -> &'static str {
             enc.zset_encoding(z.len(), longest.unwrap_or(0))
         }
         Value::Set(s) => s.encoding(),
+        Value::Stream(_) => "stream",
     }
 }
 

@@ -43,8 +43,13 @@ fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
 /// key, as a push would.
 fn store(db: &crate::db::Db, key: &Bytes, entry: Entry) {
     let blockable = entry.value.wakes_blocked_clients();
+    // A stream wakes all its readers (each reads the same entries), a list or sorted set the
+    // first client in line.
+    let readers = matches!(entry.value, crate::db::Value::Stream(_));
     db.insert(key.clone(), entry);
-    if blockable {
+    if readers {
+        db.signal_all(key);
+    } else if blockable {
         db.signal_ready(key);
     }
 }

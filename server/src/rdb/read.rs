@@ -39,17 +39,17 @@ pub(crate) enum Record {
 const LZF_MAX_RATIO: usize = 88;
 
 /// A cursor over the payload.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
 }
 
-fn err(what: impl Into<String>) -> RdbError {
+pub(super) fn err(what: impl Into<String>) -> RdbError {
     RdbError(what.into())
 }
 
 impl<'a> Reader<'a> {
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
+    pub(super) fn bytes(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
         let end = self
             .pos
             .checked_add(n)
@@ -62,21 +62,21 @@ impl<'a> Reader<'a> {
 
     /// Bytes not read yet: what a claimed element count is capped at for preallocation, as
     /// every element takes at least one byte.
-    fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
 
-    fn u8(&mut self) -> Result<u8, RdbError> {
+    pub(super) fn u8(&mut self) -> Result<u8, RdbError> {
         Ok(self.bytes(1)?[0])
     }
 
-    fn le(&mut self, n: usize) -> Result<u64, RdbError> {
+    pub(super) fn le(&mut self, n: usize) -> Result<u64, RdbError> {
         let b = self.bytes(n)?;
         Ok(b.iter().rev().fold(0u64, |v, x| (v << 8) | *x as u64))
     }
 
     /// A length, or (second value true) the marker of a specially encoded string.
-    fn len_or_special(&mut self) -> Result<(u64, bool), RdbError> {
+    pub(super) fn len_or_special(&mut self) -> Result<(u64, bool), RdbError> {
         let first = self.u8()?;
         Ok(match first >> 6 {
             0 => ((first & 0x3F) as u64, false),
@@ -96,7 +96,7 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn len(&mut self) -> Result<usize, RdbError> {
+    pub(super) fn len(&mut self) -> Result<usize, RdbError> {
         match self.len_or_special()? {
             (n, false) => usize::try_from(n).map_err(|_| err("length too large")),
             _ => Err(err("expected a length, found a string encoding")),
@@ -104,7 +104,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string: plain, an 8/16/32-bit integer, or LZF-compressed.
-    fn string(&mut self) -> Result<Bytes, RdbError> {
+    pub(super) fn string(&mut self) -> Result<Bytes, RdbError> {
         match self.len_or_special()? {
             (n, false) => Ok(Bytes::copy_from_slice(self.bytes(n as usize)?)),
             (0, true) => Ok(Bytes::from((self.u8()? as i8).to_string())),
@@ -255,9 +255,12 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
         }
         kind::SET_INTSET => Value::Set(Set::Ints(packed::intset(&r.string()?)?)),
         kind::SET_LISTPACK => Value::Set(Set::from_loaded(packed::listpack(&r.string()?)?)),
+        kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | kind::STREAM_LISTPACKS_3 => {
+            Value::Stream(Box::new(super::stream_read::stream(r, t)?))
+        }
         other => {
             return Err(err(format!(
-                "key '{}' has value type {other} (stream, module or zipmap), which latchkey cannot hold",
+                "key '{}' has value type {other} (module or zipmap), which latchkey cannot hold",
                 String::from_utf8_lossy(key)
             )))
         }

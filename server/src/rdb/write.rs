@@ -176,6 +176,7 @@ pub(crate) fn object_type(v: &Value) -> u8 {
         Value::Set(set) if set.ints().is_some() => kind::SET_INTSET,
         Value::Set(_) => kind::SET,
         Value::ZSet(_) => kind::ZSET_2,
+        Value::Stream(_) => kind::STREAM_LISTPACKS_2,
     }
 }
 
@@ -208,6 +209,7 @@ pub(crate) fn object(out: &mut BytesMut, v: &Value) {
                 }
             }
         },
+        Value::Stream(s) => super::stream_write::stream(out, s),
         Value::ZSet(z) => {
             len(out, z.len() as u64);
             for (m, s) in z.iter() {
