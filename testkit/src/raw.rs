@@ -104,3 +104,24 @@ impl RawConn {
 pub fn show(b: &[u8]) -> String {
     b.escape_ascii().to_string()
 }
+
+/// Waits until the server at `addr` counts `n` blocked clients in `INFO clients`
+/// (`blocked_clients:n`), so that what a test does next happens after they blocked. A hang
+/// guard (30 s), not a timing assertion: it only bounds a wait.
+#[track_caller]
+pub fn wait_blocked_clients(addr: SocketAddr, n: usize) {
+    let mut c = RawConn::connect(addr).expect("connect");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let want = format!("blocked_clients:{n}\r\n");
+    loop {
+        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "clients"])).into_owned();
+        if info.contains(&want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expected {want} in {info}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

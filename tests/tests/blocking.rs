@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use latchkey_server::Server;
+use latchkey_tests::raw::wait_blocked_clients;
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// Waits until `n` clients of the server at `addr` are inside a `BLPOP` (`cmd=blpop` in
@@ -82,25 +83,6 @@ fn two_blocked_clients_are_both_served() {
                 b"*2\r\n$1\r\nq\r\n$1\r\n2\r\n".to_vec()
             ]
         );
-    }
-}
-
-/// Waits until `INFO clients` counts `n` blocked clients (a hang guard, not a timing
-/// assertion).
-fn wait_blocked_clients(addr: std::net::SocketAddr, n: usize) {
-    let mut c = RawConn::connect(addr).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let want = format!("blocked_clients:{n}\r\n");
-    loop {
-        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "clients"])).into_owned();
-        if info.contains(&want) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "expected {want} in {info}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use latchkey_server::Server;
+use latchkey_tests::raw::wait_blocked_clients;
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// Waits until `n` clients of the server at `addr` are inside an `XREAD` (`cmd=xread` in
@@ -159,5 +160,25 @@ fn count_bounds_a_woken_reader_and_a_gone_reader_is_forgotten() {
             p.cmd(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "1-0"]),
             b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n2-0\r\n*2\r\n$1\r\na\r\n$1\r\n2\r\n"
         );
+    }
+}
+
+/// A stream reader first in line on a key that a push makes a list does not hold up the
+/// `BLPOP` behind it: the pop gets the element. Both servers.
+#[test]
+fn a_stream_reader_does_not_hold_up_a_list_pop_behind_it() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut reader = RawConn::connect(addr).unwrap();
+        reader.send_raw(&RawConn::encode(&[
+            "XREAD", "BLOCK", "0", "STREAMS", "mix", "$",
+        ]));
+        wait_blocked_clients(addr, 1);
+        let mut popper = RawConn::connect(addr).unwrap();
+        popper.send_raw(&RawConn::encode(&["BLPOP", "mix", "0"]));
+        wait_blocked_clients(addr, 2);
+        let mut p = RawConn::connect(addr).unwrap();
+        assert_eq!(p.cmd(&["RPUSH", "mix", "x"]), b":1\r\n");
+        assert_eq!(popper.read_reply(), b"*2\r\n$3\r\nmix\r\n$1\r\nx\r\n");
     }
 }

@@ -562,29 +562,12 @@ fn try_pop_any(
 /// `timeout_ms` passes (0: forever; the reply is then a null array). The attempt runs under
 /// the gate (taken exclusively when `exclusive`: it touches two keys), at once and again each
 /// time a push onto one of `keys` wakes the client; a busy script is waited for as any client
-/// waits for it. Every blocking list command waits through this.
+/// waits for it. Every blocking list, sorted-set and stream command waits through this.
 pub(super) fn block_until<F>(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
     timeout_ms: u64,
     exclusive: bool,
-    attempt: F,
-) where
-    F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
-{
-    block_until_with(ctx, keys, timeout_ms, exclusive, true, attempt)
-}
-
-/// [`block_until`], saying whether a client woken and not served passes the turn to the one
-/// behind it (`pass_turn`). Pops wake one client at a time, which passes the turn on; a
-/// stream's readers are all woken at once by `XADD` (each gets the same new entries), so they
-/// pass nothing on (see `Db::signal_all`).
-pub(super) fn block_until_with<F>(
-    ctx: &mut Ctx<'_>,
-    keys: Vec<Bytes>,
-    timeout_ms: u64,
-    exclusive: bool,
-    pass_turn: bool,
     attempt: F,
 ) where
     F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
@@ -623,9 +606,11 @@ pub(super) fn block_until_with<F>(
             match served {
                 Some(Ok(Some(f))) => return f,
                 Some(Err(e)) => return e,
-                Some(Ok(None)) if pass_turn => {
+                Some(Ok(None)) => {
                     // Not served, yet a key may hold something this client cannot take (the
-                    // wrong type, say): the clients behind it get their turn.
+                    // wrong type, say): the clients behind it get their turn. (A stream's
+                    // readers were all woken at once by `XADD`, see `Db::signal_all`; for
+                    // them this is at most one more look at the key.)
                     let db = shared.keyspace.db(db_index);
                     for k in &keys {
                         if db.map().contains_key(k) {
@@ -633,7 +618,6 @@ pub(super) fn block_until_with<F>(
                         }
                     }
                 }
-                Some(Ok(None)) => {}
                 None => {
                     // A script is busy: wait for it like any other client would.
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

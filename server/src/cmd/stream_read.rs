@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 
-use super::lists::block_until_with;
+use super::lists::block_until;
 use super::stream_args::{entries_frame, parse_strict_id};
 use super::util::{is, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, BLOCKING, MOVABLEKEYS, READONLY};
@@ -201,11 +201,10 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         count
     };
     let waiting_keys = read.keys.clone();
-    block_until_with(
+    block_until(
         ctx,
         waiting_keys,
         timeout_ms,
-        false,
         false,
         move |shared, db, now| serve(shared, db, &read, limit, now, true),
     );
