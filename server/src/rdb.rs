@@ -7,7 +7,7 @@
 //! polynomial, `CRC_64_REDIS` in the `crc` crate) over everything before them.
 //!
 //! Numbers use two encodings. *Lengths* take 1, 2, 5 or 9 bytes depending on their size
-//! ([`write::len`]). *Strings* are a length and the bytes, or, when the top two bits of the
+//! ([`encode::len`]). *Strings* are a length and the bytes, or, when the top two bits of the
 //! first byte are `11`, a small integer (8, 16 or 32 bits, little-endian) or an LZF-compressed
 //! blob.
 //!
@@ -16,9 +16,11 @@
 //! listpack, ziplist and quicklist encodings that [`packed`] decodes.
 
 pub(crate) mod dump;
+pub(crate) mod encode;
 pub(crate) mod lzf_room;
 pub(crate) mod packed;
 pub(crate) mod read;
+pub(crate) mod reader;
 pub(crate) mod stream_read;
 pub(crate) mod stream_write;
 pub(crate) mod write;

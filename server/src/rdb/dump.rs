@@ -13,7 +13,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{read, write, CRC64, VERSION};
+use super::{encode, read, write, CRC64, VERSION};
 use crate::db::Value;
 
 /// The footer's size: the version (2 bytes) and the checksum (8).
@@ -50,7 +50,7 @@ pub(crate) fn payload(value: &Value) -> Bytes {
     let mut out = BytesMut::with_capacity(64);
     out.put_u8(write::object_type(value));
     match value {
-        Value::Str(s) => write::string_compressing_from(&mut out, s, REDIS_LZF_MIN_LEN),
+        Value::Str(s) => encode::string_compressing_from(&mut out, s, REDIS_LZF_MIN_LEN),
         other => write::object(&mut out, other),
     }
     footer(out)
@@ -62,7 +62,7 @@ pub(crate) fn functions_payload(codes: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(64);
     for code in codes {
         out.put_u8(super::opcode::FUNCTION2);
-        write::string_compressing_from(&mut out, code, REDIS_LZF_MIN_LEN);
+        encode::string_compressing_from(&mut out, code, REDIS_LZF_MIN_LEN);
     }
     footer(out)
 }

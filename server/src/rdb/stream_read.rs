@@ -9,7 +9,7 @@
 use bytes::Bytes;
 
 use super::packed;
-use super::read::{err, Reader};
+use super::reader::{err, Reader};
 use super::{kind, RdbError};
 use crate::stream::{Stream, StreamId};
 

@@ -13,7 +13,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::write::{len, string};
+use super::encode::{len, string};
 use crate::stream::{Stream, StreamId};
 
 /// Appends `s` (the type byte and key already written): nodes, metadata, groups.
