@@ -672,7 +672,8 @@ impl Db {
     pub(crate) fn signal_after(&self, key: &[u8], notify: &Arc<Notify>) {
         if let Some(list) = self.blocked.get(key) {
             if let Some(i) = list.iter().position(|n| Arc::ptr_eq(n, notify)) {
-                if let Some(next) = list.get(i + 1) {
+                // Never itself: a client that named the key twice is in the line twice.
+                if let Some(next) = list[i + 1..].iter().find(|n| !Arc::ptr_eq(n, notify)) {
                     next.notify_one();
                 }
             }

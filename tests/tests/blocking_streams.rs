@@ -182,3 +182,27 @@ fn a_stream_reader_does_not_hold_up_a_list_pop_behind_it() {
         assert_eq!(popper.read_reply(), b"*2\r\n$3\r\nmix\r\n$1\r\nx\r\n");
     }
 }
+
+/// A reader that names one stream twice waits like any other (it once woke itself over and
+/// over, never counted as blocked) and is served once by an `XADD`. Both servers.
+#[test]
+fn a_reader_naming_a_stream_twice_waits_and_is_served() {
+    let (redis, latchkey) = both_servers();
+    for addr in [redis.addr(), latchkey.addr()] {
+        let mut p = RawConn::connect(addr).unwrap();
+        p.cmd(&["XADD", "twice", "1-1", "f", "v"]);
+        let mut reader = RawConn::connect(addr).unwrap();
+        reader.send_raw(&RawConn::encode(&[
+            "XREAD", "BLOCK", "0", "STREAMS", "twice", "twice", "$", "$",
+        ]));
+        wait_blocked_clients(addr, 1);
+        p.cmd(&["XADD", "twice", "2-1", "f", "w"]);
+        let reply = reader.read_reply();
+        assert!(
+            reply.windows(3).any(|w| w == b"2-1"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+        wait_blocked_clients(addr, 0);
+    }
+}

@@ -576,6 +576,11 @@ pub(super) fn block_until<F>(
     let db_index = ctx.client.db;
     let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
     let handle = ctx.client.handle.clone();
+    // One place in each key's line, however many times the command names the key
+    // (`XREAD STREAMS s s`, `BLPOP k k`).
+    let mut keys = keys;
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
     ctx.block(async move {
         // `CLIENT UNBLOCK` from another client ends the wait, as a timeout or with an error.
         let unblockable = handle.begin_unblockable();
