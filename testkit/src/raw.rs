@@ -125,3 +125,23 @@ pub fn wait_blocked_clients(addr: SocketAddr, n: usize) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The payload of a RESP bulk-string reply (`$3\r\nabc\r\n` gives `abc`); panics on any other
+/// reply, naming it.
+pub fn bulk_payload(reply: &[u8]) -> Vec<u8> {
+    assert_eq!(
+        reply.first(),
+        Some(&b'$'),
+        "not a bulk reply: {}",
+        show(reply)
+    );
+    let nl = reply
+        .iter()
+        .position(|b| *b == b'\n')
+        .expect("a bulk reply's header line");
+    let len: usize = std::str::from_utf8(&reply[1..nl - 1])
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("bad bulk length in {}", show(reply)));
+    reply[nl + 1..nl + 1 + len].to_vec()
+}

@@ -9,18 +9,8 @@
 //!   LZF-compressed strings, HyperLogLogs, streams) restores on latchkey, and what latchkey dumps
 //!   restores on redis-server, with the same contents read back on both.
 
+use latchkey_tests::raw::bulk_payload;
 use latchkey_tests::Diff;
-
-/// The payload of a RESP bulk-string reply.
-fn bulk(reply: &[u8]) -> Vec<u8> {
-    assert_eq!(reply[0], b'$', "not a bulk reply: {reply:?}");
-    let nl = reply.iter().position(|b| *b == b'\n').unwrap();
-    let len: usize = std::str::from_utf8(&reply[1..nl - 1])
-        .unwrap()
-        .parse()
-        .unwrap();
-    reply[nl + 1..nl + 1 + len].to_vec()
-}
 
 /// Values whose payload Redis writes the same whatever happened to them before: the test
 /// compares `DUMP`'s bytes.
@@ -91,12 +81,12 @@ const RESTORE_TABLE: &[&str] = &[
 
 /// The payload `DUMP key` answers on redis-server (asserted to be a bulk string).
 fn redis_dump(d: &mut Diff, key: &str) -> Vec<u8> {
-    bulk(&d.redis.cmd(&["DUMP", key]))
+    bulk_payload(&d.redis.cmd(&["DUMP", key]))
 }
 
 /// The payload `DUMP key` answers on latchkey.
 fn latchkey_dump(d: &mut Diff, key: &str) -> Vec<u8> {
-    bulk(&d.latchkey.cmd(&["DUMP", key]))
+    bulk_payload(&d.latchkey.cmd(&["DUMP", key]))
 }
 
 /// Restores `payload` under `to` on both servers (replies compared), then checks that reading
@@ -312,9 +302,9 @@ fn strings_dump_with_redis_s_bytes_or_cross() {
             let from_redis = redis_dump(&mut d, "s");
             let from_latchkey = latchkey_dump(&mut d, "s");
             restore_both(&mut d, "r", &from_redis, &["GET {}"]);
-            assert_eq!(bulk(&d.latchkey.cmd(&["GET", "r"])), value);
+            assert_eq!(bulk_payload(&d.latchkey.cmd(&["GET", "r"])), value);
             restore_both(&mut d, "l", &from_latchkey, &["GET {}"]);
-            assert_eq!(bulk(&d.redis.cmd(&["GET", "l"])), value);
+            assert_eq!(bulk_payload(&d.redis.cmd(&["GET", "l"])), value);
         }
     }
 }

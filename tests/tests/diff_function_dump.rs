@@ -3,18 +3,8 @@
 //! restores the other's, and every policy and error answers as on Redis, leaving the libraries
 //! as Redis leaves them.
 
+use latchkey_tests::raw::bulk_payload;
 use latchkey_tests::Diff;
-
-/// The payload of a RESP bulk-string reply.
-fn bulk(reply: &[u8]) -> Vec<u8> {
-    assert_eq!(reply[0], b'$', "not a bulk reply: {reply:?}");
-    let nl = reply.iter().position(|b| *b == b'\n').unwrap();
-    let len: usize = std::str::from_utf8(&reply[1..nl - 1])
-        .unwrap()
-        .parse()
-        .unwrap();
-    reply[nl + 1..nl + 1 + len].to_vec()
-}
 
 /// Redis's CRC-64 (Jones, reflected, starting from zero), bit by bit: for hand-made payloads.
 fn crc64(data: &[u8]) -> u64 {
@@ -71,7 +61,7 @@ fn scenario(d: &mut Diff) {
     d.check(&["FUNCTION", "RESTORE"]);
     d.check(&["FUNCTION", "LOAD", LIB1]);
     // One library: the same bytes on both servers.
-    let payload = bulk(&d.check(&["FUNCTION", "DUMP"]));
+    let payload = bulk_payload(&d.check(&["FUNCTION", "DUMP"]));
     restore(d, &payload, &[]);
     restore(d, &payload, &["APPEND"]);
     restore(d, &payload, &["REPLACE"]);
@@ -103,7 +93,7 @@ fn scenario(d: &mut Diff) {
     d.check(&["FUNCTION", "DUMP"]);
     // Two libraries in one payload, and the same library twice.
     d.check(&["FUNCTION", "LOAD", LIB2]);
-    let two = bulk(&d.redis.cmd(&["FUNCTION", "DUMP"]));
+    let two = bulk_payload(&d.redis.cmd(&["FUNCTION", "DUMP"]));
     restore(d, &two, &["FLUSH"]);
     let mut twice = payload[..payload.len() - 10].to_vec();
     twice.extend_from_slice(&payload[..payload.len() - 10]);
@@ -130,8 +120,8 @@ fn function_payloads_cross_between_the_servers() {
     for lib in [LIB1, LIB2] {
         d.check(&["FUNCTION", "LOAD", lib]);
     }
-    let from_redis = bulk(&d.redis.cmd(&["FUNCTION", "DUMP"]));
-    let from_latchkey = bulk(&d.latchkey.cmd(&["FUNCTION", "DUMP"]));
+    let from_redis = bulk_payload(&d.redis.cmd(&["FUNCTION", "DUMP"]));
+    let from_latchkey = bulk_payload(&d.latchkey.cmd(&["FUNCTION", "DUMP"]));
     for payload in [from_redis, from_latchkey] {
         restore(&mut d, &payload, &["FLUSH"]);
         restore(&mut d, &payload, &["REPLACE"]);

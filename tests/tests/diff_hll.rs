@@ -4,6 +4,7 @@
 //! string the other writes — sparse opcodes, promotion to dense, cached count and all — and
 //! damaged sketches get the same answers.
 
+use latchkey_tests::raw::bulk_payload;
 use latchkey_tests::Diff;
 
 /// The commands one by one: creation, cache, errors, debugging, merging.
@@ -236,7 +237,7 @@ fn redis_s_bytes_are_read_as_redis_reads_them() {
     d.redis.cmd(&small);
     d.redis.cmd(&big);
     for (from, to) in [("src", "copy"), ("big", "bigcopy")] {
-        let bytes = bulk(&d.redis.cmd(&["GET", from]));
+        let bytes = bulk_payload(&d.redis.cmd(&["GET", from]));
         d.check(&[b"SET".as_slice(), to.as_bytes(), &bytes]);
         d.check(&["PFCOUNT", to]);
         d.check(&["PFDEBUG", "ENCODING", to]);
@@ -247,17 +248,6 @@ fn redis_s_bytes_are_read_as_redis_reads_them() {
     d.check(&["PFCOUNT", "copy", "bigcopy"]);
     d.check(&["PFMERGE", "copy", "bigcopy"]);
     d.check(&["GET", "copy"]);
-}
-
-/// The payload of a RESP bulk-string reply.
-fn bulk(reply: &[u8]) -> Vec<u8> {
-    assert_eq!(reply[0], b'$', "not a bulk reply: {reply:?}");
-    let nl = reply.iter().position(|b| *b == b'\n').unwrap();
-    let len: usize = std::str::from_utf8(&reply[1..nl - 1])
-        .unwrap()
-        .parse()
-        .unwrap();
-    reply[nl + 1..nl + 1 + len].to_vec()
 }
 
 /// A header for a hand-made value: `HYLL`, the encoding, the cached count marked stale.
