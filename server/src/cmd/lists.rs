@@ -612,13 +612,18 @@ pub(super) fn block_until<F>(
                 Some(Ok(Some(f))) => return f,
                 Some(Err(e)) => return e,
                 Some(Ok(None)) => {
-                    // Not served, yet a key may hold something this client cannot take (the
-                    // wrong type, say): the clients behind it get their turn. (A stream's
-                    // readers were all woken at once by `XADD`, see `Db::signal_all`; for
-                    // them this is at most one more look at the key.)
+                    // Not served, yet a key may hold something this client cannot take (a
+                    // list for a `BZPOPMIN`, say): the clients behind it get their turn. Not
+                    // for a stream: an `XADD` wakes all its readers at once (`Db::signal_all`),
+                    // and a stream with nothing new for one reader has nothing for the next,
+                    // so passing the turn there would only walk the whole line each time.
                     let db = shared.keyspace.db(db_index);
                     for k in &keys {
-                        if db.map().contains_key(k) {
+                        let others_may_take = db
+                            .map()
+                            .get(k)
+                            .is_some_and(|e| !matches!(e.value, crate::value::Value::Stream(_)));
+                        if others_may_take {
                             db.signal_after(k, &notify);
                         }
                     }
