@@ -156,6 +156,18 @@ fn wait_blocked_in(addr: SocketAddr, name: &str) {
     }
 }
 
+/// Runs `effects` on a fresh redis-server and on a fresh latchkey: redis-server's stream must
+/// be `redis_sends` (one command line each, its arguments joined by spaces), so that the test
+/// states what Redis does, and latchkey's must be the same, argument for argument.
+fn same_stream_as_redis(effects: impl Fn(SocketAddr) -> Vec<Vec<String>>, redis_sends: &[&str]) {
+    let redis = RedisProcess::spawn(&[]);
+    let latchkey = Server::builder().start_blocking().expect("start latchkey");
+    let expected = effects(redis.addr());
+    let lines: Vec<String> = expected.iter().map(|c| c.join(" ")).collect();
+    assert_eq!(lines, redis_sends, "redis-server's own stream");
+    assert_eq!(effects(latchkey.addr()), expected);
+}
+
 /// Runs `lines` (one command each, split on spaces) on the server at `addr`, then `SET end 1`,
 /// and returns what its replication stream carried up to that closing `SET`.
 fn table_effects(addr: SocketAddr, lines: &[&str]) -> Vec<Vec<String>> {
@@ -208,29 +220,23 @@ fn list_effects(addr: SocketAddr) -> Vec<Vec<String>> {
 
 #[test]
 fn served_blocking_list_commands_reach_the_stream_as_redis_sends_them() {
-    let redis = RedisProcess::spawn(&[]);
-    let latchkey = Server::builder().start_blocking().expect("start latchkey");
-    let expected = list_effects(redis.addr());
-    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
-    assert_eq!(
-        expected,
-        [
-            cmd("RPUSH q a"),
-            cmd("LPOP q 1"),
-            cmd("RPUSH q b c"),
-            cmd("RPOP q 2"),
-            cmd("RPUSH s x"),
-            cmd("LMOVE s d right left"),
-            cmd("RPUSH s y"),
-            cmd("RPOPLPUSH s d"),
-            cmd("RPUSH s z"),
-            cmd("RPOPLPUSH s d"),
-            cmd("RPUSH s w"),
-            cmd("LMOVE s d Left RIGHT"),
+    same_stream_as_redis(
+        list_effects,
+        &[
+            "RPUSH q a",
+            "LPOP q 1",
+            "RPUSH q b c",
+            "RPOP q 2",
+            "RPUSH s x",
+            "LMOVE s d right left",
+            "RPUSH s y",
+            "RPOPLPUSH s d",
+            "RPUSH s z",
+            "RPOPLPUSH s d",
+            "RPUSH s w",
+            "LMOVE s d Left RIGHT",
         ],
-        "redis-server's own stream"
     );
-    assert_eq!(list_effects(latchkey.addr()), expected);
 }
 
 /// Runs bitmap commands, some of which change nothing, and returns what the stream carried up
@@ -305,28 +311,22 @@ fn zset_pop_effects(addr: SocketAddr) -> Vec<Vec<String>> {
 
 #[test]
 fn sorted_set_pops_reach_the_stream_as_redis_sends_them() {
-    let redis = RedisProcess::spawn(&[]);
-    let latchkey = Server::builder().start_blocking().expect("start latchkey");
-    let expected = zset_pop_effects(redis.addr());
-    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
-    assert_eq!(
-        expected,
-        [
-            cmd("ZADD z 1 a 2 b 3 c"),
-            cmd("ZPOPMIN z 3"),
-            cmd("ZADD z 1 a 2 b"),
-            cmd("ZPOPMAX z"),
-            cmd("ZPOPMIN z 1"),
-            cmd("ZADD z 4 d 5 e"),
-            cmd("ZPOPMIN z"),
-            cmd("ZUNIONSTORE y 1 z"),
-            cmd("ZPOPMAX y 1"),
-            cmd("ZADD z 6 f"),
-            cmd("ZRANGESTORE d z 0 -1"),
+    same_stream_as_redis(
+        zset_pop_effects,
+        &[
+            "ZADD z 1 a 2 b 3 c",
+            "ZPOPMIN z 3",
+            "ZADD z 1 a 2 b",
+            "ZPOPMAX z",
+            "ZPOPMIN z 1",
+            "ZADD z 4 d 5 e",
+            "ZPOPMIN z",
+            "ZUNIONSTORE y 1 z",
+            "ZPOPMAX y 1",
+            "ZADD z 6 f",
+            "ZRANGESTORE d z 0 -1",
         ],
-        "redis-server's own stream"
     );
-    assert_eq!(zset_pop_effects(latchkey.addr()), expected);
 }
 
 /// `SORT`s on the server at `addr`, with and without `STORE`, and what the stream carried for
@@ -355,23 +355,17 @@ fn sort_effects(addr: SocketAddr) -> Vec<Vec<String>> {
 /// anyway, so the replica stores the same list.)
 #[test]
 fn sort_store_reaches_the_stream_as_redis_sends_it() {
-    let redis = RedisProcess::spawn(&[]);
-    let latchkey = Server::builder().start_blocking().expect("start latchkey");
-    let expected = sort_effects(redis.addr());
-    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
-    assert_eq!(
-        expected,
-        [
-            cmd("RPUSH l 3 1 2"),
-            cmd("SORT l STORE d"),
-            cmd("SORT nokey STORE d"),
-            cmd("SADD s b a c"),
-            cmd("SORT s BY nosort STORE d"),
-            cmd("SORT l BY nosort GET # STORE d"),
+    same_stream_as_redis(
+        sort_effects,
+        &[
+            "RPUSH l 3 1 2",
+            "SORT l STORE d",
+            "SORT nokey STORE d",
+            "SADD s b a c",
+            "SORT s BY nosort STORE d",
+            "SORT l BY nosort GET # STORE d",
         ],
-        "redis-server's own stream"
     );
-    assert_eq!(sort_effects(latchkey.addr()), expected);
 }
 
 /// HyperLogLog commands on the server at `addr`, and what the stream carried for them up to
@@ -403,13 +397,9 @@ fn hll_effects(addr: SocketAddr) -> Vec<Vec<String>> {
 /// the same stream as Redis 7.0's.
 #[test]
 fn hyperloglog_commands_reach_the_stream_as_redis_sends_them() {
-    let redis = RedisProcess::spawn(&[]);
-    let latchkey = Server::builder().start_blocking().expect("start latchkey");
-    let expected = hll_effects(redis.addr());
-    let names: Vec<String> = expected.iter().map(|c| c.join(" ")).collect();
-    assert_eq!(
-        names,
-        [
+    same_stream_as_redis(
+        hll_effects,
+        &[
             "PFADD h a b c",
             "PFCOUNT h",
             "PFADD h2 x",
@@ -419,9 +409,7 @@ fn hyperloglog_commands_reach_the_stream_as_redis_sends_them() {
             "PFDEBUG GETREG h2",
             "PFADD new",
         ],
-        "redis-server's own stream"
     );
-    assert_eq!(hll_effects(latchkey.addr()), expected);
 }
 
 /// Sketches written through the AOF come back byte for byte after a crash: the replayed
@@ -613,22 +601,16 @@ fn restore_effects(addr: SocketAddr) -> Vec<Vec<String>> {
 /// `REPLACE` removed (or nothing), a refused one not at all.
 #[test]
 fn restore_reaches_the_stream_as_redis_sends_it() {
-    let redis = RedisProcess::spawn(&[]);
-    let latchkey = Server::builder().start_blocking().expect("start latchkey");
-    let expected = restore_effects(redis.addr());
-    let cmd = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
-    assert_eq!(
-        expected,
-        [
-            cmd("RESTORE a 0 <payload>"),
-            cmd("RESTORE b <deadline> <payload> ABSTTL"),
-            cmd("RESTORE c 4102444800000 <payload> ABSTTL"),
-            cmd("DEL a"),
-            cmd("RESTORE b <deadline> <payload> REPLACE IDLETIME 5 ABSTTL"),
+    same_stream_as_redis(
+        restore_effects,
+        &[
+            "RESTORE a 0 <payload>",
+            "RESTORE b <deadline> <payload> ABSTTL",
+            "RESTORE c 4102444800000 <payload> ABSTTL",
+            "DEL a",
+            "RESTORE b <deadline> <payload> REPLACE IDLETIME 5 ABSTTL",
         ],
-        "redis-server's own stream"
     );
-    assert_eq!(restore_effects(latchkey.addr()), expected);
 }
 
 /// `FUNCTION RESTORE` on the server at `addr`, and what the stream carried up to the closing
