@@ -145,3 +145,26 @@ pub fn bulk_payload(reply: &[u8]) -> Vec<u8> {
         .unwrap_or_else(|| panic!("bad bulk length in {}", show(reply)));
     reply[nl + 1..nl + 1 + len].to_vec()
 }
+
+/// Waits until exactly `n` clients of the server at `addr` are in command `name` (`cmd=name`
+/// in `CLIENT LIST`: the command each is running, or last ran), so that what a test does next
+/// happens after they blocked, or after they left. A hang guard (30 s), not a timing
+/// assertion: it only bounds a wait.
+#[track_caller]
+pub fn wait_clients_in(addr: SocketAddr, name: &str, n: usize) {
+    let mut c = RawConn::connect(addr).expect("connect");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let needle = format!("cmd={name} ");
+    loop {
+        let list = c.cmd(&["CLIENT", "LIST"]);
+        let inside = String::from_utf8_lossy(&list).matches(&needle).count();
+        if inside == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{inside} clients in {name}, expected {n}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -3,28 +3,8 @@
 use std::time::Duration;
 
 use latchkey_server::Server;
-use latchkey_tests::raw::wait_blocked_clients;
+use latchkey_tests::raw::{wait_blocked_clients, wait_clients_in};
 use latchkey_tests::{RawConn, RedisProcess};
-
-/// Waits until `n` clients of the server at `addr` are inside a `BLPOP` (`cmd=blpop` in
-/// `CLIENT LIST`: the command each is running or last ran), so that what follows happens after
-/// they blocked, not before. A hang guard, not a timing assertion: it only bounds a wait.
-fn wait_blocked(addr: std::net::SocketAddr, n: usize) {
-    let mut c = RawConn::connect(addr).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let list = c.cmd(&["CLIENT", "LIST"]);
-        let blocked = String::from_utf8_lossy(&list).matches("cmd=blpop").count();
-        if blocked == n {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{blocked} clients in BLPOP, expected {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 fn both_servers() -> (RedisProcess, latchkey_server::BlockingServer) {
     (
@@ -39,7 +19,7 @@ fn blpop_is_woken_by_a_push_from_another_client() {
     for addr in [redis.addr(), latchkey.addr()] {
         let mut waiter = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BLPOP", "q1", "q2", "0"]));
-        wait_blocked(addr, 1);
+        wait_clients_in(addr, "blpop", 1);
         let mut pusher = RawConn::connect(addr).unwrap();
         assert_eq!(pusher.cmd(&["RPUSH", "q2", "job"]), b":1\r\n");
         assert_eq!(waiter.read_reply(), b"*2\r\n$2\r\nq2\r\n$3\r\njob\r\n");
@@ -70,7 +50,7 @@ fn two_blocked_clients_are_both_served() {
         let mut b = RawConn::connect(addr).unwrap();
         a.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
         b.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
-        wait_blocked(addr, 2);
+        wait_clients_in(addr, "blpop", 2);
         let mut p = RawConn::connect(addr).unwrap();
         p.cmd(&["RPUSH", "q", "1"]);
         p.cmd(&["RPUSH", "q", "2"]);
@@ -171,10 +151,10 @@ fn a_client_that_disconnects_while_blocked_takes_nothing() {
     for addr in [redis.addr(), latchkey.addr()] {
         let mut gone = RawConn::connect(addr).unwrap();
         gone.send_raw(&RawConn::encode(&["BLPOP", "q", "0"]));
-        wait_blocked(addr, 1);
+        wait_clients_in(addr, "blpop", 1);
         drop(gone);
         // The server has seen the disconnect once the client is gone from its list.
-        wait_blocked(addr, 0);
+        wait_clients_in(addr, "blpop", 0);
         let mut p = RawConn::connect(addr).unwrap();
         assert_eq!(p.cmd(&["RPUSH", "q", "kept"]), b":1\r\n");
         assert_eq!(p.cmd(&["LRANGE", "q", "0", "-1"]), b"*1\r\n$4\r\nkept\r\n");
@@ -203,7 +183,7 @@ fn blpop_timeout_follows_the_virtual_clock() {
     let clock = server.handle().clock().clone();
     let mut first = RawConn::connect(addr).unwrap();
     first.send_raw(&RawConn::encode(&["BLPOP", "q", "30"]));
-    wait_blocked(addr, 1);
+    wait_clients_in(addr, "blpop", 1);
     clock.advance(Duration::from_secs(29));
     // Still waiting after 29 of its 30 seconds: the push serves it.
     let mut pusher = RawConn::connect(addr).unwrap();
@@ -212,7 +192,7 @@ fn blpop_timeout_follows_the_virtual_clock() {
     // A second client's BLPOP times out once the virtual clock passes its timeout.
     let mut second = RawConn::connect(addr).unwrap();
     second.send_raw(&RawConn::encode(&["BLPOP", "q", "30"]));
-    wait_blocked(addr, 2); // the first client's last command was a BLPOP too
+    wait_clients_in(addr, "blpop", 2); // the first client's last command was a BLPOP too
     clock.advance(Duration::from_secs(31));
     assert_eq!(second.read_reply(), b"*-1\r\n");
 }
@@ -226,7 +206,7 @@ fn blpop_is_woken_by_a_list_renamed_into_place() {
     for addr in [redis.addr(), latchkey.addr()] {
         let mut waiter = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BLPOP", "foo", "0"]));
-        wait_blocked(addr, 1);
+        wait_clients_in(addr, "blpop", 1);
         let mut other = RawConn::connect(addr).unwrap();
         assert_eq!(other.cmd(&["LPUSH", "bob", "abc", "def", "hij"]), b":3\r\n");
         assert_eq!(other.cmd(&["RENAME", "bob", "foo"]), b"+OK\r\n");
@@ -235,26 +215,6 @@ fn blpop_is_woken_by_a_list_renamed_into_place() {
             other.cmd(&["LRANGE", "foo", "0", "-1"]),
             b"*2\r\n$3\r\ndef\r\n$3\r\nabc\r\n"
         );
-    }
-}
-
-/// Waits until `n` clients of the server at `addr` are inside command `name` (see
-/// [`wait_blocked`]).
-fn wait_blocked_in(addr: std::net::SocketAddr, name: &str, n: usize) {
-    let mut c = RawConn::connect(addr).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let needle = format!("cmd={name} ");
-    loop {
-        let list = c.cmd(&["CLIENT", "LIST"]);
-        let blocked = String::from_utf8_lossy(&list).matches(&needle).count();
-        if blocked == n {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{blocked} clients in {name}, expected {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -270,7 +230,7 @@ fn blmpop_blmove_and_brpoplpush_are_woken_by_a_push() {
         waiter.send_raw(&RawConn::encode(&[
             "BLMPOP", "0", "2", "a", "b", "LEFT", "COUNT", "2",
         ]));
-        wait_blocked_in(addr, "blmpop", 1);
+        wait_clients_in(addr, "blmpop", 1);
         assert_eq!(other.cmd(&["RPUSH", "b", "x", "y", "z"]), b":3\r\n");
         assert_eq!(
             waiter.read_reply(),
@@ -279,11 +239,11 @@ fn blmpop_blmove_and_brpoplpush_are_woken_by_a_push() {
         waiter.send_raw(&RawConn::encode(&[
             "BLMOVE", "src", "dst", "RIGHT", "LEFT", "0",
         ]));
-        wait_blocked_in(addr, "blmove", 1);
+        wait_clients_in(addr, "blmove", 1);
         other.cmd(&["RPUSH", "src", "m1"]);
         assert_eq!(waiter.read_reply(), b"$2\r\nm1\r\n");
         waiter.send_raw(&RawConn::encode(&["BRPOPLPUSH", "src", "dst", "0"]));
-        wait_blocked_in(addr, "brpoplpush", 1);
+        wait_clients_in(addr, "brpoplpush", 1);
         other.cmd(&["RPUSH", "src", "m2"]);
         assert_eq!(waiter.read_reply(), b"$2\r\nm2\r\n");
         assert_eq!(
@@ -315,7 +275,7 @@ fn a_key_recreated_as_a_string_does_not_wake_a_blocked_pop() {
             let mut waiter = RawConn::connect(addr).unwrap();
             other.cmd(&["DEL", "k"]);
             waiter.send_raw(&RawConn::encode(pop));
-            wait_blocked_in(addr, name, 1);
+            wait_clients_in(addr, name, 1);
             other.cmd(&["MULTI"]);
             other.cmd(&["LPUSH", "k", "a"]);
             other.cmd(&["DEL", "k"]);

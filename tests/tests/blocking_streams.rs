@@ -2,30 +2,9 @@
 //! the same entries), timing out with a null array, `$` meaning "after what is there now" —
 //! on redis-server and on latchkey alike, with the same reply bytes.
 
-use std::time::Duration;
-
 use latchkey_server::Server;
-use latchkey_tests::raw::wait_blocked_clients;
+use latchkey_tests::raw::{wait_blocked_clients, wait_clients_in};
 use latchkey_tests::{RawConn, RedisProcess};
-
-/// Waits until `n` clients of the server at `addr` are inside an `XREAD` (`cmd=xread` in
-/// `CLIENT LIST`). A hang guard, not a timing assertion: it only bounds a wait.
-fn wait_blocked(addr: std::net::SocketAddr, n: usize) {
-    let mut c = RawConn::connect(addr).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let list = c.cmd(&["CLIENT", "LIST"]);
-        let blocked = String::from_utf8_lossy(&list).matches("cmd=xread").count();
-        if blocked == n {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{blocked} clients in XREAD, expected {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 fn both_servers() -> (RedisProcess, latchkey_server::BlockingServer) {
     (
@@ -54,7 +33,7 @@ fn every_blocked_reader_is_woken_by_one_xadd() {
         other.send_raw(&RawConn::encode(&[
             "XREAD", "BLOCK", "0", "STREAMS", "other", "$",
         ]));
-        wait_blocked(addr, 6);
+        wait_clients_in(addr, "xread", 6);
         assert_eq!(p.cmd(&["XADD", "s", "2-0", "f", "v"]), b"$3\r\n2-0\r\n");
         let got: Vec<Vec<u8>> = readers.iter_mut().map(|r| r.read_reply()).collect();
         for g in &got {
@@ -116,7 +95,7 @@ fn resp3_readers_and_a_stream_renamed_into_place() {
         b.send_raw(&RawConn::encode(&[
             "XREAD", "BLOCK", "0", "STREAMS", "dst", "0",
         ]));
-        wait_blocked(addr, 2);
+        wait_clients_in(addr, "xread", 2);
         let mut p = RawConn::connect(addr).unwrap();
         p.cmd(&["XADD", "src", "3-3", "k", "v"]);
         assert_eq!(p.cmd(&["RENAME", "src", "dst"]), b"+OK\r\n");
@@ -144,9 +123,9 @@ fn count_bounds_a_woken_reader_and_a_gone_reader_is_forgotten() {
         r.send_raw(&RawConn::encode(&[
             "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "0",
         ]));
-        wait_blocked(addr, 2);
+        wait_clients_in(addr, "xread", 2);
         drop(gone);
-        wait_blocked(addr, 1);
+        wait_clients_in(addr, "xread", 1);
         let mut p = RawConn::connect(addr).unwrap();
         // One XADD of one entry wakes the reader with that entry.
         p.cmd(&["XADD", "s", "1-0", "a", "1"]);

@@ -3,10 +3,8 @@
 //! `MULTI`, and left waiting by a transaction that adds and deletes. Every scenario runs on a
 //! real redis-server and on latchkey, and the replies must be the same bytes.
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-
 use latchkey_server::Server;
+use latchkey_tests::raw::wait_clients_in;
 use latchkey_tests::{RawConn, RedisProcess};
 
 fn both_servers() -> (RedisProcess, latchkey_server::BlockingServer) {
@@ -16,27 +14,6 @@ fn both_servers() -> (RedisProcess, latchkey_server::BlockingServer) {
     )
 }
 
-/// Waits until `n` clients of the server at `addr` are inside command `name` (`cmd=` in
-/// `CLIENT LIST`), so that what follows happens after they blocked. A hang guard, not a
-/// timing assertion: it only bounds a wait.
-fn wait_blocked_in(addr: SocketAddr, name: &str, n: usize) {
-    let mut c = RawConn::connect(addr).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let needle = format!("cmd={name} ");
-    loop {
-        let list = c.cmd(&["CLIENT", "LIST"]);
-        let blocked = String::from_utf8_lossy(&list).matches(&needle).count();
-        if blocked == n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{blocked} clients in {name}, expected {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn bzpopmin_and_bzpopmax_are_served_by_a_zadd() {
     let (redis, latchkey) = both_servers();
@@ -44,14 +21,14 @@ fn bzpopmin_and_bzpopmax_are_served_by_a_zadd() {
         let mut waiter = RawConn::connect(addr).unwrap();
         let mut other = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BZPOPMIN", "z1", "z2", "0"]));
-        wait_blocked_in(addr, "bzpopmin", 1);
+        wait_clients_in(addr, "bzpopmin", 1);
         assert_eq!(other.cmd(&["ZADD", "z2", "5", "e", "1", "a"]), b":2\r\n");
         assert_eq!(
             waiter.read_reply(),
             b"*3\r\n$2\r\nz2\r\n$1\r\na\r\n$1\r\n1\r\n"
         );
         waiter.send_raw(&RawConn::encode(&["BZPOPMAX", "z1", "0"]));
-        wait_blocked_in(addr, "bzpopmax", 1);
+        wait_clients_in(addr, "bzpopmax", 1);
         assert_eq!(other.cmd(&["ZADD", "z1", "2", "b", "3", "c"]), b":2\r\n");
         assert_eq!(
             waiter.read_reply(),
@@ -78,7 +55,7 @@ fn bzmpop_is_served_by_a_zadd_and_by_a_store() {
         waiter.send_raw(&RawConn::encode(&[
             "BZMPOP", "0", "2", "a", "b", "MAX", "COUNT", "2",
         ]));
-        wait_blocked_in(addr, "bzmpop", 1);
+        wait_clients_in(addr, "bzmpop", 1);
         assert_eq!(
             other.cmd(&["ZADD", "b", "1", "x", "2", "y", "3", "z"]),
             b":3\r\n"
@@ -89,7 +66,7 @@ fn bzmpop_is_served_by_a_zadd_and_by_a_store() {
         );
         // A sorted set stored onto the key serves the waiting client as an add does.
         waiter.send_raw(&RawConn::encode(&["BZMPOP", "0", "1", "a", "MIN"]));
-        wait_blocked_in(addr, "bzmpop", 1);
+        wait_clients_in(addr, "bzmpop", 1);
         assert_eq!(other.cmd(&["ZUNIONSTORE", "a", "1", "b"]), b":1\r\n");
         assert_eq!(
             waiter.read_reply(),
@@ -150,7 +127,7 @@ fn an_add_undone_in_the_same_transaction_does_not_serve() {
         let mut waiter = RawConn::connect(addr).unwrap();
         let mut other = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BZPOPMIN", "k", "0"]));
-        wait_blocked_in(addr, "bzpopmin", 1);
+        wait_clients_in(addr, "bzpopmin", 1);
         other.cmd(&["MULTI"]);
         other.cmd(&["ZADD", "k", "1", "gone"]);
         other.cmd(&["DEL", "k"]);
@@ -182,7 +159,7 @@ fn wrong_types() {
         );
         let mut waiter = RawConn::connect(addr).unwrap();
         waiter.send_raw(&RawConn::encode(&["BZPOPMIN", "w", "0"]));
-        wait_blocked_in(addr, "bzpopmin", 1);
+        wait_clients_in(addr, "bzpopmin", 1);
         c.cmd(&["SET", "w", "string"]);
         c.cmd(&["DEL", "w"]);
         c.cmd(&["ZADD", "w", "7", "m"]);
