@@ -16,60 +16,21 @@ use crate::frame::Frame;
 use crate::gate::{Busy, BusyKind};
 use crate::state::Shared;
 
+/// The flags of the commands that run a script or a function (`EVAL`, `EVALSHA`, `FCALL`):
+/// Redis's, before the script's own declared flags replace them (see `eval_flags`).
+const RUNS_SCRIPT: u32 =
+    NOSCRIPT | STALE | EXCLUSIVE | MAY_REPLICATE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS;
+
+/// The same for their read-only forms (`EVAL_RO`, `EVALSHA_RO`, `FCALL_RO`).
+const RUNS_SCRIPT_RO: u32 =
+    NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS;
+
 /// The scripting commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "eval",
-        -3,
-        NOSCRIPT
-            | STALE
-            | EXCLUSIVE
-            | MAY_REPLICATE
-            | SKIP_MONITOR
-            | NO_MANDATORY_KEYS
-            | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        eval,
-    )
-    .with_flags_of(eval_flags),
-    spec(
-        "evalsha",
-        -3,
-        NOSCRIPT
-            | STALE
-            | EXCLUSIVE
-            | MAY_REPLICATE
-            | SKIP_MONITOR
-            | NO_MANDATORY_KEYS
-            | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        evalsha,
-    )
-    .with_flags_of(evalsha_flags),
-    spec(
-        "eval_ro",
-        -3,
-        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        eval_ro,
-    )
-    .with_flags_of(eval_flags),
-    spec(
-        "evalsha_ro",
-        -3,
-        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        evalsha_ro,
-    )
-    .with_flags_of(evalsha_flags),
+    spec("eval", -3, RUNS_SCRIPT, 0, 0, 0, eval).with_flags_of(eval_flags),
+    spec("evalsha", -3, RUNS_SCRIPT, 0, 0, 0, evalsha).with_flags_of(evalsha_flags),
+    spec("eval_ro", -3, RUNS_SCRIPT_RO, 0, 0, 0, eval_ro).with_flags_of(eval_flags),
+    spec("evalsha_ro", -3, RUNS_SCRIPT_RO, 0, 0, 0, evalsha_ro).with_flags_of(evalsha_flags),
     spec(
         "script",
         -2,
@@ -79,32 +40,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         0,
         script,
     ),
-    spec(
-        "fcall",
-        -3,
-        NOSCRIPT
-            | STALE
-            | EXCLUSIVE
-            | MAY_REPLICATE
-            | SKIP_MONITOR
-            | NO_MANDATORY_KEYS
-            | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        fcall,
-    )
-    .with_flags_of(fcall_flags),
-    spec(
-        "fcall_ro",
-        -3,
-        NOSCRIPT | STALE | EXCLUSIVE | READONLY | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS,
-        0,
-        0,
-        0,
-        fcall_ro,
-    )
-    .with_flags_of(fcall_flags),
+    spec("fcall", -3, RUNS_SCRIPT, 0, 0, 0, fcall).with_flags_of(fcall_flags),
+    spec("fcall_ro", -3, RUNS_SCRIPT_RO, 0, 0, 0, fcall_ro).with_flags_of(fcall_flags),
     spec(
         "function",
         -2,
