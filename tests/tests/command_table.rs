@@ -1,6 +1,7 @@
 //! The command table, checked by machine against redis-server 7.0's: every command latchkey
 //! answers is a Redis command (or one of latchkey's own `LATCHKEY.*`), with Redis's arity,
-//! key positions and flags, as `COMMAND INFO` reports them on both servers. A client library
+//! key positions, flags and ACL categories, as `COMMAND INFO` reports them on both servers,
+//! and under Redis's group in `COMMAND DOCS`. A client library
 //! or a proxy that routes by `COMMAND INFO` (cluster clients do) must find the same table.
 
 use std::collections::BTreeMap;
@@ -11,12 +12,15 @@ use latchkey_client::{Reply, Transport};
 use latchkey_server::Server;
 use latchkey_tests::RedisProcess;
 
-/// What the table says of one command: arity, flags, first key, last key, step.
+/// What the table says of one command: arity, flags, first key, last key, step, ACL
+/// categories (in the order the server lists them), and its group in `COMMAND DOCS`.
 #[derive(Debug, PartialEq)]
 struct Info {
     arity: i64,
     flags: Vec<String>,
     keys: (i64, i64, i64),
+    categories: Vec<String>,
+    group: String,
 }
 
 /// A string element of a reply (a flag, a command name), whichever way it came.
@@ -51,11 +55,31 @@ async fn info(c: &RedisTransport, name: &str) -> Option<Info> {
     };
     let mut flags: Vec<String> = flags.iter().map(text).collect();
     flags.sort();
+    let Reply::Array(categories) = &fields[6] else {
+        panic!("COMMAND INFO {name}: no ACL categories");
+    };
     Some(Info {
         arity: int(1),
         flags,
         keys: (int(3), int(4), int(5)),
+        categories: categories.iter().map(text).collect(),
+        group: group(c, name).await,
     })
+}
+
+/// The `group` field of `COMMAND DOCS name` (a map, flattened to pairs in RESP2).
+async fn group(c: &RedisTransport, name: &str) -> String {
+    let Reply::Array(docs) = call(c, &["COMMAND", "DOCS", name]).await else {
+        panic!("COMMAND DOCS {name}: not an array");
+    };
+    let Some(Reply::Array(fields)) = docs.get(1) else {
+        panic!("COMMAND DOCS {name}: no documentation");
+    };
+    fields
+        .chunks(2)
+        .find(|kv| text(&kv[0]) == "group")
+        .map(|kv| text(&kv[1]))
+        .unwrap_or_else(|| panic!("COMMAND DOCS {name}: no group"))
 }
 
 /// Every command name `COMMAND LIST` gives on `c`.
@@ -82,7 +106,7 @@ const KNOWN: &[(&str, &str)] = &[(
 )];
 
 #[tokio::test]
-async fn every_command_is_redis_s_with_redis_s_arity_keys_and_flags() {
+async fn every_command_is_redis_s_with_redis_s_arity_keys_flags_categories_and_group() {
     let latchkey = Server::builder().start().await.expect("start latchkey");
     let redis = RedisProcess::spawn(&[]);
     let l = RedisTransport::connect(&latchkey.url())

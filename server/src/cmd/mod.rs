@@ -16,6 +16,8 @@ pub(crate) use crate::dispatch::{call_spec, execute};
 pub(crate) mod bitfield;
 pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
+pub(crate) mod command_info;
+mod command_meta;
 pub(crate) mod connection;
 pub(crate) mod dump;
 pub(crate) mod function_dump;
@@ -57,11 +59,12 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 35] {
+fn tables() -> [&'static [CommandSpec]; 36] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
         server::COMMANDS,
+        command_info::COMMANDS,
         strings::COMMANDS,
         bitmaps::COMMANDS,
         bitfield::COMMANDS,

@@ -1,4 +1,4 @@
-//! Server commands: `INFO`, `CONFIG`, `COMMAND`, `DBSIZE`, `FLUSHDB`, `FLUSHALL`, `TIME`,
+//! Server commands: `INFO`, `CONFIG`, `DBSIZE`, `FLUSHDB`, `FLUSHALL`, `TIME`,
 //! `DEBUG`, `SHUTDOWN`, `LASTSAVE`.
 //!
 //! Client libraries call several of these when they connect (ioredis's ready check is `INFO`,
@@ -13,8 +13,8 @@ use bytes::Bytes;
 
 use super::util::{is, lower, unknown_subcommand};
 use super::{
-    all_commands, arity_error, lookup, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST,
-    LOADING, NOSCRIPT, NO_MULTI, READONLY, STALE, WRITE,
+    arity_error, spec, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, EXCLUSIVE, FAST, LOADING, NOSCRIPT,
+    NO_MULTI, READONLY, STALE, WRITE,
 };
 use crate::command::WALKS_KEYSPACE;
 use crate::config::{ConfigError, Runtime};
@@ -32,7 +32,6 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         0,
         config,
     ),
-    spec("command", -1, LOADING | STALE, 0, 0, 0, command),
     spec("dbsize", 1, READONLY | FAST, 0, 0, 0, dbsize),
     spec(
         "flushdb",
@@ -174,240 +173,6 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ),
         "resetstat" | "rewrite" | "help" => arity_error(&format!("config|{sub}")),
         _ => unknown_subcommand(args, "config"),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// COMMAND
-
-/// The family a command belongs to, for ACL categories and `COMMAND DOCS` groups.
-fn group_of(spec: &CommandSpec) -> &'static str {
-    let find = |t: &[CommandSpec]| t.iter().any(|s| s.name == spec.name);
-    if find(super::strings::COMMANDS) || find(super::lcs::COMMANDS) {
-        "string"
-    } else if find(super::bitmaps::COMMANDS) || find(super::bitfield::COMMANDS) {
-        "bitmap"
-    } else if find(super::keys::COMMANDS)
-        || find(super::object::COMMANDS)
-        || find(super::relocate::COMMANDS)
-    {
-        "generic"
-    } else if find(super::hashes::COMMANDS) || find(super::hrandfield::COMMANDS) {
-        "hash"
-    } else if find(super::lists::COMMANDS) || find(super::list_multi::COMMANDS) {
-        "list"
-    } else if find(super::sets::COMMANDS) {
-        "set"
-    } else if find(super::zsets::COMMANDS) {
-        "sorted_set"
-    } else if find(super::hll::COMMANDS) || find(super::hll_debug::COMMANDS) {
-        "hyperloglog"
-    } else if find(super::pubsub::COMMANDS) {
-        "pubsub"
-    } else if find(super::transactions::COMMANDS) {
-        "transactions"
-    } else if find(super::scripting::COMMANDS) {
-        "scripting"
-    } else if find(super::connection::COMMANDS) {
-        "connection"
-    } else {
-        "server"
-    }
-}
-
-fn command_info(spec: &CommandSpec) -> Frame {
-    let flags = spec.flag_names().into_iter().map(Frame::simple).collect();
-    let mut cats = Vec::new();
-    if spec.has(WRITE) {
-        cats.push("@write");
-    }
-    // As Redis derives them: a read-only command is `@read`, unless it is a script's.
-    if spec.has(READONLY) && group_of(spec) != "scripting" {
-        cats.push("@read");
-    }
-    let group = match group_of(spec) {
-        "string" => "@string",
-        "bitmap" => "@bitmap",
-        "generic" => "@keyspace",
-        "hash" => "@hash",
-        "list" => "@list",
-        "set" => "@set",
-        "sorted_set" => "@sortedset",
-        "hyperloglog" => "@hyperloglog",
-        "pubsub" => "@pubsub",
-        "transactions" => "@transaction",
-        "scripting" => "@scripting",
-        "connection" => "@connection",
-        _ => "@admin",
-    };
-    cats.push(group);
-    if spec.has(FAST) {
-        cats.push("@fast");
-    } else {
-        cats.push("@slow");
-    }
-    // A container's keys are its subcommands' (`MEMORY USAGE key`): Redis shows none for it.
-    let (first, last, step) = if spec.has(CONTAINER) {
-        (0, 0, 0)
-    } else {
-        (spec.first_key, spec.last_key, spec.step)
-    };
-    let key_specs = if first > 0 {
-        vec![Frame::Map(vec![
-            (Frame::bulk("flags"), Frame::Array(vec![])),
-            (
-                Frame::bulk("begin_search"),
-                Frame::Map(vec![
-                    (Frame::bulk("type"), Frame::bulk("index")),
-                    (
-                        Frame::bulk("spec"),
-                        Frame::Map(vec![(
-                            Frame::bulk("index"),
-                            Frame::Integer(spec.first_key as i64),
-                        )]),
-                    ),
-                ]),
-            ),
-            (
-                Frame::bulk("find_keys"),
-                Frame::Map(vec![
-                    (Frame::bulk("type"), Frame::bulk("range")),
-                    (
-                        Frame::bulk("spec"),
-                        Frame::Map(vec![
-                            (
-                                Frame::bulk("lastkey"),
-                                Frame::Integer(if spec.last_key < 0 {
-                                    spec.last_key as i64
-                                } else {
-                                    (spec.last_key - spec.first_key) as i64
-                                }),
-                            ),
-                            (Frame::bulk("keystep"), Frame::Integer(spec.step as i64)),
-                            (Frame::bulk("limit"), Frame::Integer(0)),
-                        ]),
-                    ),
-                ]),
-            ),
-        ])]
-    } else {
-        vec![]
-    };
-    Frame::Array(vec![
-        Frame::bulk(spec.name),
-        Frame::Integer(spec.arity as i64),
-        Frame::Set(flags),
-        Frame::Integer(first as i64),
-        Frame::Integer(last as i64),
-        Frame::Integer(step as i64),
-        Frame::Set(cats.into_iter().map(Frame::simple).collect()),
-        Frame::Set(vec![]),
-        Frame::Array(key_specs),
-        Frame::Array(vec![]),
-    ])
-}
-
-fn command_docs(spec: &CommandSpec) -> Frame {
-    Frame::Map(vec![
-        (
-            Frame::bulk("summary"),
-            Frame::bulk(format!("The {} command", spec.name.to_ascii_uppercase())),
-        ),
-        (Frame::bulk("since"), Frame::bulk("1.0.0")),
-        (Frame::bulk("group"), Frame::bulk(group_of(spec))),
-    ])
-}
-
-fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if args.len() == 1 {
-        return Frame::Array(all_commands().into_iter().map(command_info).collect());
-    }
-    let sub = lower(&args[1]);
-    match sub.as_str() {
-        "count" if args.len() == 2 => Frame::Integer(all_commands().len() as i64),
-        "list" if args.len() == 2 => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
-        "list" => command_list_filtered(args),
-        "info" => {
-            if args.len() == 2 {
-                return Frame::Array(all_commands().into_iter().map(command_info).collect());
-            }
-            Frame::Array(
-                args[2..]
-                    .iter()
-                    .map(|n| lookup(n).map_or(Frame::NullArray, command_info))
-                    .collect(),
-            )
-        }
-        "docs" => {
-            let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                all_commands()
-            } else {
-                args[2..].iter().filter_map(|n| lookup(n)).collect()
-            };
-            Frame::Map(
-                specs
-                    .into_iter()
-                    .map(|s| (Frame::bulk(s.name), command_docs(s)))
-                    .collect(),
-            )
-        }
-        "getkeys" if args.len() >= 4 => {
-            let Some(spec) = lookup(&args[2]) else {
-                return Frame::error("ERR Invalid command specified");
-            };
-            let inner = &args[2..];
-            // Scripts and functions name their keys with a count (`EVAL script numkeys
-            // key...`), which the table's fixed positions cannot say.
-            let counted = matches!(
-                spec.name,
-                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-            );
-            if spec.first_key <= 0 && !counted && spec.keys_of.is_none() {
-                return Frame::error("ERR The command has no key arguments");
-            }
-            if !spec.arity_ok(inner.len()) {
-                return Frame::error("ERR Invalid number of arguments specified for command");
-            }
-            if counted {
-                // As in Redis, a count that is not a number or names more keys than given
-                // finds no keys (these commands may have none), rather than an error.
-                let keys = super::util::parse_i64(&inner[2])
-                    .ok()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .and_then(|n| inner[3..].get(..n))
-                    .unwrap_or_default();
-                return Frame::bulks(keys.iter().cloned());
-            }
-            let keys = spec.keys_in(inner);
-            if keys.is_empty() {
-                return Frame::error("ERR Invalid arguments specified for command");
-            }
-            Frame::bulks(keys.into_iter().map(|i| inner[i].clone()))
-        }
-        "count" | "getkeys" => arity_error(&format!("command|{sub}")),
-        _ => unknown_subcommand(args, "command"),
-    }
-}
-
-/// `COMMAND LIST FILTERBY MODULE name | PATTERN glob` (Redis's only form with arguments).
-/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: latchkey has
-/// no ACLs, and the categories `COMMAND INFO` shows are an approximation of Redis's, too rough
-/// to filter on.
-fn command_list_filtered(args: &[Bytes]) -> Frame {
-    if args.len() != 5 || !is(&args[2], "filterby") {
-        return super::util::syntax_error();
-    }
-    if is(&args[3], "module") {
-        Frame::Array(vec![])
-    } else if is(&args[3], "pattern") {
-        Frame::bulks(
-            all_commands()
-                .into_iter()
-                .filter(|s| crate::glob::matches(&args[4], s.name.as_bytes(), true))
-                .map(|s| s.name),
-        )
-    } else {
-        super::util::syntax_error()
     }
 }
 

@@ -1,0 +1,83 @@
+//! Blocked clients' side of the keyspace: who waits on which key, and who is woken when.
+//!
+//! A client blocked in `BLPOP`, `BZPOPMIN`, `XREAD BLOCK` and the like registers a notifier
+//! under each key it waits for, in the order clients blocked. Redis serves them in that order,
+//! so a push wakes only the first in line, and each client passes the turn on when it leaves
+//! the line (served, timed out, unblocked, or unable to take what the key holds).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use super::Db;
+
+impl Db {
+    /// Wakes the client that has been blocked on `key` the longest (after a push onto a list,
+    /// say), as Redis serves blocked clients in the order they blocked. It gets a permit, so a
+    /// client that is between its last check and its wait does not miss the wake-up.
+    ///
+    /// Only that one: it passes the baton when it leaves the queue, served or not (its
+    /// [`unblock`](Db::unblock) wakes the next), so each waiter checks the key in turn and one
+    /// push onto a key with ten thousand waiters costs one wake-up, not ten thousand.
+    pub(crate) fn signal_ready(&self, key: &[u8]) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        if let Some(list) = self.blocked.get(key) {
+            if let Some(first) = list.first() {
+                first.notify_one();
+            }
+        }
+    }
+
+    /// Wakes every client blocked on `key` (after an `XADD`: every `XREAD` reader gets the
+    /// new entries, so none waits for another's turn). Each gets a permit, as with
+    /// [`signal_ready`](Db::signal_ready).
+    pub(crate) fn signal_all(&self, key: &[u8]) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        if let Some(list) = self.blocked.get(key) {
+            for n in list.iter() {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Wakes the client blocked on `key` right after the one whose notifier is `notify`: a
+    /// woken client that could not be served by what `key` holds (a `BZPOPMIN` first in line
+    /// for a key that became a list, say) passes the turn on, so the clients behind it are not
+    /// stuck behind a client that will never take anything.
+    pub(crate) fn signal_after(&self, key: &[u8], notify: &Arc<Notify>) {
+        if let Some(list) = self.blocked.get(key) {
+            if let Some(i) = list.iter().position(|n| Arc::ptr_eq(n, notify)) {
+                // Never itself: a client that named the key twice is in the line twice.
+                if let Some(next) = list[i + 1..].iter().find(|n| !Arc::ptr_eq(n, notify)) {
+                    next.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Registers a blocked client's notifier under `key`.
+    pub(crate) fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
+        self.blocked.entry(key).or_default().push(notify);
+    }
+
+    /// Removes a notifier registered with [`block_on`](Db::block_on), and wakes the client
+    /// next in line for `key` when the leaving one was first: the key may hold what the
+    /// leaving client was woken for and did not take (it timed out, was unblocked, got an
+    /// error, or took only part of it).
+    pub(crate) fn unblock(&self, key: &[u8], notify: &Arc<Notify>) {
+        let mut was_first = false;
+        if let Some(mut list) = self.blocked.get_mut(key) {
+            was_first = list.first().is_some_and(|n| Arc::ptr_eq(n, notify));
+            list.retain(|n| !Arc::ptr_eq(n, notify));
+        }
+        self.blocked.remove_if(key, |_, l| l.is_empty());
+        if was_first {
+            self.signal_ready(key);
+        }
+    }
+}

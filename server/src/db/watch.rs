@@ -1,0 +1,123 @@
+//! `WATCH`'s side of the keyspace: the flags transactions leave on keys, and the hook through
+//! which the tracking table hears of every change.
+//!
+//! Every write of a key ends in [`Db::signal_modified`]: it dooms the transactions watching the
+//! key (their `EXEC` will answer a null array) and tells the tracking table, so client-side
+//! caches get their invalidation. Both cost one atomic load while nobody watches or tracks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Db;
+
+/// A flag that `WATCH` leaves on a key: set when the key is modified, read by `EXEC`.
+#[derive(Debug, Default)]
+pub(crate) struct WatchFlag {
+    dirty: AtomicBool,
+}
+
+impl WatchFlag {
+    /// Marks the transaction that watches this flag as doomed.
+    pub(crate) fn set_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether a watched key changed since `WATCH`.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+}
+
+/// What hears of every change of a key besides `WATCH`: client-side caching's tracking
+/// table ([`crate::tracking`]), which sits above this module and is plugged in when a
+/// server starts.
+pub(crate) trait KeyChanges: Send + Sync + std::fmt::Debug {
+    /// `key` (of any database) was changed, deleted, expired or evicted.
+    fn changed(&self, key: &[u8]);
+    /// A whole database, or every one, was emptied (`FLUSHDB`, `FLUSHALL`, a full sync).
+    fn flushed(&self);
+}
+
+/// The slot the keyspace calls [`KeyChanges`] through. While nobody listens, a change costs
+/// one relaxed atomic load here.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeHook {
+    armed: Arc<AtomicBool>,
+    hook: std::sync::OnceLock<Arc<dyn KeyChanges>>,
+}
+
+impl ChangeHook {
+    /// Plugs the listener in (once; later calls change nothing).
+    pub(crate) fn plug(&self, hook: Arc<dyn KeyChanges>) {
+        let _ = self.hook.set(hook);
+    }
+
+    /// The flag that turns the calls on: the listener holds it and sets it while it has
+    /// something to hear about.
+    pub(crate) fn armed(&self) -> Arc<AtomicBool> {
+        self.armed.clone()
+    }
+
+    pub(super) fn changed(&self, key: &[u8]) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.changed(key);
+            }
+        }
+    }
+
+    pub(super) fn flushed(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            if let Some(h) = self.hook.get() {
+                h.flushed();
+            }
+        }
+    }
+}
+
+impl Db {
+    pub(super) fn signal_all_watchers(&self) {
+        for w in self.watchers.iter() {
+            for f in w.value() {
+                f.set_dirty();
+            }
+        }
+    }
+
+    /// Registers a `WATCH` on `key`.
+    pub(crate) fn watch(&self, key: Bytes, flag: Arc<WatchFlag>) {
+        self.watchers.entry(key).or_default().push(flag);
+        self.watched_count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Removes a `WATCH` registered with [`watch`](Db::watch).
+    pub(crate) fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
+        let mut empty = false;
+        if let Some(mut list) = self.watchers.get_mut(key) {
+            let before = list.len();
+            list.retain(|f| !Arc::ptr_eq(f, flag));
+            let removed = before - list.len();
+            self.watched_count.fetch_sub(removed, Ordering::AcqRel);
+            empty = list.is_empty();
+        }
+        if empty {
+            self.watchers.remove_if(key, |_, l| l.is_empty());
+        }
+    }
+
+    /// Tells transactions watching `key` that it changed, and the tracking table (see
+    /// [`ChangeHook`]). Every write goes through here.
+    pub(crate) fn signal_modified(&self, key: &[u8]) {
+        self.hook.changed(key);
+        if self.watched_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(list) = self.watchers.get(key) {
+            for f in list.iter() {
+                f.set_dirty();
+            }
+        }
+    }
+}
