@@ -6,7 +6,8 @@
 
 use bytes::Bytes;
 
-use super::lists::{block_until, list_of, parse_timeout, pop_from, write_in};
+use super::blocking::{block_until, parse_timeout};
+use super::lists::{list_of, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
 use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;

@@ -16,6 +16,8 @@ pub(crate) use crate::dispatch::{call_spec, execute};
 pub(crate) mod bitfield;
 pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
+pub(crate) mod blocking;
+pub(crate) mod client;
 pub(crate) mod command_info;
 mod command_meta;
 pub(crate) mod connection;
@@ -59,10 +61,11 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 36] {
+fn tables() -> [&'static [CommandSpec]; 37] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
+        client::COMMANDS,
         server::COMMANDS,
         command_info::COMMANDS,
         strings::COMMANDS,

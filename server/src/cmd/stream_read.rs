@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 
-use super::lists::block_until;
+use super::blocking::block_until;
 use super::stream_args::{entries_frame, parse_strict_id};
 use super::util::{is, parse_i64, syntax_error, wrongtype};
 use super::{spec, CommandSpec, Ctx, BLOCKING, MOVABLEKEYS, READONLY};

@@ -14,8 +14,8 @@
 
 use bytes::Bytes;
 
+use super::blocking::parse_timeout;
 use super::list_multi::{serve_now, serve_or_wait, Served};
-use super::lists::parse_timeout;
 use super::util::{container_mut, is, parse_i64, syntax_error, write_container};
 use super::zsets::with_scores;
 use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, FAST, NOSCRIPT, WRITE};
