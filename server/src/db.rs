@@ -499,7 +499,7 @@ impl Db {
             .collect()
     }
 
-    /// Deletes every key, signalling every watcher, and frees the values before returning
+    /// Deletes every key, dooming the transactions that watch one, and frees the values before returning
     /// (`FLUSHDB SYNC`).
     pub(crate) fn clear(&self) {
         self.clear_keys();
@@ -507,13 +507,13 @@ impl Db {
     }
 
     fn clear_keys(&self) {
+        self.doom_watchers_of_present_keys(None);
         self.map.clear();
         self.mem.clear();
         drop(self.expiries.take_all());
-        self.signal_all_watchers();
     }
 
-    /// Deletes every key, signalling every watcher, and leaves freeing the values to the
+    /// Deletes every key, dooming the transactions that watch one, and leaves freeing the values to the
     /// background freer (`FLUSHDB ASYNC`): each shard of the map is swapped for an empty one
     /// under its lock, so the work done here does not grow with the number of keys.
     pub(crate) fn clear_async(&self) {
@@ -522,13 +522,13 @@ impl Db {
     }
 
     fn clear_keys_async(&self) {
+        self.doom_watchers_of_present_keys(None);
         for shard in self.map.shards() {
             let contents = std::mem::take(&mut *shard.write());
             crate::lazyfree::free_in_background(Box::new(contents));
         }
         self.mem.clear();
         crate::lazyfree::free_in_background(Box::new(self.expiries.take_all()));
-        self.signal_all_watchers();
     }
 }
 

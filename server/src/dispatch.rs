@@ -89,6 +89,15 @@ async fn run_command(
             .wait_while(|mode| mode == PauseMode::All || may_replicate(client, spec))
             .await;
     }
+    let threshold = shared.config.busy_reply_threshold();
+    // A script past its time limit refuses, at once, every command that may not run beside
+    // it, as Redis's `processCommand` does: inside `MULTI` that refusal dooms the transaction
+    // (a command that was never queued must not leave the rest to run without it).
+    if !spec.has(ALLOW_BUSY) {
+        if let Err(busy) = shared.gate.busy_check(threshold) {
+            return refuse_in_transaction(shared, client, spec, busy.message());
+        }
+    }
     if client.multi.is_some() && !spec.has(NO_QUEUE) {
         if spec.has(NO_MULTI) {
             if let Some(m) = client.multi.as_mut() {
@@ -112,7 +121,6 @@ async fn run_command(
     if let Some(err) = shared.precheck(client, spec) {
         return err;
     }
-    let threshold = shared.config.busy_reply_threshold();
     let blocked = if spec.has(ALLOW_BUSY) {
         run_handler(shared, client, spec, &args, now_ms)
     } else if spec.has(EXCLUSIVE) || (spec.has(MULTI_KEY) && args.len() > 2) {
@@ -121,7 +129,7 @@ async fn run_command(
         // order the keyspace saw them.
         let guard = match shared.gate.exclusive(threshold).await {
             Ok(g) => g,
-            Err(busy) => return Frame::error(busy.message()),
+            Err(busy) => return refuse_in_transaction(shared, client, spec, busy.message()),
         };
         if killed_while_waiting(client) {
             return Frame::error("ERR connection killed");
@@ -158,6 +166,29 @@ async fn run_command(
         client.sync_info(spec.name, now_ms);
     }
     reply
+}
+
+/// Refuses `spec` with `error` (a `BUSY`). Inside `MULTI`, the transaction is doomed, and a
+/// refused `EXEC` ends it: Redis answers `EXECABORT Transaction discarded because of: <error>`
+/// and the client leaves the transaction, its `WATCH`es dropped.
+fn refuse_in_transaction(
+    shared: &Shared,
+    client: &mut Client,
+    spec: &CommandSpec,
+    error: &str,
+) -> Frame {
+    let Some(m) = client.multi.as_mut() else {
+        return Frame::error(error);
+    };
+    if spec.name != "exec" {
+        m.errored = true;
+        return Frame::error(error);
+    }
+    client.multi = None;
+    client.unwatch_all(&shared.keyspace);
+    Frame::error(format!(
+        "EXECABORT Transaction discarded because of: {error}"
+    ))
 }
 
 /// One client counted as blocked, for as long as this lives.

@@ -108,7 +108,9 @@ impl Gate {
         Some((kind, Duration::from_micros(now.saturating_sub(started))))
     }
 
-    fn busy_check(&self, threshold: Duration) -> Result<(), Busy> {
+    /// Whether a script holds the gate and has run past `threshold`: then a command that may
+    /// not run beside it is refused at once (Redis's `BUSY`), not queued or made to wait.
+    pub(crate) fn busy_check(&self, threshold: Duration) -> Result<(), Busy> {
         match self.script_running_for() {
             Some((kind, ran)) if ran >= threshold => Err(Busy(kind)),
             _ => Ok(()),

@@ -83,3 +83,42 @@ fn multi_under_resp3() {
     d.both(&["HELLO", "3"]);
     d.table(&["MULTI", "SET a 1", "GET a", "GET nokey", "EXEC"]);
 }
+
+/// Emptying a database dooms only the transactions watching a key it held, as Redis 7.0's
+/// `touchAllWatchedKeysInDb` decides: a watched key that did not exist is not changed by the
+/// flush, so that transaction runs. Both flushes, sync and async, on both servers.
+#[test]
+fn a_flush_dooms_only_transactions_watching_a_key_it_removed() {
+    let mut d = Diff::new();
+    for flush in ["FLUSHALL", "FLUSHDB", "FLUSHALL ASYNC", "FLUSHDB ASYNC"] {
+        // The watched key does not exist: the transaction runs.
+        d.table(&["DEL absent", "WATCH absent", flush, "MULTI", "PING"]);
+        assert_eq!(
+            d.check(&["EXEC"]),
+            b"*1\r\n+PONG\r\n",
+            "{flush}, key absent"
+        );
+        // The watched key existed: the transaction is aborted.
+        d.table(&[
+            "SET present 1",
+            "WATCH absent present",
+            flush,
+            "MULTI",
+            "PING",
+        ]);
+        assert_eq!(d.check(&["EXEC"]), b"*-1\r\n", "{flush}, key present");
+    }
+    // A key in another database is not this flush's business.
+    d.table(&[
+        "SELECT 1",
+        "SET elsewhere 1",
+        "SELECT 0",
+        "WATCH absent",
+        "SELECT 1",
+        "FLUSHDB",
+        "SELECT 0",
+        "MULTI",
+        "PING",
+    ]);
+    assert_eq!(d.check(&["EXEC"]), b"*1\r\n+PONG\r\n");
+}

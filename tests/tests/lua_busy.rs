@@ -192,3 +192,67 @@ fn a_kill_caught_by_pcall_still_stops_the_script() {
         b":300000\r\n"
     );
 }
+
+/// What a transaction sees of a script that runs past its time limit, on latchkey and on a
+/// real redis-server, byte for byte: a command sent inside `MULTI` while the script is busy is
+/// refused with `BUSY` and dooms the transaction (`EXECABORT` at `EXEC`, once the script is
+/// killed), and an `EXEC` sent while it is busy is refused as `EXECABORT ... BUSY` and ends the
+/// transaction. Before, latchkey queued the command and ran the transaction without it.
+#[test]
+fn a_busy_script_dooms_the_transaction_it_refuses_a_command_of() {
+    let server = busy_server();
+    let redis = latchkey_tests::RedisProcess::spawn(&["--busy-reply-threshold", "50"]);
+    let transcript = |addr: std::net::SocketAddr| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut c = RawConn::connect(addr).unwrap();
+        let mut admin = RawConn::connect(addr).unwrap();
+        let mut runner = RawConn::connect(addr).unwrap();
+        let mut say = |c: &mut RawConn, args: &[&str]| {
+            out.push(format!(
+                "{} -> {}",
+                args.join(" "),
+                String::from_utf8_lossy(&c.cmd(args)).trim_end()
+            ));
+        };
+        say(&mut c, &["SET", "xx", "1"]);
+        // A command refused while the script is busy dooms the transaction.
+        say(&mut c, &["MULTI"]);
+        runner.send_raw(&RawConn::encode(&["EVAL", "while true do end", "0"]));
+        wait_until_busy(&mut admin);
+        say(&mut c, &["INCR", "xx"]);
+        say(&mut admin, &["SCRIPT", "KILL"]);
+        runner.read_reply();
+        say(&mut c, &["INCR", "xx"]);
+        say(&mut c, &["EXEC"]);
+        say(&mut c, &["GET", "xx"]);
+        say(&mut c, &["PING", "out of the transaction"]);
+        // An EXEC refused while the script is busy ends the transaction.
+        say(&mut c, &["MULTI"]);
+        say(&mut c, &["INCR", "xx"]);
+        runner.send_raw(&RawConn::encode(&["EVAL", "while true do end", "0"]));
+        wait_until_busy(&mut admin);
+        say(&mut c, &["EXEC"]);
+        say(&mut admin, &["SCRIPT", "KILL"]);
+        runner.read_reply();
+        say(&mut c, &["EXEC"]);
+        say(&mut c, &["GET", "xx"]);
+        out
+    };
+    let ours = transcript(server.addr());
+    let theirs = transcript(redis.addr());
+    assert_eq!(ours, theirs);
+    // What both said, so that the comparison cannot pass on two equally wrong transcripts.
+    assert!(
+        theirs.contains(
+            &"EXEC -> -EXECABORT Transaction discarded because of previous errors.".to_string()
+        ),
+        "{theirs:#?}"
+    );
+    assert!(
+        theirs.iter().any(|l| l.starts_with(
+            "EXEC -> -EXECABORT Transaction discarded because of: BUSY Redis is busy running a script."
+        )),
+        "{theirs:#?}"
+    );
+    assert_eq!(theirs.last().unwrap(), "GET xx -> $1\r\n1");
+}

@@ -25,8 +25,8 @@ impl Keyspace {
         }
         // Always the lower index first, so two swaps could never wait on each other.
         let (x, y) = (&self.dbs[a.min(b)], &self.dbs[a.max(b)]);
-        x.doom_watchers_of_keys_in(y);
-        y.doom_watchers_of_keys_in(x);
+        x.doom_watchers_of_present_keys(Some(y));
+        y.doom_watchers_of_present_keys(Some(x));
         let (xs, ys) = (x.map.shards(), y.map.shards());
         assert_eq!(xs.len(), ys.len(), "the databases' maps are built alike");
         for (sx, sy) in xs.iter().zip(ys.iter()) {
@@ -41,18 +41,6 @@ impl Keyspace {
 }
 
 impl Db {
-    /// Dooms the transactions watching a key of this database that exists here or in
-    /// `other` (expired or not, as Redis's `touchAllWatchedKeysInDb` looks at its dictionaries).
-    fn doom_watchers_of_keys_in(&self, other: &Db) {
-        for w in self.watchers.iter() {
-            if self.map.contains_key(w.key()) || other.map.contains_key(w.key()) {
-                for f in w.value() {
-                    f.set_dirty();
-                }
-            }
-        }
-    }
-
     /// Wakes every client blocked on a key this database now holds (Redis's
     /// `scanDatabaseForReadyKeys`); each checks the value's type itself.
     fn wake_blocked_on_present_keys(&self) {

@@ -78,10 +78,22 @@ impl ChangeHook {
 }
 
 impl Db {
-    pub(super) fn signal_all_watchers(&self) {
+    /// Dooms the transactions watching a key that exists in this database, or in `other`
+    /// (the database `SWAPDB` brings in): what Redis's `touchAllWatchedKeysInDb` does before a
+    /// flush or a swap. It looks at the maps as they are, expired or not, as Redis looks at its
+    /// dictionaries; a watched key that does not exist is not changed by emptying the database,
+    /// so its transaction still runs.
+    pub(super) fn doom_watchers_of_present_keys(&self, other: Option<&Db>) {
+        if self.watched_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
         for w in self.watchers.iter() {
-            for f in w.value() {
-                f.set_dirty();
+            let present = self.map.contains_key(w.key())
+                || other.is_some_and(|o| o.map.contains_key(w.key()));
+            if present {
+                for f in w.value() {
+                    f.set_dirty();
+                }
             }
         }
     }
