@@ -134,7 +134,11 @@ pub(crate) async fn serve(
                         Some(_) => {}
                         None => queued = 0,
                     }
-                    if client.reply_mode.take_reply() {
+                    // `CLIENT REPLY OFF|SKIP` silences replies, not what pub/sub pushes: a
+                    // (un)subscribe confirmation goes out all the same, as in Redis, while
+                    // the skip is still spent on this command.
+                    let wanted = client.reply_mode.take_reply();
+                    if wanted || is_pushed(&reply) {
                         reply.encode(client.protocol, &mut wbuf);
                     }
                     // Invalidations of keys this command changed go out after its reply.
@@ -311,5 +315,17 @@ async fn wait_closed(rd: &mut OwnedReadHalf, rbuf: &mut BytesMut) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Whether a reply is made of pub/sub confirmations (pushes in RESP3, arrays in RESP2), which
+/// `CLIENT REPLY OFF|SKIP` does not silence.
+fn is_pushed(reply: &Frame) -> bool {
+    match reply {
+        Frame::Push(_) => true,
+        Frame::Multi(frames) => {
+            !frames.is_empty() && frames.iter().all(|f| matches!(f, Frame::Push(_)))
+        }
+        _ => false,
     }
 }

@@ -170,6 +170,74 @@ fn client_reply_off_and_skip_send_nothing_as_in_redis() {
     assert_eq!(ours, reply_modes(redis.addr()));
 }
 
+/// Pub/sub confirmations and messages are not replies that `CLIENT REPLY OFF|SKIP` silences:
+/// a (un)subscribe is confirmed, in RESP2 and in RESP3, and a skip is spent on the command
+/// whose confirmation went out anyway (the `PING` after it is answered).
+fn pubsub_under_reply_off(addr: SocketAddr, resp3: bool) -> Vec<u8> {
+    let mut c = RawConn::connect(addr).unwrap();
+    let mut publisher = RawConn::connect(addr).unwrap();
+    if resp3 {
+        c.cmd(&["HELLO", "3"]);
+    }
+    let mut pipeline = Vec::new();
+    for cmd in [
+        &["CLIENT", "REPLY", "OFF"][..],
+        &["SUBSCRIBE", "ch", "other"],
+        &["PSUBSCRIBE", "c*"],
+    ] {
+        pipeline.extend(RawConn::encode(cmd));
+    }
+    c.send_raw(&pipeline);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.extend(c.read_reply());
+    }
+    assert_eq!(publisher.cmd(&["PUBLISH", "ch", "hello"]), b":2\r\n");
+    for _ in 0..2 {
+        got.extend(c.read_reply());
+    }
+    // Out of every subscription (in RESP2, `CLIENT REPLY` is refused while subscribed), then
+    // a skip spent on a SUBSCRIBE.
+    let mut pipeline = Vec::new();
+    for cmd in [
+        &["UNSUBSCRIBE", "ch"][..],
+        &["PUNSUBSCRIBE"],
+        &["UNSUBSCRIBE"],
+        &["CLIENT", "REPLY", "ON"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["SUBSCRIBE", "x"],
+        &["PING"],
+    ] {
+        pipeline.extend(RawConn::encode(cmd));
+    }
+    c.send_raw(&pipeline);
+    // Three confirmations, ON's +OK, SUBSCRIBE's confirmation, PING's answer.
+    for _ in 0..6 {
+        got.extend(c.read_reply());
+    }
+    got
+}
+
+#[test]
+fn pubsub_confirmations_pass_client_reply_off_as_in_redis() {
+    let latchkey = Server::builder().start_blocking().expect("latchkey");
+    let redis = RedisProcess::spawn(&[]);
+    for resp3 in [false, true] {
+        let ours = pubsub_under_reply_off(latchkey.addr(), resp3);
+        let theirs = pubsub_under_reply_off(redis.addr(), resp3);
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs),
+            "RESP3: {resp3}"
+        );
+        assert!(
+            String::from_utf8_lossy(&theirs).contains("subscribe\r\n$5\r\nother\r\n:2"),
+            "{}",
+            String::from_utf8_lossy(&theirs)
+        );
+    }
+}
+
 /// Bad arguments get Redis's errors, and the 7.2 subcommands a 7.0 server lacks are unknown.
 #[test]
 fn bad_pause_and_reply_arguments_get_redis_errors() {
