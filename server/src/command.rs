@@ -305,6 +305,22 @@ pub(crate) struct Ctx<'a> {
     /// What the command propagates instead of itself, when it is not deterministic (`SPOP`
     /// becomes the `SREM` of what it popped): set with [`Ctx::propagate_as`].
     pub(crate) rewritten: Option<Vec<Vec<Bytes>>>,
+    /// What the last [`update_key`](Ctx::update_key) did to its key: a command reads it to
+    /// publish the keyspace notification of what happened.
+    pub(crate) last_update: Written,
+}
+
+/// What an [`Update`] did, once applied (see [`Ctx::last_update`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Nothing changed.
+    Nothing,
+    /// A value was stored.
+    Put,
+    /// The key was deleted.
+    Removed,
+    /// The key's deadline changed.
+    Expire,
 }
 
 impl<'a> Ctx<'a> {
@@ -319,6 +335,7 @@ impl<'a> Ctx<'a> {
             dirty: 0,
             blocked: None,
             rewritten: None,
+            last_update: Written::Nothing,
         }
     }
 
@@ -369,15 +386,31 @@ impl<'a> Ctx<'a> {
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
     ) -> R {
         let (now, lazy) = (self.now_ms, self.lazy_delete());
-        let (wrote, r) = self.db().update(key, now, lazy, |current| {
+        let (written, r) = self.db().update(key, now, lazy, |current| {
             let (update, r) = decide(current);
-            let wrote = !matches!(update, Update::Keep);
-            (update, (wrote, r))
+            let written = match update {
+                Update::Keep => Written::Nothing,
+                Update::Put(_) => Written::Put,
+                Update::Remove => Written::Removed,
+                Update::Expire(_) => Written::Expire,
+            };
+            (update, (written, r))
         });
-        if wrote {
+        self.last_update = written;
+        if written != Written::Nothing {
             self.changed();
         }
         r
+    }
+
+    /// Publishes `event` for `key` when the last [`update_key`](Ctx::update_key) stored a
+    /// value, and `del` when it deleted the key: the notification of most one-key writes.
+    pub(crate) fn notify_update(&self, class: u32, event: &str, key: &[u8]) {
+        match self.last_update {
+            Written::Put => self.notify(class, event, key),
+            Written::Removed => self.notify(crate::notify::GENERIC, "del", key),
+            Written::Expire | Written::Nothing => {}
+        }
     }
 
     /// Records that `key` was changed in place (through `get_mut`): tells transactions that
@@ -386,6 +419,15 @@ impl<'a> Ctx<'a> {
     pub(crate) fn modified(&mut self, key: &[u8]) {
         self.db().signal_modified(key);
         self.dirty += 1;
+    }
+
+    /// Publishes the keyspace notification `event` (of `class`, a [`crate::notify`]
+    /// constant) for `key` of the current database, with Redis's event name for what the
+    /// command did (`incrby` for `INCR`, `del` when a pop emptied a list): see
+    /// [`Shared::keyspace_event`].
+    pub(crate) fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        self.shared
+            .keyspace_event(class, event, key, self.client.db);
     }
 }
 

@@ -92,7 +92,6 @@ pub(crate) fn runtime_rule(name: &str) -> Runtime {
         "timeout" => Runtime::Fixed("latchkey does not close idle clients"),
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
         "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
-        "notify-keyspace-events" => Runtime::Fixed("latchkey does not send keyspace notifications"),
         "replica-read-only" | "slave-read-only" => {
             Runtime::Fixed("latchkey replicas are always read-only")
         }
@@ -126,6 +125,8 @@ pub(crate) struct Config {
     /// (see [`crate::stream`]).
     stream_node_max_bytes: AtomicU64,
     stream_node_max_entries: AtomicU64,
+    /// `notify-keyspace-events` (see [`crate::notify`]).
+    pub(crate) notify: crate::notify::NotifyFlags,
 }
 
 impl Default for Config {
@@ -152,6 +153,7 @@ impl Default for Config {
             hll_sparse_max_bytes: AtomicU64::new(3000),
             stream_node_max_bytes: AtomicU64::new(crate::stream::NODE_MAX_BYTES),
             stream_node_max_entries: AtomicU64::new(crate::stream::NODE_MAX_ENTRIES),
+            notify: crate::notify::NotifyFlags::default(),
         }
     }
 }
@@ -265,6 +267,14 @@ impl Config {
                 };
                 slot.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "notify-keyspace-events" => {
+                let flags = crate::notify::parse(value).map_err(ConfigError::Invalid)?;
+                self.notify.store(flags);
+                self.params
+                    .write()
+                    .insert(name, crate::notify::format(flags));
                 return Ok(());
             }
             "sanitize-dump-payload" => {

@@ -34,6 +34,27 @@ mod watch;
 
 pub(crate) use watch::{ChangeHook, KeyChanges, WatchFlag};
 
+thread_local! {
+    /// Keys this thread's command found expired and deleted, not yet announced to keyspace
+    /// notifications (see [`take_expired_here`]).
+    static EXPIRED_HERE: std::cell::RefCell<Vec<(usize, Bytes)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes the `(database, key)` pairs that commands on this thread found expired and deleted
+/// since the last call: their `expired` notifications go out before the command's own, in
+/// the order Redis sends them (it deletes an expired key when it looks it up).
+pub(crate) fn take_expired_here() -> Vec<(usize, Bytes)> {
+    EXPIRED_HERE.with(|e| {
+        let mut e = e.borrow_mut();
+        if e.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut *e)
+        }
+    })
+}
+
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
 pub(crate) const NUM_DBS: usize = 16;
 
@@ -61,6 +82,8 @@ pub(crate) struct ShrinkCursor {
 /// One logical database.
 #[derive(Debug, Default)]
 pub(crate) struct Db {
+    /// This database's number (`SELECT`), for what it reports about its keys.
+    index: usize,
     map: DashMap<Bytes, Entry, KeyHasher>,
     /// Every key with a TTL, by deadline, and how many there are (see [`ExpiryIndex`]).
     expiries: ExpiryIndex,
@@ -375,6 +398,7 @@ impl Db {
     /// Records that `key`, found expired, was deleted by a command (a read, or a `DEL` of a
     /// key that had already expired), so that the deletion is propagated.
     pub(crate) fn note_lazily_expired(&self, key: Bytes) {
+        EXPIRED_HERE.with(|e| e.borrow_mut().push((self.index, key.clone())));
         self.lazily_expired.lock().push(key);
         if !self.has_lazily_expired.swap(true, Ordering::AcqRel) {
             self.keyspace_lazily_expired.fetch_add(1, Ordering::AcqRel);
@@ -558,7 +582,8 @@ impl Keyspace {
         let hasher = KeyHasher::default();
         Keyspace {
             dbs: (0..NUM_DBS)
-                .map(|_| Db {
+                .map(|index| Db {
+                    index,
                     map: DashMap::with_hasher(hasher.clone()),
                     keyspace_lazily_expired: any_lazily_expired.clone(),
                     limits: limits.clone(),

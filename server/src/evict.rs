@@ -366,6 +366,7 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     if gone {
         shared.evictor.evicted_keys.fetch_add(1, Ordering::Relaxed);
         shared.propagate_expired(index, std::slice::from_ref(key));
+        shared.keyspace_event(crate::notify::EVICTED, "evicted", key, index);
     }
     gone
 }

@@ -179,6 +179,9 @@ async fn step(shared: &Shared, i: usize) -> Option<usize> {
         gone
     };
     let n = gone.len();
+    for (key, _) in &gone {
+        shared.keyspace_event(crate::notify::EXPIRED, "expired", key, i);
+    }
     shared
         .stats
         .expired_keys

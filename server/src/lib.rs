@@ -68,6 +68,7 @@ pub(crate) mod long_double;
 pub(crate) mod master;
 pub(crate) mod memory;
 pub(crate) mod net;
+pub(crate) mod notify;
 pub(crate) mod oom;
 pub(crate) mod outbuf;
 pub(crate) mod pause;

@@ -108,6 +108,7 @@ impl Shared {
     /// in `expired_keys`. Runs before the command's own effects are fed, so a write that
     /// recreates such a key reaches the replicas after its `DEL`.
     pub(crate) fn propagate_lazy_expired(&self) {
+        self.announce_expired();
         if !self.keyspace.may_have_lazily_expired() {
             return;
         }

@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::Keyspace;
 use crate::gate::Gate;
-use crate::pubsub::PubSub;
+use crate::pubsub::{Kind as PubSubKind, PubSub};
 use crate::tracking::Tracking;
 
 /// Counters `INFO stats` reports.
@@ -102,6 +102,51 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Publishes `event` (of `class`, a [`crate::notify`] constant) on `key` of database
+    /// `db`, if `notify-keyspace-events` asks for it: Redis's `notifyKeyspaceEvent`.
+    /// Subscribers get it like any published message, bounded by the pub/sub output-buffer
+    /// limit. With notifications off, as by default, this is one relaxed atomic load.
+    pub(crate) fn keyspace_event(&self, class: u32, event: &str, key: &[u8], db: usize) {
+        self.announce_expired();
+        self.publish_event(class, event, key, db);
+    }
+
+    /// Sends the `expired` notifications of keys this thread's command found expired (see
+    /// [`crate::db::take_expired_here`]), before any other notification of the command.
+    pub(crate) fn announce_expired(&self) {
+        for (db, key) in crate::db::take_expired_here() {
+            self.publish_event(crate::notify::EXPIRED, "expired", &key, db);
+        }
+    }
+
+    fn publish_event(&self, class: u32, event: &str, key: &[u8], db: usize) {
+        let notify = &self.config.notify;
+        if !notify.wants(class) {
+            return;
+        }
+        let flags = notify.get();
+        let limits = || {
+            self.config
+                .limits
+                .output_limit(crate::config::ClientClass::PubSub)
+        };
+        let now_ms = self.clock.now_ms();
+        let event_bytes = bytes::Bytes::copy_from_slice(event.as_bytes());
+        let key = bytes::Bytes::copy_from_slice(key);
+        if flags & crate::notify::KEYSPACE != 0 {
+            let mut channel = format!("__keyspace@{db}__:").into_bytes();
+            channel.extend_from_slice(&key);
+            let channel = bytes::Bytes::from(channel);
+            self.pubsub
+                .publish(PubSubKind::Channel, &channel, &event_bytes, limits, now_ms);
+        }
+        if flags & crate::notify::KEYEVENT != 0 {
+            let channel = bytes::Bytes::from(format!("__keyevent@{db}__:{event}"));
+            self.pubsub
+                .publish(PubSubKind::Channel, &channel, &key, limits, now_ms);
+        }
+    }
+
     pub(crate) fn new(clock: Clock, scripting: Plugged) -> Shared {
         let pause = crate::pause::ClientPause::new(clock.clone());
         let (shutdown_tx, _) = watch::channel(false);

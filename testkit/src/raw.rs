@@ -168,3 +168,21 @@ pub fn wait_clients_in(addr: SocketAddr, name: &str, n: usize) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Makes the server behind `c` evict: sets `maxmemory-policy allkeys-random` and a
+/// `maxmemory` 20 KiB below what `INFO memory` says it uses now, then writes one key
+/// (`trigger`), which must make room first. For tests of what an eviction does (latchkey
+/// alone: which key Redis evicts, and when, depends on its allocator).
+#[track_caller]
+pub fn evict_some(c: &mut RawConn) {
+    let info = String::from_utf8(c.cmd(&["INFO", "memory"])).expect("INFO is text");
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    let limit = (used - 20 * 1024).to_string();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", &limit]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "trigger", "x"]), b"+OK\r\n");
+}

@@ -649,16 +649,7 @@ fn an_evicted_tracked_key_is_invalidated() {
     let mut mget = vec!["MGET".to_string()];
     mget.extend(keys.iter().cloned());
     a.cmd(&mget);
-    let info = String::from_utf8(w.cmd(&["INFO", "memory"])).unwrap();
-    let used: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory");
-    w.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
-    let limit = (used - 20 * 1024).to_string();
-    assert_eq!(w.cmd(&["CONFIG", "SET", "maxmemory", &limit]), b"+OK\r\n");
-    assert_eq!(w.cmd(&["SET", "trigger", "x"]), b"+OK\r\n");
+    latchkey_tests::raw::evict_some(&mut w);
     // The first message names a key that was tracked and is gone now.
     let first = a.read_reply();
     let key = keys

@@ -270,7 +270,7 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     let result = combine(op, &sources);
     let len = result.len() as i64;
-    ctx.update_key(&args[2], |current| {
+    let reply = ctx.update_key(&args[2], |current| {
         if result.is_empty() {
             // An empty result deletes the destination, as in Redis.
             let update = if current.is_some() {
@@ -282,7 +282,9 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
         let entry = Entry::with_expiry(Value::Str(Bytes::from(result)), None);
         (Update::Put(entry), Frame::Integer(len))
-    })
+    });
+    ctx.notify_update(crate::notify::STRING, "set", &args[2]);
+    reply
 }
 
 /// The bytes of `op` over `sources`, each read as zero-padded to the longest.

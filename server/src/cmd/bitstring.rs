@@ -97,6 +97,8 @@ pub(crate) fn with_grown_string<R>(
     drop(entry);
     if changed {
         ctx.modified(key);
+        // `SETBIT` and `BITFIELD` both notify `setbit`, as in Redis.
+        ctx.notify(crate::notify::STRING, "setbit", key);
     }
     Ok(r)
 }

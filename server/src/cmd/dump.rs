@@ -125,10 +125,12 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     if expired {
         if deleted {
+            ctx.notify(crate::notify::GENERIC, "del", key);
             ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         }
         return Frame::ok();
     }
+    ctx.notify(crate::notify::GENERIC, "restore", key);
     if let Some(e) = ctx.db().get(key, 0, false) {
         e.access
             .restore(o.idle_s, o.freq, ctx.now_ms, &ctx.shared.config.limits);

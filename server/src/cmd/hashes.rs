@@ -5,12 +5,14 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 
 use super::keys::parse_scan;
+use super::lists::notify_then_del_if_gone;
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::command::WALKS_VALUE;
 use crate::frame::Frame;
 use crate::long_double::IncrError;
+use crate::notify::HASH;
 
 /// The hash commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -70,6 +72,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame
     }
     drop(e);
     ctx.modified(key);
+    ctx.notify(HASH, "hset", key);
     Ok(added)
 }
 
@@ -94,6 +97,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     h.insert(args[2].clone(), args[3].clone());
     drop(e);
     ctx.modified(key);
+    ctx.notify(HASH, "hset", key);
     Frame::Integer(1)
 }
 
@@ -149,6 +153,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, HASH, "hdel", key);
     }
     Frame::Integer(removed as i64)
 }
@@ -197,6 +202,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     h.insert(args[2].clone(), super::util::int_bytes(n));
     drop(e);
     ctx.modified(key);
+    ctx.notify(HASH, "hincrby", key);
     Frame::Integer(n)
 }
 
@@ -221,6 +227,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     h.insert(args[2].clone(), text.clone());
     drop(e);
     ctx.modified(key);
+    ctx.notify(HASH, "hincrbyfloat", key);
     Frame::Bulk(text)
 }
 

@@ -108,6 +108,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         // nothing there, leaving its replicas behind).
         ctx.modified(key);
         ctx.dirty += updated - 1;
+        ctx.notify(crate::notify::STRING, "pfadd", key);
     }
     if corrupt {
         return Frame::error(CORRUPT_ERROR);
@@ -211,5 +212,6 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     put_back(&mut entry, v);
     drop(entry);
     ctx.modified(key);
+    ctx.notify(crate::notify::STRING, "pfadd", key);
     Frame::ok()
 }

@@ -3,10 +3,11 @@
 //! Expiry is what makes a lock safe against a crashed holder: `PEXPIRE` and `PTTL` are what
 //! lock libraries call to extend and inspect a lease.
 
+use crate::notify::GENERIC;
 use bytes::Bytes;
 
 use super::util::{is, parse_i64, syntax_error};
-use super::{spec, CommandSpec, Ctx, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
+use super::{spec, CommandSpec, Ctx, Written, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::command::WALKS_KEYSPACE;
 use crate::db::Update;
@@ -55,6 +56,7 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             if live {
                 n += 1;
                 ctx.changed();
+                ctx.notify(GENERIC, "del", k);
             } else if ctx.lazy_delete() {
                 // Gone by expiry, not by this DEL: replicas learn it as an expiry.
                 ctx.db().note_lazily_expired(k.clone());
@@ -227,6 +229,8 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
     // first client in line.
     let readers = matches!(entry.value, crate::db::Value::Stream(_));
     db.insert(dst.clone(), entry);
+    ctx.notify(GENERIC, "rename_from", src);
+    ctx.notify(GENERIC, "rename_to", dst);
     if readers {
         db.signal_all(dst);
     } else if blockable {
@@ -296,7 +300,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
     let is_replica = ctx.shared.is_replica();
     let now = ctx.now_ms;
     // Checked and changed in one step: the TTL the options compare against is the one changed.
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         let Some(current) = current.map(|e| e.expires_at) else {
             return (Update::Keep, Frame::Integer(0));
         };
@@ -313,7 +317,13 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
         } else {
             (Update::Expire(Some(when.max(0) as u64)), Frame::Integer(1))
         }
-    })
+    });
+    match ctx.last_update {
+        Written::Expire => ctx.notify(GENERIC, "expire", &args[1]),
+        Written::Removed => ctx.notify(GENERIC, "del", &args[1]),
+        Written::Put | Written::Nothing => {}
+    }
+    reply
 }
 
 fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -370,10 +380,14 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         match current.and_then(|e| e.expires_at) {
             Some(_) => (Update::Expire(None), Frame::Integer(1)),
             None => (Update::Keep, Frame::Integer(0)),
         }
-    })
+    });
+    if ctx.last_update == Written::Expire {
+        ctx.notify(GENERIC, "persist", &args[1]);
+    }
+    reply
 }

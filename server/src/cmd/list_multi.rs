@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::blocking::{block_until, parse_timeout};
-use super::lists::{list_of, pop_from, write_in};
+use super::lists::{list_of, notify_pop, notify_push, pop_from, write_in};
 use super::util::{is, parse_i64, syntax_error};
 use super::{counted_keys, spec, CommandSpec, Ctx, BLOCKING, DENYOOM, EXCLUSIVE, NOSCRIPT, WRITE};
 use crate::frame::Frame;
@@ -183,6 +183,7 @@ fn try_mpop(
         if popped.is_empty() {
             continue;
         }
+        notify_pop(shared, db_index, key, p.left);
         let name: &'static [u8] = if p.left { b"LPOP" } else { b"RPOP" };
         let n = Bytes::from(popped.len().to_string());
         let effect = vec![Bytes::from_static(name), key.clone(), n];
@@ -269,6 +270,8 @@ fn try_move(
     }
     drop(e);
     db.signal_modified(&m.dst);
+    notify_push(shared, db_index, &m.dst, m.to_left);
+    notify_pop(shared, db_index, &m.src, m.from_left);
     db.signal_ready(&m.dst);
     let effect = match &m.sides {
         None => vec![

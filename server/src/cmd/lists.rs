@@ -18,6 +18,7 @@ use super::{
 use crate::command::WALKS_VALUE;
 use crate::db::Db;
 use crate::frame::Frame;
+use crate::notify::{GENERIC, LIST};
 use crate::state::Shared;
 
 /// The list commands.
@@ -100,8 +101,45 @@ fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> F
     let len = l.len();
     drop(e);
     ctx.modified(key);
+    notify_push(ctx.shared, ctx.client.db, key, left);
     ctx.db().signal_ready(key);
     Frame::Integer(len as i64)
+}
+
+/// The keyspace notification of a push onto `key` (`lpush` or `rpush`).
+pub(super) fn notify_push(shared: &Shared, db_index: usize, key: &[u8], left: bool) {
+    let event = if left { "lpush" } else { "rpush" };
+    shared.keyspace_event(LIST, event, key, db_index);
+}
+
+/// The keyspace notifications of a pop from `key`, in Redis's order: `lpop` or `rpop`, then
+/// `del` when the pop emptied (and so deleted) the list.
+pub(super) fn notify_pop(shared: &Shared, db_index: usize, key: &[u8], left: bool) {
+    notify_then_del_if_gone(
+        shared,
+        db_index,
+        LIST,
+        if left { "lpop" } else { "rpop" },
+        key,
+    );
+}
+
+/// Publishes `event` for `key`, then `del` if the key no longer exists (a collection the
+/// command emptied is deleted, and Redis tells of both).
+pub(super) fn notify_then_del_if_gone(
+    shared: &Shared,
+    db_index: usize,
+    class: u32,
+    event: &str,
+    key: &[u8],
+) {
+    if !shared.config.notify.wants(class | GENERIC) {
+        return;
+    }
+    shared.keyspace_event(class, event, key, db_index);
+    if !shared.keyspace.db(db_index).map().contains_key(key) {
+        shared.keyspace_event(GENERIC, "del", key, db_index);
+    }
 }
 
 fn lpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -180,11 +218,15 @@ fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Frame {
         (None, Some(_)) => Frame::NullArray,
         (Some(v), None) => {
             ctx.changed();
+            if !v.is_empty() {
+                notify_pop(ctx.shared, ctx.client.db, key, left);
+            }
             v.into_iter().next().map_or(Frame::Null, Frame::Bulk)
         }
         (Some(v), Some(_)) => {
             if !v.is_empty() {
                 ctx.changed();
+                notify_pop(ctx.shared, ctx.client.db, key, left);
             }
             Frame::bulks(v)
         }
@@ -274,6 +316,7 @@ fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     l[i] = args[3].clone();
     drop(e);
     ctx.modified(key);
+    ctx.notify(LIST, "lset", key);
     Frame::ok()
 }
 
@@ -322,6 +365,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, LIST, "lrem", key);
     }
     Frame::Integer(removed as i64)
 }
@@ -350,6 +394,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ctx.db().remove_if_empty(key);
     }
     ctx.modified(key);
+    notify_then_del_if_gone(ctx.shared, ctx.client.db, LIST, "ltrim", key);
     Frame::ok()
 }
 
@@ -375,6 +420,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let len = l.len();
     drop(e);
     ctx.modified(key);
+    ctx.notify(LIST, "linsert", key);
     Frame::Integer(len as i64)
 }
 
@@ -478,6 +524,8 @@ fn move_element(
     drop(e);
     ctx.modified(src);
     ctx.modified(dst);
+    notify_push(ctx.shared, ctx.client.db, dst, to_left);
+    notify_pop(ctx.shared, ctx.client.db, src, from_left);
     ctx.db().signal_ready(dst);
     Frame::Bulk(popped)
 }
@@ -525,6 +573,7 @@ fn try_pop_any(
         };
         if let Some(v) = popped {
             if let Some(el) = v.into_iter().next() {
+                notify_pop(shared, db_index, key, left);
                 // Replicas and the AOF see the pop that happened, not the blocking command.
                 let name: &[u8] = if left { b"lpop" } else { b"rpop" };
                 if let Some(spec) = lookup(name) {

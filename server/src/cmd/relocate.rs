@@ -8,6 +8,7 @@ use super::util::{is, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, WRITE};
 use crate::db::{Entry, NUM_DBS};
 use crate::frame::Frame;
+use crate::notify::GENERIC;
 
 /// `COPY` and `MOVE`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -85,6 +86,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     store(to, dst, entry);
     ctx.changed();
+    ctx.shared.keyspace_event(GENERIC, "copy_to", dst, target);
     Frame::Integer(1)
 }
 
@@ -107,5 +109,7 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     store(to, key, entry);
     ctx.db().remove(key);
     ctx.changed();
+    ctx.notify(GENERIC, "move_from", key);
+    ctx.shared.keyspace_event(GENERIC, "move_to", key, target);
     Frame::Integer(1)
 }

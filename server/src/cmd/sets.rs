@@ -12,12 +12,14 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::keys::parse_scan;
+use super::lists::notify_then_del_if_gone;
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
 use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
 use crate::memory::EntryMut;
+use crate::notify::{GENERIC, SET};
 use crate::set::Set;
 
 /// The set commands.
@@ -129,6 +131,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     drop(e);
     if added > 0 {
         ctx.modified(key);
+        ctx.notify(SET, "sadd", key);
     }
     Frame::Integer(added as i64)
 }
@@ -149,6 +152,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "srem", key);
     }
     Frame::Integer(removed as i64)
 }
@@ -222,6 +226,7 @@ fn spop_one(ctx: &mut Ctx<'_>, key: &Bytes) -> Frame {
         ctx.db().remove_if_empty(key);
     }
     ctx.modified(key);
+    notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "spop", key);
     ctx.propagate_as(vec![vec![
         Bytes::from_static(b"SREM"),
         key.clone(),
@@ -247,12 +252,14 @@ fn spop_count(ctx: &mut Ctx<'_>, key: &Bytes, count: &[u8]) -> Frame {
         drop(e);
         ctx.db().remove(key);
         ctx.modified(key);
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "spop", key);
         ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         return set_reply(members);
     }
     let popped: Vec<Bytes> = (0..count).filter_map(|_| pop_one(s)).collect();
     drop(e);
     ctx.modified(key);
+    ctx.notify(SET, "spop", key);
     // As Redis 7.0 does: one `SREM` per member, in a `MULTI`/`EXEC` so a replica applies the
     // pop as one step (inside a transaction or a script, which is one step already, without).
     let wrap = !ctx.in_exec && !ctx.in_script;
@@ -351,6 +358,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ctx.db().remove_if_empty(src);
     }
     ctx.modified(src);
+    notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "srem", src);
     let max = max_intset(ctx);
     let mut e = match write(ctx, dst, true) {
         Ok(e) => e.expect("created"),
@@ -360,6 +368,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     drop(e);
     if added {
         ctx.modified(dst);
+        ctx.notify(SET, "sadd", dst);
     }
     Frame::Integer(1)
 }
@@ -481,16 +490,19 @@ fn sdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Stores `result` at `dst` (replacing whatever was there, TTL included), or deletes `dst`
 /// when it is empty, as Redis's `*STORE` commands do. Replies with the size.
-fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: Set) -> Frame {
+/// Stores a `S*STORE` result at `dst` (an empty one deletes it), notifying `event`.
+fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: Set, event: &str) -> Frame {
     let n = result.len();
     if n == 0 {
         if ctx.db().remove(dst).is_some() {
             ctx.modified(dst);
+            ctx.notify(GENERIC, "del", dst);
         }
         return Frame::Integer(0);
     }
     ctx.db().insert(dst.clone(), Entry::new(Value::Set(result)));
     ctx.modified(dst);
+    ctx.notify(SET, event, dst);
     Frame::Integer(n as i64)
 }
 
@@ -500,14 +512,15 @@ fn sinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(None) => Set::new(),
         Err(e) => return e,
     };
-    store(ctx, &args[1], result)
+    store(ctx, &args[1], result, "sinterstore")
 }
 
 fn store_union_or_diff(ctx: &mut Ctx<'_>, args: &[Bytes], diff: bool) -> Frame {
     match sets_for_union(ctx, &args[2..]) {
         Ok(sets) => {
             let result = combine(ctx, &sets, diff);
-            store(ctx, &args[1], result)
+            let event = if diff { "sdiffstore" } else { "sunionstore" };
+            store(ctx, &args[1], result, event)
         }
         Err(e) => e,
     }

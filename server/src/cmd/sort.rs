@@ -409,10 +409,12 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, items: &[Item], gets: &[Pattern]) -> Fr
     if n == 0 {
         if ctx.db().remove(dst).is_some() {
             ctx.modified(dst);
+            ctx.notify(crate::notify::GENERIC, "del", dst);
         }
         return Frame::Integer(0);
     }
     ctx.db().insert(dst.clone(), Entry::new(Value::List(list)));
+    ctx.notify(crate::notify::LIST, "sortstore", dst);
     ctx.db().signal_ready(dst);
     ctx.dirty += n as u64;
     Frame::Integer(n as i64)

@@ -8,6 +8,7 @@
 //! AOF replays to the same stream. A replica (and the AOF) ignores `LIMIT`, as Redis does for
 //! its master.
 
+use crate::notify::STREAM;
 use bytes::Bytes;
 
 use super::stream_args::{parse_id_with, parse_strict_id, stream_of, write_stream};
@@ -213,9 +214,13 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if a.id.is_none_or(|(_, seq)| seq.is_none()) {
         rewritten[a.id_at] = id.to_bytes();
     }
-    trim_and_rewrite(s, &a, &mut rewritten);
+    let trimmed = trim_and_rewrite(s, &a, &mut rewritten);
     drop(e);
     ctx.modified(key);
+    ctx.notify(STREAM, "xadd", key);
+    if trimmed > 0 {
+        ctx.notify(STREAM, "xtrim", key);
+    }
     // Every reader waiting on the key gets the new entry.
     ctx.db().signal_all(key);
     ctx.propagate_as(vec![rewritten]);
@@ -239,6 +244,7 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     drop(e);
     if removed > 0 {
         ctx.modified(key);
+        ctx.notify(STREAM, "xtrim", key);
         ctx.propagate_as(vec![rewritten]);
     }
     Frame::Integer(removed as i64)

@@ -1,6 +1,7 @@
 //! `XDEL` and `XSETID`: deleting entries by ID, and setting what a stream remembers of its
 //! history (its last ID, `entries-added`, `max-deleted-entry-id`).
 
+use crate::notify::STREAM;
 use bytes::Bytes;
 
 use super::stream_args::{parse_strict_id, stream_of, write_stream};
@@ -36,6 +37,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     drop(e);
     if deleted > 0 {
         ctx.modified(key);
+        ctx.notify(STREAM, "xdel", key);
     }
     Frame::Integer(deleted as i64)
 }
@@ -94,5 +96,6 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     s.set_id(id, added, deleted);
     drop(e);
     ctx.modified(key);
+    ctx.notify(STREAM, "xsetid", key);
     Frame::ok()
 }

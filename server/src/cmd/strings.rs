@@ -6,12 +6,15 @@
 use bytes::Bytes;
 
 use super::util::{is, not_integer, parse_i64, syntax_error, wrongtype};
-use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE};
+use super::{
+    spec, CommandSpec, Ctx, Written, DENYOOM, EXCLUSIVE, FAST, MULTI_KEY, READONLY, WRITE,
+};
 use crate::codec::parse_int;
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Update, Value};
 use crate::frame::Frame;
 use crate::long_double::IncrError;
+use crate::notify::{GENERIC, STRING};
 
 /// The string commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -171,7 +174,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         None => Expiry::None,
     };
     let value = args[2].clone();
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         // SET ... GET on a key of another type is refused, and changes nothing.
         let old = match string_of(current) {
             Ok(old) => old.cloned(),
@@ -190,7 +193,19 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
         let entry = string_entry(value, deadline(expiry, current));
         (Update::Put(entry), reply)
-    })
+    });
+    notify_set(ctx, &args[1], expiry);
+    reply
+}
+
+/// The notifications of a stored string: `set`, and `expire` when it was given a TTL.
+fn notify_set(ctx: &Ctx<'_>, key: &[u8], expiry: Expiry) {
+    if ctx.last_update == Written::Put {
+        ctx.notify(STRING, "set", key);
+        if matches!(expiry, Expiry::At(_)) {
+            ctx.notify(GENERIC, "expire", key);
+        }
+    }
 }
 
 /// Stores a string value with the given expiry, as `SET` does (whatever type was there).
@@ -199,14 +214,17 @@ pub(crate) fn set_string(ctx: &mut Ctx<'_>, key: Bytes, value: Bytes, expiry: Ex
         let entry = string_entry(value, deadline(expiry, current));
         (Update::Put(entry), Frame::ok())
     });
+    notify_set(ctx, &key, expiry);
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
-    ctx.update_key(&args[1], |current| match current {
+    let reply = ctx.update_key(&args[1], |current| match current {
         Some(_) => (Update::Keep, Frame::Integer(0)),
         None => (Update::Put(string_entry(value, None)), Frame::Integer(1)),
-    })
+    });
+    notify_set(ctx, &args[1], Expiry::None);
+    reply
 }
 
 fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, cmd: &str) -> Frame {
@@ -229,21 +247,25 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
-    ctx.update_key(&args[1], |current| match string_of(current) {
+    let reply = ctx.update_key(&args[1], |current| match string_of(current) {
         Ok(old) => {
             let reply = old.cloned().map_or(Frame::Null, Frame::Bulk);
             (Update::Put(string_entry(value, None)), reply)
         }
         Err(e) => (Update::Keep, e),
-    })
+    });
+    notify_set(ctx, &args[1], Expiry::None);
+    reply
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    ctx.update_key(&args[1], |current| match string_of(current) {
+    let reply = ctx.update_key(&args[1], |current| match string_of(current) {
         Ok(Some(v)) => (Update::Remove, Frame::Bulk(v.clone())),
         Ok(None) => (Update::Keep, Frame::Null),
         Err(e) => (Update::Keep, e),
-    })
+    });
+    ctx.notify_update(STRING, "del", &args[1]);
+    reply
 }
 
 fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -290,7 +312,8 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let is_replica = ctx.shared.is_replica();
     let now = ctx.now_ms;
-    ctx.update_key(&args[1], |current| {
+    let persisting = matches!(change, Some(Ok(None)));
+    let reply = ctx.update_key(&args[1], |current| {
         let value = match string_of(current) {
             Ok(Some(v)) => v.clone(),
             Ok(None) => return (Update::Keep, Frame::Null),
@@ -308,7 +331,14 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ttl => Update::Expire(ttl),
         };
         (update, Frame::Bulk(value))
-    })
+    });
+    match ctx.last_update {
+        Written::Expire if persisting => ctx.notify(GENERIC, "persist", &args[1]),
+        Written::Expire => ctx.notify(GENERIC, "expire", &args[1]),
+        Written::Removed => ctx.notify(GENERIC, "del", &args[1]),
+        Written::Put | Written::Nothing => {}
+    }
+    reply
 }
 
 fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -363,7 +393,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// Adds `by` to the integer stored at `key` (0 when absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
-    ctx.update_key(key, |current| {
+    let reply = ctx.update_key(key, |current| {
         let n = match string_of(current) {
             Ok(Some(v)) => match parse_int(v) {
                 Some(n) => n,
@@ -378,7 +408,9 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
         };
         let entry = string_entry(super::util::int_bytes(n), deadline(Expiry::Keep, current));
         (Update::Put(entry), Frame::Integer(n))
-    })
+    });
+    ctx.notify_update(STRING, "incrby", key);
+    reply
 }
 
 fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -405,7 +437,7 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         let now = match string_of(current) {
             Ok(v) => v,
             Err(e) => return (Update::Keep, e),
@@ -420,7 +452,9 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         };
         let entry = string_entry(text.clone(), deadline(Expiry::Keep, current));
         (Update::Put(entry), Frame::Bulk(text))
-    })
+    });
+    ctx.notify_update(STRING, "incrbyfloat", &args[1]);
+    reply
 }
 
 /// Redis's refusal of a string that would grow past `proto-max-bulk-len`.
@@ -440,7 +474,7 @@ fn max_string(ctx: &Ctx<'_>) -> u64 {
 
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let max = max_string(ctx);
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
             Err(e) => return (Update::Keep, e),
@@ -452,7 +486,9 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         let len = v.len() as i64;
         let entry = string_entry(Bytes::from(v), deadline(Expiry::Keep, current));
         (Update::Put(entry), Frame::Integer(len))
-    })
+    });
+    ctx.notify_update(STRING, "append", &args[1]);
+    reply
 }
 
 fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -509,7 +545,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             return e;
         }
     }
-    ctx.update_key(&args[1], |current| {
+    let reply = ctx.update_key(&args[1], |current| {
         let mut v = match string_of(current) {
             Ok(old) => old.map(|b| b.to_vec()).unwrap_or_default(),
             Err(e) => return (Update::Keep, e),
@@ -528,5 +564,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         let len = v.len() as i64;
         let entry = string_entry(Bytes::from(v), deadline(Expiry::Keep, current));
         (Update::Put(entry), Frame::Integer(len))
-    })
+    });
+    ctx.notify_update(STRING, "setrange", &args[1]);
+    reply
 }

@@ -302,7 +302,7 @@ fn algebra(ctx: &mut Ctx<'_>, args: &[Bytes], at: usize, op: Op, out: Output, na
         Op::Diff => diff(&p),
     };
     if out == Output::Store {
-        return store(ctx, &args[1], result);
+        return store(ctx, &args[1], result, name);
     }
     let items = result.iter().map(|(m, s)| (m.clone(), s)).collect();
     with_scores(items, p.scores, ctx.client.protocol)

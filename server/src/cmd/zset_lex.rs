@@ -162,7 +162,7 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(r) => r,
         Err(e) => return e,
     };
-    remove_picked(ctx, &args[1], |z| {
+    remove_picked(ctx, &args[1], "zremrangebylex", |z| {
         range
             .walk(z, false, 0, -1)
             .into_iter()

@@ -12,6 +12,8 @@
 //! under RESP3 when a count was given; `BZPOPMIN` is `[key, member, score]`; `ZMPOP` is
 //! `[key, [[member, score], ...]]` in both protocols, a null array when nothing was found.
 
+use super::lists::notify_then_del_if_gone;
+use crate::notify::ZSET;
 use bytes::Bytes;
 
 use super::blocking::parse_timeout;
@@ -122,6 +124,8 @@ fn pop_command(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Frame {
     };
     if !popped.is_empty() {
         ctx.changed();
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, ZSET, event, &args[1]);
     }
     // Nested pairs only under RESP3 and with a count.
     let proto = match count {
@@ -170,6 +174,8 @@ fn try_mpop(
         let Some(popped) = popped.filter(|v| !v.is_empty()) else {
             continue;
         };
+        let event = if p.max { "zpopmax" } else { "zpopmin" };
+        notify_then_del_if_gone(shared, db_index, ZSET, event, key);
         let n = popped.len();
         let reply = match p.count {
             // BZPOPMIN: `[key, member, score]`, flat in both protocols.

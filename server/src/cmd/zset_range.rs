@@ -253,7 +253,7 @@ fn range_command(
         for (m, s) in items {
             z.insert(m, s);
         }
-        return store(ctx, &args[1], z);
+        return store(ctx, &args[1], z, "zrangestore");
     }
     with_scores(items, q.scores, ctx.client.protocol)
 }

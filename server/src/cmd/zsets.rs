@@ -12,6 +12,7 @@
 use crate::memory::EntryMut;
 use bytes::Bytes;
 
+use super::lists::notify_then_del_if_gone;
 use super::util::{
     container_mut, is, not_float, not_integer, parse_double, parse_i64, read_container,
     syntax_error, write_container,
@@ -20,6 +21,7 @@ use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::{Frame, Protocol};
+use crate::notify::{GENERIC, ZSET};
 use crate::zset::ZSet;
 
 /// The sorted-set commands of this module.
@@ -77,13 +79,21 @@ pub(super) fn zset_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSet {
     container_mut(e)
 }
 
-/// Deletes the key if the sorted set became empty, then records the change.
-pub(super) fn finish_write(ctx: &mut Ctx<'_>, key: &Bytes, empty: bool, changed: bool) {
+/// Deletes the key if the sorted set became empty, then records the change and notifies
+/// `event` (then `del`, when the key went).
+pub(super) fn finish_write(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    empty: bool,
+    changed: bool,
+    event: &str,
+) {
     if empty {
         ctx.db().remove_if_empty(key);
     }
     if changed {
         ctx.modified(key);
+        notify_then_del_if_gone(ctx.shared, ctx.client.db, ZSET, event, key);
     }
 }
 
@@ -216,7 +226,8 @@ fn zadd_pairs(ctx: &mut Ctx<'_>, key: &Bytes, pairs: &[(f64, Bytes)], f: &AddFla
     }
     let empty = z.is_empty();
     drop(e);
-    finish_write(ctx, key, empty, added + updated > 0);
+    let event = if f.incr { "zincr" } else { "zadd" };
+    finish_write(ctx, key, empty, added + updated > 0, event);
     if added + updated > 0 {
         // A client blocked in `BZPOPMIN`/`BZMPOP` on this key may now be served.
         ctx.db().signal_ready(key);
@@ -252,7 +263,7 @@ fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let n = args[2..].iter().filter(|m| z.remove(m).is_some()).count();
     let empty = z.is_empty();
     drop(e);
-    finish_write(ctx, key, empty, n > 0);
+    finish_write(ctx, key, empty, n > 0, "zrem");
     Frame::Integer(n as i64)
 }
 
@@ -430,17 +441,19 @@ pub(super) fn with_scores(items: Vec<(Bytes, f64)>, scores: bool, proto: Protoco
 /// Stores `result` at `dst` as Redis's `*STORE` commands do: replaces whatever was there (TTL
 /// included) and wakes clients blocked on it, or, when `result` is empty, deletes `dst`.
 /// Replies with the size stored.
-pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet) -> Frame {
+pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet, event: &str) -> Frame {
     let n = result.len();
     if n == 0 {
         if ctx.db().remove(dst).is_some() {
             ctx.modified(dst);
+            ctx.notify(GENERIC, "del", dst);
         }
         return Frame::Integer(0);
     }
     ctx.db()
         .insert(dst.clone(), Entry::new(Value::ZSet(result)));
     ctx.modified(dst);
+    ctx.notify(ZSET, event, dst);
     ctx.db().signal_ready(dst);
     Frame::Integer(n as i64)
 }
@@ -449,6 +462,7 @@ pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet) -> Frame {
 pub(super) fn remove_picked(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
+    event: &str,
     pick: impl FnOnce(&ZSet) -> Vec<Bytes>,
 ) -> Frame {
     let mut e = match write(ctx, key, false) {
@@ -463,7 +477,7 @@ pub(super) fn remove_picked(
     }
     let empty = z.is_empty();
     drop(e);
-    finish_write(ctx, key, empty, !doomed.is_empty());
+    finish_write(ctx, key, empty, !doomed.is_empty(), event);
     Frame::Integer(doomed.len() as i64)
 }
 
@@ -472,7 +486,7 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(r) => r,
         Err(e) => return e,
     };
-    remove_picked(ctx, &args[1], |z| {
+    remove_picked(ctx, &args[1], "zremrangebyscore", |z| {
         z.iter()
             .filter(|(_, s)| in_range(*s, min, max))
             .map(|(m, _)| m.clone())
@@ -484,7 +498,7 @@ fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let (Ok(a), Ok(b)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
         return not_integer();
     };
-    remove_picked(ctx, &args[1], |z| {
+    remove_picked(ctx, &args[1], "zremrangebyrank", |z| {
         let len = z.len() as i64;
         let a = if a < 0 { (len + a).max(0) } else { a };
         let b = if b < 0 { len + b } else { b.min(len - 1) };
