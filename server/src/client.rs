@@ -338,6 +338,9 @@ pub(crate) struct Client {
     /// The error this command replies with was counted already (a script ending with the
     /// error of a `redis.call`): see [`crate::errorstats`].
     pub error_counted: bool,
+    /// How long this command's handler ran, in microseconds, once it ran (`None`: it was
+    /// refused or queued): for `INFO commandstats` and the slow log.
+    pub handler_usec: Option<u64>,
     /// Replication offset right after this client's last write (what `WAIT` waits for).
     pub repl_offset: u64,
     /// The port a replica said it listens on (`REPLCONF listening-port`).
@@ -457,6 +460,7 @@ impl Clients {
             is_replication_link: false,
             deny_blocking: false,
             error_counted: false,
+            handler_usec: None,
             repl_offset: 0,
             replica_port: 0,
             info_fingerprint: None,

@@ -531,6 +531,48 @@ pub(crate) fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
     });
 }
 
+/// Every command's name, ordered by the address of its text: [`stat_key`] finds a spec's
+/// place for `INFO commandstats` by a binary search on the address of its name, which a
+/// spec copied for its arguments (`CommandSpec::for_args`) keeps.
+static STAT_NAMES: OnceLock<Vec<(usize, &'static str)>> = OnceLock::new();
+
+fn stat_names() -> &'static [(usize, &'static str)] {
+    STAT_NAMES.get_or_init(|| {
+        let mut names: Vec<(usize, &'static str)> = table()
+            .values()
+            .map(|s| (s.name.as_ptr() as usize, s.name))
+            .collect();
+        names.sort_unstable();
+        assert!(names.len() <= crate::cmdstats::MAX_COMMANDS);
+        names
+    })
+}
+
+/// Where a command with these arguments counts in `INFO commandstats`: its own line, or,
+/// for a container (`CONFIG GET`), its subcommand's (see [`crate::cmdstats`]). `None` for a
+/// subcommand name too long to be one.
+pub(crate) fn stat_key(spec: &CommandSpec, args: &[Bytes]) -> Option<crate::cmdstats::StatKey> {
+    use crate::cmdstats::StatKey;
+    if spec.has(CONTAINER) && args.len() >= 2 {
+        let sub = &args[1];
+        if sub.len() > 32 {
+            return None;
+        }
+        let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+        return Some(StatKey::Subcommand(format!("{}|{sub}", spec.name)));
+    }
+    let at = spec.name.as_ptr() as usize;
+    stat_names()
+        .binary_search_by_key(&at, |(p, _)| *p)
+        .ok()
+        .map(StatKey::Command)
+}
+
+/// The name of the command at `index` of [`stat_key`]'s order.
+pub(crate) fn stat_name(index: usize) -> Option<&'static str> {
+    stat_names().get(index).map(|(_, n)| *n)
+}
+
 fn table() -> &'static Table {
     TABLE
         .get()

@@ -3,7 +3,7 @@
 //! Values are kept as Redis prints them (strings). The few that the hot path reads on every
 //! command are mirrored in atomics.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("tcp-keepalive", "300"),
     ("hz", "10"),
     ("notify-keyspace-events", ""),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
     (
         "client-output-buffer-limit",
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
@@ -127,6 +129,10 @@ pub(crate) struct Config {
     stream_node_max_entries: AtomicU64,
     /// `notify-keyspace-events` (see [`crate::notify`]).
     pub(crate) notify: crate::notify::NotifyFlags,
+    /// `slowlog-log-slower-than`, in microseconds (see [`crate::slowlog`]).
+    slowlog_slower_than: AtomicI64,
+    /// `slowlog-max-len`.
+    slowlog_max_len: AtomicU64,
 }
 
 impl Default for Config {
@@ -154,6 +160,8 @@ impl Default for Config {
             stream_node_max_bytes: AtomicU64::new(crate::stream::NODE_MAX_BYTES),
             stream_node_max_entries: AtomicU64::new(crate::stream::NODE_MAX_ENTRIES),
             notify: crate::notify::NotifyFlags::default(),
+            slowlog_slower_than: AtomicI64::new(10_000),
+            slowlog_max_len: AtomicU64::new(128),
         }
     }
 }
@@ -269,6 +277,18 @@ impl Config {
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
+            "slowlog-log-slower-than" => {
+                let n = int_value(value, -1, i64::MAX)?;
+                self.slowlog_slower_than.store(n, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "slowlog-max-len" => {
+                let n = int_value(value, 0, i64::MAX)?;
+                self.slowlog_max_len.store(n as u64, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
             "notify-keyspace-events" => {
                 let flags = crate::notify::parse(value).map_err(ConfigError::Invalid)?;
                 self.notify.store(flags);
@@ -363,6 +383,17 @@ impl Config {
     /// `set-max-intset-entries`.
     pub(crate) fn set_max_intset_entries(&self) -> usize {
         self.encodings.set_max_intset_entries()
+    }
+
+    /// Whether a command whose handler took `usec` goes into the slow log.
+    pub(crate) fn slowlog_is_slow(&self, usec: u64) -> bool {
+        let t = self.slowlog_slower_than.load(Ordering::Relaxed);
+        t >= 0 && usec >= t as u64
+    }
+
+    /// `slowlog-max-len`: how many entries the slow log keeps.
+    pub(crate) fn slowlog_max_len(&self) -> u64 {
+        self.slowlog_max_len.load(Ordering::Relaxed)
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::client::Client;
+use crate::cmdstats::{Outcome, StatKey};
 use crate::command::*;
 use crate::frame::Frame;
 use crate::oom;
@@ -32,11 +33,74 @@ pub(crate) async fn execute_spec(
     spec: Option<&'static CommandSpec>,
     args: Vec<Bytes>,
 ) -> Frame {
+    let stat = spec.and_then(|s| stat_key(s, &args));
+    client.handler_usec = None;
     let reply = run_command(shared, client, spec, args).await;
     // See `crate::errorstats`.
     let counted = std::mem::take(&mut client.error_counted);
     shared.stats.errors.after_reply(&reply, counted);
+    if let Some(stat) = stat {
+        count_command(shared, &stat, client.handler_usec.take(), &reply);
+    }
     reply
+}
+
+/// Counts a command in `INFO commandstats` (see [`crate::cmdstats`]): a call when its handler
+/// ran (`usec`), failed when it replied with an error; a refusal when it did not run and
+/// replied with an error. A command queued in `MULTI` counts when `EXEC` runs it; a
+/// subcommand its container did not know counts nowhere.
+fn count_command(shared: &Shared, stat: &StatKey, usec: Option<u64>, reply: &Frame) {
+    let failed = matches!(reply, Frame::Error(_));
+    let mut usec = usec;
+    if let (StatKey::Subcommand(_), Frame::Error(e)) = (stat, reply) {
+        if e.starts_with(b"ERR unknown subcommand '") {
+            return;
+        }
+        // A subcommand's arity is checked by its container's handler here, by the dispatcher
+        // in Redis: a refusal either way.
+        if e.starts_with(b"ERR wrong number of arguments for '") {
+            usec = None;
+        }
+    }
+    let outcome = match usec {
+        Some(usec) => Outcome::Called { usec, failed },
+        None if failed => Outcome::Rejected,
+        None => return,
+    };
+    shared.stats.commands.record(stat, outcome);
+}
+
+/// Counts `spec` as refused in `INFO commandstats`: for the refusals of a command a script
+/// calls (arity, `NOSCRIPT`, a write from a read-only script, `OOM`, ...), which Redis counts
+/// as the dispatcher's.
+pub(crate) fn count_refusal(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) {
+    if let Some(stat) = stat_key(spec, args) {
+        shared.stats.commands.record(&stat, Outcome::Rejected);
+    }
+}
+
+/// Logs a command whose handler took `usec` in the slow log, if that is slow enough (see
+/// [`crate::slowlog`]).
+fn log_if_slow(shared: &Shared, client: &Client, args: &[Bytes], usec: u64) {
+    if !shared.config.slowlog_is_slow(usec) {
+        return;
+    }
+    let addr = client
+        .handle
+        .addr
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let name = client.handle.info.lock().name.clone().unwrap_or_default();
+    let caller = crate::slowlog::Caller {
+        addr: addr.as_bytes(),
+        name: &name,
+    };
+    let max_len = shared.config.slowlog_max_len();
+    let unix_ms = shared.clock.now_ms();
+    shared
+        .stats
+        .slowlog
+        .push(args, usec, unix_ms, caller, max_len);
 }
 
 /// [`execute_spec`] but for the error statistics.
@@ -165,6 +229,10 @@ async fn run_command(
         // not at this client's next command.
         client.sync_info(spec.name, now_ms);
     }
+    // `EXEC` is not logged (`skip_slowlog`): the commands it ran were, one by one.
+    if let Some(usec) = client.handler_usec.filter(|_| !spec.has(SKIP_SLOWLOG)) {
+        log_if_slow(shared, client, &args, usec);
+    }
     reply
 }
 
@@ -234,10 +302,13 @@ fn run_handler(
     // (a thread-local write: no atomic, no lock).
     let running = Tracking::running(client.handle.id);
     let mut ctx = Ctx::at(shared, client, now_ms);
+    let started = std::time::Instant::now();
     let frame = (spec.handler)(&mut ctx, args);
+    let usec = started.elapsed().as_micros() as u64;
     let dirty = ctx.dirty;
     let blocked = ctx.blocked.take();
     let rewritten = ctx.rewritten.take();
+    client.handler_usec = Some(usec);
     shared.propagate_lazy_expired();
     if dirty > 0 {
         client.repl_offset = match rewritten {
@@ -268,7 +339,17 @@ pub(crate) fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -
     let before = ctx.dirty;
     crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     ctx.rewritten = None;
+    let started = std::time::Instant::now();
     let frame = (spec.handler)(ctx, args);
+    let usec = started.elapsed().as_micros() as u64;
+    // Counted as a call of its own; logged when slow, unless a script ran it (the script's
+    // own command is what its client sent).
+    if let Some(stat) = stat_key(spec, args) {
+        count_command(ctx.shared, &stat, Some(usec), &frame);
+    }
+    if !ctx.in_script && !spec.has(SKIP_SLOWLOG) {
+        log_if_slow(ctx.shared, ctx.client, args, usec);
+    }
     if ctx.client.tracking.is_some() {
         remember_reads(ctx.shared, ctx.client, spec, args);
     }

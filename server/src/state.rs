@@ -40,6 +40,10 @@ pub(crate) struct Stats {
     pub blocked_clients: AtomicU64,
     /// Error replies by prefix (`INFO errorstats`, `total_error_replies`).
     pub errors: crate::errorstats::ErrorStats,
+    /// Calls, time and refusals by command (`INFO commandstats`).
+    pub commands: crate::cmdstats::CommandStats,
+    /// The slow commands (`SLOWLOG`).
+    pub slowlog: crate::slowlog::SlowLog,
 }
 
 impl Stats {

@@ -40,6 +40,7 @@ pub(crate) mod replication;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod sets;
+pub(crate) mod slowlog;
 pub(crate) mod sort;
 pub(crate) mod sort_keys;
 pub(crate) mod stream_add;
@@ -61,7 +62,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 37] {
+fn tables() -> [&'static [CommandSpec]; 38] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -75,6 +76,7 @@ fn tables() -> [&'static [CommandSpec]; 37] {
         keys::COMMANDS,
         object::COMMANDS,
         memory::COMMANDS,
+        slowlog::COMMANDS,
         relocate::COMMANDS,
         dump::COMMANDS,
         swapdb::COMMANDS,

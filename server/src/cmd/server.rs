@@ -146,6 +146,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.rejected_connections.store(0, Ordering::Relaxed);
             s.expired_keys.store(0, Ordering::Relaxed);
             s.errors.reset();
+            s.commands.reset();
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
             ctx.shared.replication.reset_stats();
             Frame::ok()
@@ -446,6 +447,16 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     if want("modules") {
         // latchkey loads no modules: the section is there, empty, as on a Redis without any.
         section("Modules", String::new());
+    }
+    // Not in the default set, as in Redis: only asked for by name, `all` or `everything`.
+    if all || wanted.iter().any(|w| w == "commandstats") {
+        section(
+            "Commandstats",
+            shared
+                .stats
+                .commands
+                .info_section(crate::command::stat_name),
+        );
     }
     if want("errorstats") {
         section("Errorstats", shared.stats.errors.info_section());

@@ -233,8 +233,14 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         let Some(spec) = crate::command::lookup(&argv[0]) else {
             return fail("ERR Unknown Redis command called from script");
         };
+        let refused = |outcome: Outcome| {
+            crate::dispatch::count_refusal(ctx.shared, spec, &argv);
+            outcome
+        };
         if !spec.arity_ok(argv.len()) {
-            return fail("ERR Wrong number of args calling Redis command from script");
+            return refused(fail(
+                "ERR Wrong number of args calling Redis command from script",
+            ));
         }
         // `SCRIPT KILL` takes effect here too, not only in the instruction hook: a loop of
         // slow calls runs too few instructions for the hook to fire for a long time.
@@ -243,21 +249,23 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
             return Outcome::Killed;
         }
         if spec.has(cmd::NOSCRIPT) {
-            return fail("ERR This Redis command is not allowed from script");
+            return refused(fail("ERR This Redis command is not allowed from script"));
         }
         if spec.has(cmd::WRITE) {
             if run.read_only {
-                return fail("ERR Write commands are not allowed from read-only scripts.");
+                return refused(fail(
+                    "ERR Write commands are not allowed from read-only scripts.",
+                ));
             }
             if let Some(err) = ctx.shared.precheck(ctx.client, spec) {
-                return match err {
+                return refused(match err {
                     Frame::Error(e) => Outcome::Error(e),
                     _ => fail("ERR execution failure"),
-                };
+                });
             }
             if !run.allow_oom {
                 if let Some(oom) = crate::oom::check_script_call(ctx, spec, run.wrote) {
-                    return Outcome::Error(Bytes::from(oom));
+                    return refused(Outcome::Error(Bytes::from(oom)));
                 }
             }
             // The first write and a kill exclude each other (see `kill`).
