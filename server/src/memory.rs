@@ -128,6 +128,12 @@ fn extrapolate(len: usize, at: impl Fn(usize) -> usize) -> usize {
     sum * len / n
 }
 
+/// The allocation of a collection's boxed header (see [`Value`]: hashes, sets and sorted sets
+/// live behind a box).
+fn boxed<T>(_: &T) -> usize {
+    alloc_size(std::mem::size_of::<T>())
+}
+
 /// Estimated bytes of one value, including its collection's own tables.
 pub(crate) fn value_size(v: &Value) -> usize {
     match v {
@@ -135,7 +141,8 @@ pub(crate) fn value_size(v: &Value) -> usize {
         Value::Hash(h) => {
             // IndexMap: a vector of (hash, key, value) buckets plus a table of indices.
             let tables = h.capacity() * (8 + 32 + 32) + h.capacity() * 8 / 7 * (8 + 1);
-            tables
+            boxed(&**h)
+                + tables
                 + extrapolate(h.len(), |i| {
                     h.get_index(i)
                         .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
@@ -158,19 +165,22 @@ pub(crate) fn value_size(v: &Value) -> usize {
             } else {
                 sample.iter().sum::<usize>() * z.len() / sample.len()
             };
-            z.len() * per_member + members
+            boxed(&**z) + z.len() * per_member + members
         }
-        Value::Set(s) => match s.ints() {
-            // An intset: one sorted vector of 8-byte integers.
-            Some(v) => 8 * v.len().next_power_of_two().max(4),
-            // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
-            None => {
-                let n = s.len();
-                n * (8 + 32)
-                    + n * 8 / 7 * (8 + 1)
-                    + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
-            }
-        },
+        Value::Set(s) => {
+            boxed(&**s)
+                + match s.ints() {
+                    // An intset: one sorted vector of 8-byte integers.
+                    Some(v) => 8 * v.len().next_power_of_two().max(4),
+                    // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
+                    None => {
+                        let n = s.len();
+                        n * (8 + 32)
+                            + n * 8 / 7 * (8 + 1)
+                            + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
+                    }
+                }
+        }
         Value::Stream(s) => {
             // The stream's header, then per entry: a B-tree slot (ID and vector, nodes about
             // two-thirds full), the vector's buffer and the fields' bytes, sampled from the
@@ -422,14 +432,14 @@ mod tests {
     #[test]
     fn the_estimate_of_a_collection_follows_its_growth() {
         let mut h = indexmap::IndexMap::new();
-        let small = value_size(&Value::Hash(h.clone()));
+        let small = value_size(&Value::Hash(Box::new(h.clone())));
         for i in 0..1000u32 {
             h.insert(
                 Bytes::from(format!("field{i}")),
                 Bytes::from(vec![b'x'; 100]),
             );
         }
-        let big = value_size(&Value::Hash(h));
+        let big = value_size(&Value::Hash(Box::new(h)));
         assert!(big > small + 1000 * 100, "{big} vs {small}");
     }
 }

@@ -17,14 +17,16 @@ use crate::zset::ZSet;
 pub(crate) enum Value {
     /// A string (also what `INCR` works on).
     Str(Bytes),
-    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
-    Hash(IndexMap<Bytes, Bytes>),
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match. Boxed,
+    /// like the sorted set and the set: every key's slot in the keyspace table is as large as
+    /// the largest variant, and most keys hold strings.
+    Hash(Box<IndexMap<Bytes, Bytes>>),
     /// A list.
     List(VecDeque<Bytes>),
-    /// A sorted set.
-    ZSet(ZSet),
-    /// A set (an intset or a hashtable, see [`Set`]).
-    Set(Set),
+    /// A sorted set (boxed, see `Hash`).
+    ZSet(Box<ZSet>),
+    /// A set (an intset or a hashtable, see [`Set`]; boxed, see `Hash`).
+    Set(Box<Set>),
     /// A stream (see [`Stream`]); boxed, being the largest and the rarest.
     Stream(Box<Stream>),
 }
@@ -232,5 +234,18 @@ fn log_incr(counter: u32, limits: &Limits) -> u32 {
         counter + 1
     } else {
         counter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key pays for an `Entry` (and its key) in the keyspace table's slot, about twice
+    /// over since the table runs half empty after it grows: a variant that makes `Value`
+    /// bigger costs every key, so the big, rarer ones are boxed. This fails when one is not.
+    #[test]
+    fn a_value_is_no_bigger_than_a_string() {
+        assert_eq!(std::mem::size_of::<Value>(), 40, "a 32-byte Bytes and the tag");
     }
 }

@@ -489,7 +489,8 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: Set) -> Frame {
         }
         return Frame::Integer(0);
     }
-    ctx.db().insert(dst.clone(), Entry::new(Value::Set(result)));
+    ctx.db()
+        .insert(dst.clone(), Entry::new(Value::Set(Box::new(result))));
     ctx.modified(dst);
     Frame::Integer(n as i64)
 }

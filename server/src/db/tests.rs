@@ -67,7 +67,7 @@ fn the_ttl_count_is_kept_through_every_change() {
     assert_eq!(db.expires_count(), 1);
     // An expired key recreated as a fresh hash loses its TTL; its stale pair is dropped
     // by the next pass without deleting the new key.
-    drop(db.get_or_create(&b, 300, true, || Value::Hash(IndexMap::new())));
+    drop(db.get_or_create(&b, 300, true, || Value::Hash(Box::new(IndexMap::new()))));
     assert_eq!(db.expires_count(), 0);
     assert!(db.has_due(300), "the stale pair is still due");
     assert!(db.active_expire(300, 10).is_empty());

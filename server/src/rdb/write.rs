@@ -117,7 +117,7 @@ pub(crate) fn object(out: &mut BytesMut, v: &Value) {
         Value::Str(s) => string(out, s),
         Value::Hash(h) => {
             len(out, h.len() as u64);
-            for (f, v) in h {
+            for (f, v) in h.iter() {
                 string(out, f);
                 string(out, v);
             }
