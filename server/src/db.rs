@@ -165,13 +165,17 @@ impl Db {
     /// freed off the hot path when big (see [`crate::lazyfree`]). Returns whether a key was
     /// replaced (expired or not).
     pub(crate) fn insert(&self, key: Bytes, entry: Entry) -> bool {
-        let new_deadline = entry.expires_at;
+        let new_deadline = entry.expires_at();
         self.mem.added(&key, &entry);
         let old = self.map.insert(key.clone(), entry);
         if let Some(o) = &old {
             self.mem.removed(&key, o);
         }
-        self.reindex(&key, old.as_ref().and_then(|e| e.expires_at), new_deadline);
+        self.reindex(
+            &key,
+            old.as_ref().and_then(|e| e.expires_at()),
+            new_deadline,
+        );
         self.signal_modified(&key);
         match old {
             Some(old) => {
@@ -225,27 +229,27 @@ impl Db {
                 }
                 match update {
                     Update::Put(entry) => {
-                        let new = entry.expires_at;
+                        let new = entry.expires_at();
                         entry.access.init(now_ms, &self.limits);
                         after(Some(&entry));
                         let old = slot.insert(entry);
-                        (r, old.expires_at, new, true, Some(old))
+                        (r, old.expires_at(), new, true, Some(old))
                     }
                     Update::Remove => {
                         after(None);
                         let old = slot.remove();
-                        (r, old.expires_at, None, true, Some(old))
+                        (r, old.expires_at(), None, true, Some(old))
                     }
                     // `decide` was shown no entry: nothing of it is kept. A master deletes the
                     // expired key; a replica hides it and waits for its master's DEL.
                     Update::Keep | Update::Expire(_) if expired && lazy_delete => {
                         after(None);
                         let old = slot.remove();
-                        (r, old.expires_at, None, true, Some(old))
+                        (r, old.expires_at(), None, true, Some(old))
                     }
                     Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
                     Update::Expire(deadline) => {
-                        let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
+                        let old = slot.get_mut().set_expires_at(deadline);
                         after(Some(slot.get()));
                         (r, old, deadline, true, None)
                     }
@@ -256,7 +260,7 @@ impl Db {
                 let (update, r) = decide(None);
                 match update {
                     Update::Put(entry) => {
-                        let new = entry.expires_at;
+                        let new = entry.expires_at();
                         entry.access.init(now_ms, &self.limits);
                         self.mem.added(key, &entry);
                         slot.insert(entry);
@@ -306,7 +310,7 @@ impl Db {
                     // count of keys with a TTL is fixed at once.
                     self.mem.removed(key, slot.get());
                     let old = slot.insert(fresh());
-                    self.expiries.recount(old.expires_at, None);
+                    self.expiries.recount(old.expires_at(), None);
                     crate::lazyfree::free_entry(old);
                 } else {
                     slot.get().access.touch(now_ms, &self.limits);
@@ -328,7 +332,7 @@ impl Db {
         {
             Some((k, e)) => {
                 self.mem.removed(&k, &e);
-                self.reindex(&k, e.expires_at, None);
+                self.reindex(&k, e.expires_at(), None);
                 self.signal_modified(&k);
                 true
             }
@@ -340,7 +344,7 @@ impl Db {
     pub(crate) fn remove(&self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove(key)?;
         self.mem.removed(&k, &e);
-        self.reindex(&k, e.expires_at, None);
+        self.reindex(&k, e.expires_at(), None);
         self.signal_modified(&k);
         Some(e)
     }
@@ -366,7 +370,7 @@ impl Db {
         // cheap pop from the front) and drops it as stale. Searching the index for it here
         // would cost every read that meets an expired key a logarithmic walk with key
         // comparisons, just when a storm of expiries makes such reads common.
-        self.expiries.recount(e.expires_at, None);
+        self.expiries.recount(e.expires_at(), None);
         self.signal_modified(&k);
         crate::lazyfree::free_entry(e);
         true
@@ -462,7 +466,7 @@ impl Db {
     pub(crate) fn check_expiry_index(&self) -> Result<(), String> {
         let mut with_ttl = 0;
         for e in self.map.iter() {
-            if let Some(t) = e.expires_at {
+            if let Some(t) = e.expires_at() {
                 with_ttl += 1;
                 if !self.expiries.contains(t, e.key()) {
                     return Err(format!(

@@ -221,7 +221,7 @@ fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, 
     if policy == Policy::VolatileTtl {
         for key in soonest(db, samples) {
             if let Some(e) = db.get(&key, now_ms, false) {
-                if let Some(t) = e.expires_at {
+                if let Some(t) = e.expires_at() {
                     let score = u64::MAX - t;
                     drop(e);
                     offer(&key, score);
@@ -232,7 +232,7 @@ fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, 
     }
     let mut found = Vec::with_capacity(samples.min(64));
     sample(db.map(), samples, samples * 16 + 64, |k, e| {
-        if policy.volatile() && e.expires_at.is_none() {
+        if policy.volatile() && e.expires_at().is_none() {
             return false;
         }
         found.push((k.clone(), e.access.score(now_ms, limits)));
@@ -275,7 +275,7 @@ fn choose(shared: &Shared, ev: &Evictor, limits: &Limits, now_ms: u64) -> Option
             }
             let mut pick = None;
             sample(db.map(), 1, 1024, |k, e| {
-                if policy.volatile() && e.expires_at.is_none() {
+                if policy.volatile() && e.expires_at().is_none() {
                     return false;
                 }
                 pick = Some(k.clone());
@@ -359,7 +359,7 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     let db = shared.keyspace.db(index);
     let _order = shared.order_guard();
     let gone = db.update(key, now_ms, true, |e| match e {
-        Some(e) if !policy.volatile() || e.expires_at.is_some() => (Update::Remove, true),
+        Some(e) if !policy.volatile() || e.expires_at().is_some() => (Update::Remove, true),
         _ => (Update::Keep, false),
     });
     shared.propagate_lazy_expired();

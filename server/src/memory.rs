@@ -211,7 +211,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// Estimated bytes one key holds, not counting its slot in the database's table (see
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
-    let ttl = if e.expires_at.is_some() {
+    let ttl = if e.expires_at().is_some() {
         EXPIRY_PAIR
     } else {
         0
@@ -232,7 +232,7 @@ impl DbMemory {
     pub(crate) fn added(&self, key: &[u8], e: &Entry) {
         self.bytes
             .fetch_add(entry_size(key, e) as i64, Ordering::Relaxed);
-        if e.expires_at.is_some() {
+        if e.expires_at().is_some() {
             self.volatile.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -241,7 +241,7 @@ impl DbMemory {
     pub(crate) fn removed(&self, key: &[u8], e: &Entry) {
         self.bytes
             .fetch_sub(entry_size(key, e) as i64, Ordering::Relaxed);
-        if e.expires_at.is_some() {
+        if e.expires_at().is_some() {
             self.volatile.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -252,7 +252,7 @@ impl DbMemory {
         let (mut bytes, mut volatile) = (0i64, 0i64);
         for (key, e) in gone {
             bytes += entry_size(key, e) as i64;
-            volatile += i64::from(e.expires_at.is_some());
+            volatile += i64::from(e.expires_at().is_some());
         }
         if bytes != 0 {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -286,7 +286,7 @@ impl DbMemory {
     pub(crate) fn measure(key: &[u8], e: &Entry) -> Measure {
         Measure {
             bytes: entry_size(key, e),
-            volatile: e.expires_at.is_some(),
+            volatile: e.expires_at().is_some(),
         }
     }
 

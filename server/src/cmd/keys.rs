@@ -297,7 +297,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
     let now = ctx.now_ms;
     // Checked and changed in one step: the TTL the options compare against is the one changed.
     ctx.update_key(&args[1], |current| {
-        let Some(current) = current.map(|e| e.expires_at) else {
+        let Some(current) = current.map(|e| e.expires_at()) else {
             return (Update::Keep, Frame::Integer(0));
         };
         // A key without a TTL counts as an infinite TTL for GT and LT.
@@ -337,7 +337,7 @@ fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], in_ms: bool, absolute: bool) -> Fr
     let Some(expires_at) = ctx
         .db()
         .get(key, ctx.now_ms, ctx.lazy_delete())
-        .map(|e| e.expires_at)
+        .map(|e| e.expires_at())
     else {
         return Frame::Integer(-2);
     };
@@ -371,7 +371,7 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     ctx.update_key(&args[1], |current| {
-        match current.and_then(|e| e.expires_at) {
+        match current.and_then(|e| e.expires_at()) {
             Some(_) => (Update::Expire(None), Frame::Integer(1)),
             None => (Update::Keep, Frame::Integer(0)),
         }

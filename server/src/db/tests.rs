@@ -46,7 +46,7 @@ fn update_changes_a_deadline_in_place() {
     let key = Bytes::from_static(b"k");
     db.insert(key.clone(), string("v", Some(100)));
     db.update(&key, 0, true, |_| (Update::Expire(Some(50)), ()));
-    assert_eq!(db.get(&key, 0, true).unwrap().expires_at, Some(50));
+    assert_eq!(db.get(&key, 0, true).unwrap().expires_at(), Some(50));
     assert_eq!(gone_keys(db.active_expire(60, 10)), vec![key]);
 }
 

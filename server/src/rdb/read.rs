@@ -366,7 +366,7 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         let now = server.clock().now_ms();
-        assert_eq!(got[3].2.expires_at, Some(now + 5000));
+        assert_eq!(got[3].2.expires_at(), Some(now + 5000));
         assert!(matches!(&got[3].2.value, Value::Str(v) if &v[..] == b"-70000"));
         assert!(
             matches!(&got[5].2.value, Value::ZSet(z) if z.score(b"lo") == Some(f64::NEG_INFINITY))
@@ -396,7 +396,7 @@ mod tests {
         crate::rdb::encode::len(&mut body, plain.len() as u64);
         body.put_slice(&packed);
         let got = keys(&file(&body)).unwrap();
-        assert_eq!(got[0].2.expires_at, Some(1_000_000));
+        assert_eq!(got[0].2.expires_at(), Some(1_000_000));
         assert!(matches!(&got[0].2.value, Value::Str(v) if v[..] == plain[..]));
     }
 
