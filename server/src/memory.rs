@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 
+use crate::db::Key;
 use crate::value::{Entry, Value};
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
@@ -104,14 +105,19 @@ pub(crate) fn alloc_size(n: usize) -> usize {
     ((n + 8 + 15) & !15).max(32)
 }
 
-/// A key's bytes, and the shared-buffer header `bytes` allocates once a key is cloned (the
-/// expiry index and `WATCH` hold clones).
+/// A key's bytes in the keyspace table (an exact-size box, see [`Key`]).
 fn key_size(key: &[u8]) -> usize {
+    alloc_size(key.len())
+}
+
+/// A copy of a key held as a `Bytes` elsewhere (the expiry index): its bytes and the
+/// shared-buffer header `bytes` allocates once such a copy is cloned.
+fn shared_key_size(key: &[u8]) -> usize {
     alloc_size(key.len()) + 32
 }
 
-/// One `(deadline, key)` pair of the expiry index: the pair in a B-tree node (nodes run about
-/// two-thirds full) and the clone of the key.
+/// One `(deadline, key)` pair of the expiry index in a B-tree node (nodes run about
+/// two-thirds full), besides its copy of the key ([`shared_key_size`]).
 const EXPIRY_PAIR: usize = 40 * 3 / 2 + 8;
 
 /// How many elements of a collection the estimate looks at.
@@ -212,7 +218,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     let ttl = if e.expires_at().is_some() {
-        EXPIRY_PAIR
+        EXPIRY_PAIR + shared_key_size(key)
     } else {
         0
     };
@@ -319,7 +325,7 @@ impl DbMemory {
     /// Bytes of a hash table with room for `capacity` entries: one `(key, entry)` slot and
     /// one control byte per bucket.
     pub(crate) fn table_bytes(capacity: usize) -> usize {
-        let slot = std::mem::size_of::<(Bytes, Entry)>() + 1;
+        let slot = std::mem::size_of::<(crate::db::Key, Entry)>() + 1;
         capacity * 8 / 7 * slot
     }
 }
@@ -336,13 +342,13 @@ pub(crate) struct Measure {
 /// that growth through a borrowed entry is counted like any other write. It locks the key's
 /// shard as the map's own guard does: drop it before touching another key of the database.
 pub(crate) struct EntryMut<'a> {
-    inner: RefMut<'a, Bytes, Entry>,
+    inner: RefMut<'a, Key, Entry>,
     mem: &'a DbMemory,
     before: Measure,
 }
 
 impl<'a> EntryMut<'a> {
-    pub(crate) fn new(inner: RefMut<'a, Bytes, Entry>, mem: &'a DbMemory) -> EntryMut<'a> {
+    pub(crate) fn new(inner: RefMut<'a, Key, Entry>, mem: &'a DbMemory) -> EntryMut<'a> {
         let before = DbMemory::measure(inner.key(), inner.value());
         EntryMut { inner, mem, before }
     }

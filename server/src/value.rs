@@ -294,6 +294,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 
+    /// A slot of the keyspace table: a boxed key (16 bytes) and the entry.
+    #[test]
+    fn a_slot_is_a_boxed_key_and_an_entry() {
+        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 72);
+    }
+
     #[test]
     fn a_deadline_round_trips() {
         let mut e = Entry::new(Value::Str(Bytes::new()));

@@ -186,7 +186,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let now = ctx.now_ms;
     let page = crate::scan::scan(ctx.db().map(), cursor, opts.count, |k, e| {
-        (!e.is_expired(now)).then(|| (k.clone(), e.value.type_name()))
+        (!e.is_expired(now)).then(|| (crate::db::key_bytes(k), e.value.type_name()))
     });
     let keys: Vec<Bytes> = page
         .items
