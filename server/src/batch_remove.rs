@@ -21,13 +21,14 @@
 use bytes::Bytes;
 use dashmap::DashMap;
 
+use crate::db::Key;
 use crate::value::Entry;
 
 /// Removes those of `keys` whose entry is expired at `now_ms` (a key that got a later
 /// deadline, or none, or is absent, is left alone) and returns them with their entries, in
 /// no particular order. Each key is looked up once, under one lock per shard.
 pub(crate) fn remove_expired<S: std::hash::BuildHasher + Clone>(
-    map: &DashMap<Bytes, Entry, S>,
+    map: &DashMap<Key, Entry, S>,
     keys: Vec<Bytes>,
     now_ms: u64,
 ) -> Vec<(Bytes, Entry)> {
@@ -62,8 +63,9 @@ pub(crate) fn remove_expired<S: std::hash::BuildHasher + Clone>(
             let removed = table.remove_entry(*hash, |(k, e)| {
                 k[..] == key[..] && e.get().is_expired(now_ms)
             });
-            if let Some((k, e)) = removed {
-                gone.push((k, e.into_inner()));
+            if let Some((_, e)) = removed {
+                // The batch's own copy of the key, which the caller already shares.
+                gone.push((key.clone(), e.into_inner()));
             }
         }
     }
@@ -116,7 +118,7 @@ mod tests {
 
     #[test]
     fn removes_exactly_the_expired_keys_of_the_batch() {
-        let map: DashMap<Bytes, Entry, ahash::RandomState> =
+        let map: DashMap<Key, Entry, ahash::RandomState> =
             DashMap::with_hasher(ahash::RandomState::new());
         for i in 0..1000u64 {
             // Even keys expired at 10, odd ones at 1000 or never.
@@ -125,7 +127,7 @@ mod tests {
                 1 => Some(1000),
                 _ => None,
             };
-            map.insert(Bytes::from(format!("k{i}")), entry(deadline));
+            map.insert(Key::from(format!("k{i}").as_bytes()), entry(deadline));
         }
         let batch: Vec<Bytes> = (0..1000u64)
             .step_by(3)

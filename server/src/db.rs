@@ -15,6 +15,19 @@ use bytes::Bytes;
 use dashmap::mapref::one::Ref;
 use dashmap::DashMap;
 
+/// A key as the keyspace table stores it: its bytes in one exact-size allocation, 16 bytes in
+/// the slot. A `Bytes` took 32 bytes of every slot (paid about twice per key, the table
+/// running half empty after it grows) and, once cloned, a separate 24-byte shared header.
+/// Hashes and compares as `[u8]`, so lookups take a `&[u8]`; code that needs a `Bytes` of
+/// a stored key (a reply, the expiry index) copies it with [`key_bytes`].
+pub(crate) type Key = Box<[u8]>;
+
+/// A stored key's bytes as a `Bytes` (a copy: a key is short, and the copy keeps the table's
+/// allocation exact).
+pub(crate) fn key_bytes(key: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(key)
+}
+
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
 /// resistant to hash flooding), instead of the standard library's slower SipHash.
 pub(crate) type KeyHasher = ahash::RandomState;
@@ -84,7 +97,7 @@ pub(crate) struct ShrinkCursor {
 pub(crate) struct Db {
     /// This database's number (`SELECT`), for what it reports about its keys.
     index: usize,
-    map: DashMap<Bytes, Entry, KeyHasher>,
+    map: DashMap<Key, Entry, KeyHasher>,
     /// Every key with a TTL, by deadline, and how many there are (see [`ExpiryIndex`]).
     expiries: ExpiryIndex,
     /// Transactions watching keys of this database.
@@ -117,7 +130,7 @@ impl Db {
     }
 
     /// The map itself, for eviction's sampling.
-    pub(crate) fn map(&self) -> &DashMap<Bytes, Entry, KeyHasher> {
+    pub(crate) fn map(&self) -> &DashMap<Key, Entry, KeyHasher> {
         &self.map
     }
 
@@ -147,7 +160,7 @@ impl Db {
         key: &[u8],
         now_ms: u64,
         lazy_delete: bool,
-    ) -> Option<Ref<'_, Bytes, Entry>> {
+    ) -> Option<Ref<'_, Key, Entry>> {
         let r = self.map.get(key)?;
         if !r.is_expired(now_ms) {
             r.access.touch(now_ms, &self.limits);
@@ -188,13 +201,17 @@ impl Db {
     /// freed off the hot path when big (see [`crate::lazyfree`]). Returns whether a key was
     /// replaced (expired or not).
     pub(crate) fn insert(&self, key: Bytes, entry: Entry) -> bool {
-        let new_deadline = entry.expires_at;
+        let new_deadline = entry.expires_at();
         self.mem.added(&key, &entry);
-        let old = self.map.insert(key.clone(), entry);
+        let old = self.map.insert(Key::from(&key[..]), entry);
         if let Some(o) = &old {
             self.mem.removed(&key, o);
         }
-        self.reindex(&key, old.as_ref().and_then(|e| e.expires_at), new_deadline);
+        self.reindex(
+            &key,
+            old.as_ref().and_then(|e| e.expires_at()),
+            new_deadline,
+        );
         self.signal_modified(&key);
         match old {
             Some(old) => {
@@ -202,6 +219,13 @@ impl Db {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Takes the pair of a removed entry out of the expiry index, if it had a deadline.
+    fn unindex(&self, key: &[u8], removed: &Entry) {
+        if let Some(t) = removed.expires_at() {
+            self.reindex(&key_bytes(key), Some(t), None);
         }
     }
 
@@ -230,67 +254,68 @@ impl Db {
     ) -> R {
         use dashmap::mapref::entry::Entry as Slot;
         // `dropped`: a replaced or deleted entry, freed once the shard is let go.
-        let (r, old_deadline, new_deadline, changed, dropped) = match self.map.entry(key.clone()) {
-            Slot::Occupied(mut slot) => {
-                let expired = slot.get().is_expired(now_ms);
-                if !expired {
-                    slot.get().access.touch(now_ms, &self.limits);
-                }
-                let before = DbMemory::measure(key, slot.get());
-                let (update, r) = decide((!expired).then(|| slot.get()));
-                // Charged as the entry is now, whatever happened to it (removal, nothing).
-                let after = |e: Option<&Entry>| match e {
-                    Some(e) => self.mem.changed(before, key, e),
-                    None => self.mem.changed_to_nothing(before),
-                };
-                if expired && lazy_delete {
-                    self.note_lazily_expired(key.clone());
-                }
-                match update {
-                    Update::Put(entry) => {
-                        let new = entry.expires_at;
-                        entry.access.init(now_ms, &self.limits);
-                        after(Some(&entry));
-                        let old = slot.insert(entry);
-                        (r, old.expires_at, new, true, Some(old))
+        let (r, old_deadline, new_deadline, changed, dropped) =
+            match self.map.entry(Key::from(&key[..])) {
+                Slot::Occupied(mut slot) => {
+                    let expired = slot.get().is_expired(now_ms);
+                    if !expired {
+                        slot.get().access.touch(now_ms, &self.limits);
                     }
-                    Update::Remove => {
-                        after(None);
-                        let old = slot.remove();
-                        (r, old.expires_at, None, true, Some(old))
+                    let before = DbMemory::measure(key, slot.get());
+                    let (update, r) = decide((!expired).then(|| slot.get()));
+                    // Charged as the entry is now, whatever happened to it (removal, nothing).
+                    let after = |e: Option<&Entry>| match e {
+                        Some(e) => self.mem.changed(before, key, e),
+                        None => self.mem.changed_to_nothing(before),
+                    };
+                    if expired && lazy_delete {
+                        self.note_lazily_expired(key.clone());
                     }
-                    // `decide` was shown no entry: nothing of it is kept. A master deletes the
-                    // expired key; a replica hides it and waits for its master's DEL.
-                    Update::Keep | Update::Expire(_) if expired && lazy_delete => {
-                        after(None);
-                        let old = slot.remove();
-                        (r, old.expires_at, None, true, Some(old))
-                    }
-                    Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
-                    Update::Expire(deadline) => {
-                        let old = std::mem::replace(&mut slot.get_mut().expires_at, deadline);
-                        after(Some(slot.get()));
-                        (r, old, deadline, true, None)
-                    }
-                    Update::Keep => (r, None, None, false, None),
-                }
-            }
-            Slot::Vacant(slot) => {
-                let (update, r) = decide(None);
-                match update {
-                    Update::Put(entry) => {
-                        let new = entry.expires_at;
-                        entry.access.init(now_ms, &self.limits);
-                        self.mem.added(key, &entry);
-                        slot.insert(entry);
-                        (r, None, new, true, None)
-                    }
-                    Update::Remove | Update::Keep | Update::Expire(_) => {
-                        (r, None, None, false, None)
+                    match update {
+                        Update::Put(entry) => {
+                            let new = entry.expires_at();
+                            entry.access.init(now_ms, &self.limits);
+                            after(Some(&entry));
+                            let old = slot.insert(entry);
+                            (r, old.expires_at(), new, true, Some(old))
+                        }
+                        Update::Remove => {
+                            after(None);
+                            let old = slot.remove();
+                            (r, old.expires_at(), None, true, Some(old))
+                        }
+                        // `decide` was shown no entry: nothing of it is kept. A master deletes the
+                        // expired key; a replica hides it and waits for its master's DEL.
+                        Update::Keep | Update::Expire(_) if expired && lazy_delete => {
+                            after(None);
+                            let old = slot.remove();
+                            (r, old.expires_at(), None, true, Some(old))
+                        }
+                        Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
+                        Update::Expire(deadline) => {
+                            let old = slot.get_mut().set_expires_at(deadline);
+                            after(Some(slot.get()));
+                            (r, old, deadline, true, None)
+                        }
+                        Update::Keep => (r, None, None, false, None),
                     }
                 }
-            }
-        };
+                Slot::Vacant(slot) => {
+                    let (update, r) = decide(None);
+                    match update {
+                        Update::Put(entry) => {
+                            let new = entry.expires_at();
+                            entry.access.init(now_ms, &self.limits);
+                            self.mem.added(key, &entry);
+                            slot.insert(entry);
+                            (r, None, new, true, None)
+                        }
+                        Update::Remove | Update::Keep | Update::Expire(_) => {
+                            (r, None, None, false, None)
+                        }
+                    }
+                }
+            };
         self.reindex(key, old_deadline, new_deadline);
         if changed {
             self.signal_modified(key);
@@ -318,7 +343,7 @@ impl Db {
             self.mem.added(key, &e);
             e
         };
-        let r = match self.map.entry(key.clone()) {
+        let r = match self.map.entry(Key::from(&key[..])) {
             Slot::Occupied(mut slot) => {
                 if slot.get().is_expired(now_ms) {
                     if lazy_delete {
@@ -329,7 +354,7 @@ impl Db {
                     // count of keys with a TTL is fixed at once.
                     self.mem.removed(key, slot.get());
                     let old = slot.insert(fresh());
-                    self.expiries.recount(old.expires_at, None);
+                    self.expiries.recount(old.expires_at(), None);
                     crate::lazyfree::free_entry(old);
                 } else {
                     slot.get().access.touch(now_ms, &self.limits);
@@ -351,7 +376,7 @@ impl Db {
         {
             Some((k, e)) => {
                 self.mem.removed(&k, &e);
-                self.reindex(&k, e.expires_at, None);
+                self.unindex(&k, &e);
                 self.signal_modified(&k);
                 true
             }
@@ -363,7 +388,7 @@ impl Db {
     pub(crate) fn remove(&self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove(key)?;
         self.mem.removed(&k, &e);
-        self.reindex(&k, e.expires_at, None);
+        self.unindex(&k, &e);
         self.signal_modified(&k);
         Some(e)
     }
@@ -377,7 +402,7 @@ impl Db {
         let removed = self.map.remove_if(key, |k, e| {
             let expired = e.is_expired(now_ms);
             if expired {
-                self.note_lazily_expired(k.clone());
+                self.note_lazily_expired(key_bytes(k));
             }
             expired
         });
@@ -389,7 +414,7 @@ impl Db {
         // cheap pop from the front) and drops it as stale. Searching the index for it here
         // would cost every read that meets an expired key a logarithmic walk with key
         // comparisons, just when a storm of expiries makes such reads common.
-        self.expiries.recount(e.expires_at, None);
+        self.expiries.recount(e.expires_at(), None);
         self.signal_modified(&k);
         crate::lazyfree::free_entry(e);
         true
@@ -486,9 +511,9 @@ impl Db {
     pub(crate) fn check_expiry_index(&self) -> Result<(), String> {
         let mut with_ttl = 0;
         for e in self.map.iter() {
-            if let Some(t) = e.expires_at {
+            if let Some(t) = e.expires_at() {
                 with_ttl += 1;
-                if !self.expiries.contains(t, e.key()) {
+                if !self.expiries.contains(t, &key_bytes(e.key())) {
                     return Err(format!(
                         "key {:?} expires at {t} but is not in the expiry index",
                         e.key()
@@ -510,7 +535,7 @@ impl Db {
         self.map
             .iter()
             .filter(|e| !e.is_expired(now_ms))
-            .map(|e| e.key().clone())
+            .map(|e| key_bytes(e.key()))
             .collect()
     }
 
@@ -519,7 +544,7 @@ impl Db {
         self.map
             .iter()
             .filter(|e| !e.is_expired(now_ms))
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|e| (key_bytes(e.key()), e.value().clone()))
             .collect()
     }
 

@@ -39,7 +39,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 
 pub(crate) use crate::config::{Limits, Policy};
-use crate::db::{Db, Entry, KeyHasher, Update, NUM_DBS};
+use crate::db::{Db, Entry, Key, KeyHasher, Update, NUM_DBS};
 use crate::memory::{human, rss_bytes};
 use crate::state::{Candidate, Evictor, Shared};
 
@@ -90,10 +90,10 @@ pub(crate) enum Outcome {
 /// random bucket, and offers each entry to `keep` until it has accepted `want` of them (Redis's
 /// `dictGetSomeKeys`).
 fn sample(
-    map: &DashMap<Bytes, Entry, KeyHasher>,
+    map: &DashMap<Key, Entry, KeyHasher>,
     want: usize,
     max_visits: usize,
-    mut keep: impl FnMut(&Bytes, &Entry) -> bool,
+    mut keep: impl FnMut(&[u8], &Entry) -> bool,
 ) {
     let shards = map.shards();
     let first = rand::random_range(0..shards.len());
@@ -142,7 +142,7 @@ const MAX_FAIR_DRAWS: usize = 1024;
 /// Only when every draw finds an empty bucket does it walk from a random bucket as [`sample`]
 /// does, which always finds a key but favours the keys after long empty runs.
 pub(crate) fn random_key(
-    map: &DashMap<Bytes, Entry, KeyHasher>,
+    map: &DashMap<Key, Entry, KeyHasher>,
     now_ms: u64,
 ) -> Option<(Bytes, bool)> {
     let shards = map.shards();
@@ -182,12 +182,12 @@ pub(crate) fn random_key(
         if unsafe { table.is_bucket_full(i) } {
             // SAFETY: as above, and the bucket holds an initialised entry.
             let (k, v) = unsafe { table.bucket(i).as_ref() };
-            return Some((k.clone(), v.get().is_expired(now_ms)));
+            return Some((crate::db::key_bytes(k), v.get().is_expired(now_ms)));
         }
     }
     let mut picked = None;
     sample(map, 1, usize::MAX, |k, e| {
-        picked = Some((k.clone(), e.is_expired(now_ms)));
+        picked = Some((crate::db::key_bytes(k), e.is_expired(now_ms)));
         true
     });
     picked
@@ -221,7 +221,7 @@ fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, 
     if policy == Policy::VolatileTtl {
         for key in soonest(db, samples) {
             if let Some(e) = db.get(&key, now_ms, false) {
-                if let Some(t) = e.expires_at {
+                if let Some(t) = e.expires_at() {
                     let score = u64::MAX - t;
                     drop(e);
                     offer(&key, score);
@@ -232,10 +232,10 @@ fn fill_pool(pool: &mut Vec<Candidate>, index: usize, db: &Db, limits: &Limits, 
     }
     let mut found = Vec::with_capacity(samples.min(64));
     sample(db.map(), samples, samples * 16 + 64, |k, e| {
-        if policy.volatile() && e.expires_at.is_none() {
+        if policy.volatile() && e.expires_at().is_none() {
             return false;
         }
-        found.push((k.clone(), e.access.score(now_ms, limits)));
+        found.push((crate::db::key_bytes(k), e.access.score(now_ms, limits)));
         true
     });
     if found.is_empty() && policy.volatile() {
@@ -275,10 +275,10 @@ fn choose(shared: &Shared, ev: &Evictor, limits: &Limits, now_ms: u64) -> Option
             }
             let mut pick = None;
             sample(db.map(), 1, 1024, |k, e| {
-                if policy.volatile() && e.expires_at.is_none() {
+                if policy.volatile() && e.expires_at().is_none() {
                     return false;
                 }
-                pick = Some(k.clone());
+                pick = Some(crate::db::key_bytes(k));
                 true
             });
             if pick.is_none() && policy.volatile() {
@@ -359,7 +359,7 @@ fn evict_key(shared: &Shared, index: usize, key: &Bytes, policy: Policy, now_ms:
     let db = shared.keyspace.db(index);
     let _order = shared.order_guard();
     let gone = db.update(key, now_ms, true, |e| match e {
-        Some(e) if !policy.volatile() || e.expires_at.is_some() => (Update::Remove, true),
+        Some(e) if !policy.volatile() || e.expires_at().is_some() => (Update::Remove, true),
         _ => (Update::Keep, false),
     });
     shared.propagate_lazy_expired();

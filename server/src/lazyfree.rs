@@ -92,8 +92,8 @@ mod tests {
         for i in 0..10_000u32 {
             h.insert(Bytes::from(i.to_string()), Bytes::from_static(b"v"));
         }
-        assert!(effort(&Value::Hash(h.clone())) > THRESHOLD);
-        free_value(Value::Hash(h));
+        assert!(effort(&Value::Hash(Box::new(h.clone()))) > THRESHOLD);
+        free_value(Value::Hash(Box::new(h)));
         // The freer drops it soon; other tests may hand it work too, so wait for idle.
         let start = std::time::Instant::now();
         while PENDING.load(Ordering::Acquire) != 0 {

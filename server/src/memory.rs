@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 
+use crate::db::Key;
 use crate::value::{Entry, Value};
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
@@ -104,14 +105,19 @@ pub(crate) fn alloc_size(n: usize) -> usize {
     ((n + 8 + 15) & !15).max(32)
 }
 
-/// A key's bytes, and the shared-buffer header `bytes` allocates once a key is cloned (the
-/// expiry index and `WATCH` hold clones).
+/// A key's bytes in the keyspace table (an exact-size box, see [`Key`]).
 fn key_size(key: &[u8]) -> usize {
+    alloc_size(key.len())
+}
+
+/// A copy of a key held as a `Bytes` elsewhere (the expiry index): its bytes and the
+/// shared-buffer header `bytes` allocates once such a copy is cloned.
+fn shared_key_size(key: &[u8]) -> usize {
     alloc_size(key.len()) + 32
 }
 
-/// One `(deadline, key)` pair of the expiry index: the pair in a B-tree node (nodes run about
-/// two-thirds full) and the clone of the key.
+/// One `(deadline, key)` pair of the expiry index in a B-tree node (nodes run about
+/// two-thirds full), besides its copy of the key ([`shared_key_size`]).
 const EXPIRY_PAIR: usize = 40 * 3 / 2 + 8;
 
 /// How many elements of a collection the estimate looks at.
@@ -128,6 +134,12 @@ fn extrapolate(len: usize, at: impl Fn(usize) -> usize) -> usize {
     sum * len / n
 }
 
+/// The allocation of a collection's boxed header (see [`Value`]: hashes, sets and sorted sets
+/// live behind a box).
+fn boxed<T>(_: &T) -> usize {
+    alloc_size(std::mem::size_of::<T>())
+}
+
 /// Estimated bytes of one value, including its collection's own tables.
 pub(crate) fn value_size(v: &Value) -> usize {
     match v {
@@ -135,7 +147,8 @@ pub(crate) fn value_size(v: &Value) -> usize {
         Value::Hash(h) => {
             // IndexMap: a vector of (hash, key, value) buckets plus a table of indices.
             let tables = h.capacity() * (8 + 32 + 32) + h.capacity() * 8 / 7 * (8 + 1);
-            tables
+            boxed(&**h)
+                + tables
                 + extrapolate(h.len(), |i| {
                     h.get_index(i)
                         .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
@@ -158,19 +171,22 @@ pub(crate) fn value_size(v: &Value) -> usize {
             } else {
                 sample.iter().sum::<usize>() * z.len() / sample.len()
             };
-            z.len() * per_member + members
+            boxed(&**z) + z.len() * per_member + members
         }
-        Value::Set(s) => match s.ints() {
-            // An intset: one sorted vector of 8-byte integers.
-            Some(v) => 8 * v.len().next_power_of_two().max(4),
-            // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
-            None => {
-                let n = s.len();
-                n * (8 + 32)
-                    + n * 8 / 7 * (8 + 1)
-                    + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
-            }
-        },
+        Value::Set(s) => {
+            boxed(&**s)
+                + match s.ints() {
+                    // An intset: one sorted vector of 8-byte integers.
+                    Some(v) => 8 * v.len().next_power_of_two().max(4),
+                    // An IndexSet: a vector of (hash, member) buckets plus a table of indices.
+                    None => {
+                        let n = s.len();
+                        n * (8 + 32)
+                            + n * 8 / 7 * (8 + 1)
+                            + extrapolate(n, |i| alloc_size(s.sample_member_len(i)))
+                    }
+                }
+        }
         Value::Stream(s) => {
             // The stream's header, then per entry: a B-tree slot (ID and vector, nodes about
             // two-thirds full), the vector's buffer and the fields' bytes, sampled from the
@@ -201,8 +217,8 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// Estimated bytes one key holds, not counting its slot in the database's table (see
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
-    let ttl = if e.expires_at.is_some() {
-        EXPIRY_PAIR
+    let ttl = if e.expires_at().is_some() {
+        EXPIRY_PAIR + shared_key_size(key)
     } else {
         0
     };
@@ -222,7 +238,7 @@ impl DbMemory {
     pub(crate) fn added(&self, key: &[u8], e: &Entry) {
         self.bytes
             .fetch_add(entry_size(key, e) as i64, Ordering::Relaxed);
-        if e.expires_at.is_some() {
+        if e.expires_at().is_some() {
             self.volatile.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -231,7 +247,7 @@ impl DbMemory {
     pub(crate) fn removed(&self, key: &[u8], e: &Entry) {
         self.bytes
             .fetch_sub(entry_size(key, e) as i64, Ordering::Relaxed);
-        if e.expires_at.is_some() {
+        if e.expires_at().is_some() {
             self.volatile.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -242,7 +258,7 @@ impl DbMemory {
         let (mut bytes, mut volatile) = (0i64, 0i64);
         for (key, e) in gone {
             bytes += entry_size(key, e) as i64;
-            volatile += i64::from(e.expires_at.is_some());
+            volatile += i64::from(e.expires_at().is_some());
         }
         if bytes != 0 {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -276,7 +292,7 @@ impl DbMemory {
     pub(crate) fn measure(key: &[u8], e: &Entry) -> Measure {
         Measure {
             bytes: entry_size(key, e),
-            volatile: e.expires_at.is_some(),
+            volatile: e.expires_at().is_some(),
         }
     }
 
@@ -309,7 +325,7 @@ impl DbMemory {
     /// Bytes of a hash table with room for `capacity` entries: one `(key, entry)` slot and
     /// one control byte per bucket.
     pub(crate) fn table_bytes(capacity: usize) -> usize {
-        let slot = std::mem::size_of::<(Bytes, Entry)>() + 1;
+        let slot = std::mem::size_of::<(crate::db::Key, Entry)>() + 1;
         capacity * 8 / 7 * slot
     }
 }
@@ -326,13 +342,13 @@ pub(crate) struct Measure {
 /// that growth through a borrowed entry is counted like any other write. It locks the key's
 /// shard as the map's own guard does: drop it before touching another key of the database.
 pub(crate) struct EntryMut<'a> {
-    inner: RefMut<'a, Bytes, Entry>,
+    inner: RefMut<'a, Key, Entry>,
     mem: &'a DbMemory,
     before: Measure,
 }
 
 impl<'a> EntryMut<'a> {
-    pub(crate) fn new(inner: RefMut<'a, Bytes, Entry>, mem: &'a DbMemory) -> EntryMut<'a> {
+    pub(crate) fn new(inner: RefMut<'a, Key, Entry>, mem: &'a DbMemory) -> EntryMut<'a> {
         let before = DbMemory::measure(inner.key(), inner.value());
         EntryMut { inner, mem, before }
     }
@@ -422,14 +438,14 @@ mod tests {
     #[test]
     fn the_estimate_of_a_collection_follows_its_growth() {
         let mut h = indexmap::IndexMap::new();
-        let small = value_size(&Value::Hash(h.clone()));
+        let small = value_size(&Value::Hash(Box::new(h.clone())));
         for i in 0..1000u32 {
             h.insert(
                 Bytes::from(format!("field{i}")),
                 Bytes::from(vec![b'x'; 100]),
             );
         }
-        let big = value_size(&Value::Hash(h));
+        let big = value_size(&Value::Hash(Box::new(h)));
         assert!(big > small + 1000 * 100, "{big} vs {small}");
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 
 use crate::codec::{encode, stream_chunk};
-use crate::db::{Entry, Value};
+use crate::db::Value;
 use crate::state::Shared;
 
 mod unit;
@@ -150,20 +150,12 @@ pub(crate) fn encode_effects(
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec" => {}
         "set" | "setex" | "psetex" | "getset" | "setnx" => {
             let entry = shared.keyspace.db(db).get(key, 0, false);
-            match entry.as_deref() {
-                Some(Entry {
-                    value: Value::Str(v),
-                    expires_at: Some(t),
-                    ..
-                }) => encode(
-                    &[&b"SET"[..], key, &v[..], b"PXAT", n.format(*t).as_bytes()],
+            match entry.as_deref().map(|e| (&e.value, e.expires_at())) {
+                Some((Value::Str(v), Some(t))) => encode(
+                    &[&b"SET"[..], key, &v[..], b"PXAT", n.format(t).as_bytes()],
                     out,
                 ),
-                Some(Entry {
-                    value: Value::Str(v),
-                    expires_at: None,
-                    ..
-                }) => encode(&[&b"SET"[..], key, &v[..]], out),
+                Some((Value::Str(v), None)) => encode(&[&b"SET"[..], key, &v[..]], out),
                 _ => encode(&[&b"DEL"[..], key], out),
             }
         }
@@ -172,7 +164,7 @@ pub(crate) fn encode_effects(
                 .keyspace
                 .db(db)
                 .get(key, 0, false)
-                .map(|e| e.expires_at);
+                .map(|e| e.expires_at());
             match expiry {
                 Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
                 Some(None) => encode(&[&b"PERSIST"[..], key], out),

@@ -17,14 +17,16 @@ use crate::zset::ZSet;
 pub(crate) enum Value {
     /// A string (also what `INCR` works on).
     Str(Bytes),
-    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match.
-    Hash(IndexMap<Bytes, Bytes>),
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match. Boxed,
+    /// like the sorted set and the set: every key's slot in the keyspace table is as large as
+    /// the largest variant, and most keys hold strings.
+    Hash(Box<IndexMap<Bytes, Bytes>>),
     /// A list.
     List(VecDeque<Bytes>),
-    /// A sorted set.
-    ZSet(ZSet),
-    /// A set (an intset or a hashtable, see [`Set`]).
-    Set(Set),
+    /// A sorted set (boxed, see `Hash`).
+    ZSet(Box<ZSet>),
+    /// A set (an intset or a hashtable, see [`Set`]; boxed, see `Hash`).
+    Set(Box<Set>),
     /// A stream (see [`Stream`]); boxed, being the largest and the rarest.
     Stream(Box<Stream>),
 }
@@ -79,14 +81,34 @@ impl Value {
 }
 
 /// A value and its absolute expiry time (Unix milliseconds), if it has one.
+///
+/// Every key's slot in the keyspace table holds one, so its size is paid for each key (about
+/// twice over, the table being half empty right after it grows): the deadline is a plain
+/// `u64` with [`NO_DEADLINE`] for "no TTL" rather than an `Option<u64>`, which would take 16
+/// bytes. Read and write it through [`expires_at`](Entry::expires_at) and
+/// [`set_expires_at`](Entry::set_expires_at).
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     /// The stored value.
     pub value: Value,
-    /// When the key stops existing, in Unix milliseconds.
-    pub expires_at: Option<u64>,
+    /// When the key stops existing, in Unix milliseconds; [`NO_DEADLINE`] when it has no TTL.
+    deadline: u64,
     /// When the key was last used, or how often (for `maxmemory` eviction).
     pub access: Access,
+}
+
+/// The stored deadline of a key without a TTL. No real deadline reaches it: commands refuse
+/// times past `i64::MAX` milliseconds, and a larger one read from a file is clamped just
+/// below it (see [`Entry::set_expires_at`]), which still means "not in the next 500 million
+/// years".
+const NO_DEADLINE: u64 = u64::MAX;
+
+/// The stored form of a deadline (see [`NO_DEADLINE`]).
+fn pack(expires_at: Option<u64>) -> u64 {
+    match expires_at {
+        Some(t) => t.min(NO_DEADLINE - 1),
+        None => NO_DEADLINE,
+    }
 }
 
 impl Entry {
@@ -99,14 +121,29 @@ impl Entry {
     pub(crate) fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
         Entry {
             value,
-            expires_at,
+            deadline: pack(expires_at),
             access: Access::default(),
         }
     }
 
+    /// When the key stops existing, in Unix milliseconds (`None`: it has no TTL).
+    #[inline]
+    pub(crate) fn expires_at(&self) -> Option<u64> {
+        (self.deadline != NO_DEADLINE).then_some(self.deadline)
+    }
+
+    /// Gives the key a new deadline (`None`: no TTL) and returns the one it had.
+    pub(crate) fn set_expires_at(&mut self, expires_at: Option<u64>) -> Option<u64> {
+        let old = self.expires_at();
+        self.deadline = pack(expires_at);
+        old
+    }
+
     /// Whether the entry is logically gone at `now_ms`.
+    #[inline]
     pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
-        matches!(self.expires_at, Some(t) if t <= now_ms)
+        // A clock at the end of time (`u64::MAX`) still leaves a key without TTL alive.
+        self.deadline <= now_ms.min(NO_DEADLINE - 1)
     }
 }
 
@@ -232,5 +269,52 @@ fn log_incr(counter: u32, limits: &Limits) -> u32 {
         counter + 1
     } else {
         counter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key pays for an `Entry` (and its key) in the keyspace table's slot, about twice
+    /// over since the table runs half empty after it grows: a variant that makes `Value`
+    /// bigger costs every key, so the big, rarer ones are boxed. This fails when one is not.
+    #[test]
+    fn a_value_is_no_bigger_than_a_string() {
+        assert_eq!(
+            std::mem::size_of::<Value>(),
+            40,
+            "a 32-byte Bytes and the tag"
+        );
+    }
+
+    /// The entry around it: the value, an 8-byte deadline, the 4-byte access stamp.
+    #[test]
+    fn an_entry_is_a_value_a_deadline_and_a_stamp() {
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
+    }
+
+    /// A slot of the keyspace table: a boxed key (16 bytes) and the entry.
+    #[test]
+    fn a_slot_is_a_boxed_key_and_an_entry() {
+        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 72);
+    }
+
+    #[test]
+    fn a_deadline_round_trips() {
+        let mut e = Entry::new(Value::Str(Bytes::new()));
+        assert_eq!(e.expires_at(), None);
+        assert!(!e.is_expired(u64::MAX), "no TTL: never expires");
+        assert_eq!(e.set_expires_at(Some(10)), None);
+        assert_eq!(e.expires_at(), Some(10));
+        assert!(!e.is_expired(9) && e.is_expired(10));
+        assert_eq!(e.set_expires_at(Some(u64::MAX)), Some(10));
+        assert_eq!(
+            e.expires_at(),
+            Some(u64::MAX - 1),
+            "clamped below the sentinel"
+        );
+        assert_eq!(e.set_expires_at(None), Some(u64::MAX - 1));
+        assert_eq!(e.expires_at(), None);
     }
 }

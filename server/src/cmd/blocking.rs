@@ -92,7 +92,7 @@ pub(super) fn block_until<F>(
                     for k in &keys {
                         let others_may_take = db
                             .map()
-                            .get(k)
+                            .get(&k[..])
                             .is_some_and(|e| !matches!(e.value, crate::value::Value::Stream(_)));
                         if others_may_take {
                             db.signal_after(k, &notify);

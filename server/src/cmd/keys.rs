@@ -188,7 +188,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let now = ctx.now_ms;
     let page = crate::scan::scan(ctx.db().map(), cursor, opts.count, |k, e| {
-        (!e.is_expired(now)).then(|| (k.clone(), e.value.type_name()))
+        (!e.is_expired(now)).then(|| (crate::db::key_bytes(k), e.value.type_name()))
     });
     let keys: Vec<Bytes> = page
         .items
@@ -301,7 +301,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: i64, absolute: boo
     let now = ctx.now_ms;
     // Checked and changed in one step: the TTL the options compare against is the one changed.
     let reply = ctx.update_key(&args[1], |current| {
-        let Some(current) = current.map(|e| e.expires_at) else {
+        let Some(current) = current.map(|e| e.expires_at()) else {
             return (Update::Keep, Frame::Integer(0));
         };
         // A key without a TTL counts as an infinite TTL for GT and LT.
@@ -347,7 +347,7 @@ fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], in_ms: bool, absolute: bool) -> Fr
     let Some(expires_at) = ctx
         .db()
         .get(key, ctx.now_ms, ctx.lazy_delete())
-        .map(|e| e.expires_at)
+        .map(|e| e.expires_at())
     else {
         return Frame::Integer(-2);
     };
@@ -381,7 +381,7 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let reply = ctx.update_key(&args[1], |current| {
-        match current.and_then(|e| e.expires_at) {
+        match current.and_then(|e| e.expires_at()) {
             Some(_) => (Update::Expire(None), Frame::Integer(1)),
             None => (Update::Keep, Frame::Integer(0)),
         }

@@ -37,7 +37,7 @@ fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
         .keyspace
         .db(db)
         .get(key, ctx.now_ms, ctx.lazy_delete())?;
-    Some(Entry::with_expiry(e.value.clone(), e.expires_at))
+    Some(Entry::with_expiry(e.value.clone(), e.expires_at()))
 }
 
 /// Stores a copied or moved entry; a list or a sorted set wakes the clients blocked on its new

@@ -500,7 +500,8 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: Set, event: &str) -> Frame {
         }
         return Frame::Integer(0);
     }
-    ctx.db().insert(dst.clone(), Entry::new(Value::Set(result)));
+    ctx.db()
+        .insert(dst.clone(), Entry::new(Value::Set(Box::new(result))));
     ctx.modified(dst);
     ctx.notify(SET, event, dst);
     Frame::Integer(n as i64)

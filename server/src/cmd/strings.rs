@@ -79,7 +79,7 @@ fn deadline(expiry: Expiry, current: Option<&Entry>) -> Option<u64> {
     match expiry {
         Expiry::None => None,
         Expiry::At(t) => Some(t),
-        Expiry::Keep => current.and_then(|e| e.expires_at),
+        Expiry::Keep => current.and_then(|e| e.expires_at()),
     }
 }
 
@@ -327,7 +327,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         };
         let update = match ttl {
             Some(at) if at <= now && !is_replica => Update::Remove,
-            ttl if ttl == current.and_then(|e| e.expires_at) => Update::Keep,
+            ttl if ttl == current.and_then(|e| e.expires_at()) => Update::Keep,
             ttl => Update::Expire(ttl),
         };
         (update, Frame::Bulk(value))

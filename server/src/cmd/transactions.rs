@@ -97,7 +97,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         let expiry = ctx
             .db()
             .get(key, ctx.now_ms, ctx.lazy_delete())
-            .and_then(|e| e.expires_at);
+            .and_then(|e| e.expires_at());
         ctx.db().watch(key.clone(), ctx.client.watch_flag.clone());
         ctx.client.watched.push((db_index, key.clone(), expiry));
     }

@@ -96,7 +96,7 @@ impl Container for indexmap::IndexMap<Bytes, Bytes> {
         }
     }
     fn empty() -> Value {
-        Value::Hash(Default::default())
+        Value::Hash(Box::default())
     }
 }
 
@@ -132,7 +132,7 @@ impl Container for crate::zset::ZSet {
         }
     }
     fn empty() -> Value {
-        Value::ZSet(Default::default())
+        Value::ZSet(Box::default())
     }
 }
 
@@ -150,7 +150,7 @@ impl Container for crate::set::Set {
         }
     }
     fn empty() -> Value {
-        Value::Set(Default::default())
+        Value::Set(Box::default())
     }
 }
 

@@ -451,7 +451,7 @@ pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet, event: &str) -
         return Frame::Integer(0);
     }
     ctx.db()
-        .insert(dst.clone(), Entry::new(Value::ZSet(result)));
+        .insert(dst.clone(), Entry::new(Value::ZSet(Box::new(result))));
     ctx.modified(dst);
     ctx.notify(ZSET, event, dst);
     ctx.db().signal_ready(dst);

@@ -45,7 +45,7 @@ impl Db {
     /// `scanDatabaseForReadyKeys`); each checks the value's type itself.
     fn wake_blocked_on_present_keys(&self) {
         for waiting in self.blocked.iter() {
-            if self.map.contains_key(waiting.key()) {
+            if self.map.contains_key(&waiting.key()[..]) {
                 for n in waiting.value() {
                     n.notify_one();
                 }

@@ -46,7 +46,7 @@ fn update_changes_a_deadline_in_place() {
     let key = Bytes::from_static(b"k");
     db.insert(key.clone(), string("v", Some(100)));
     db.update(&key, 0, true, |_| (Update::Expire(Some(50)), ()));
-    assert_eq!(db.get(&key, 0, true).unwrap().expires_at, Some(50));
+    assert_eq!(db.get(&key, 0, true).unwrap().expires_at(), Some(50));
     assert_eq!(gone_keys(db.active_expire(60, 10)), vec![key]);
 }
 
@@ -67,7 +67,7 @@ fn the_ttl_count_is_kept_through_every_change() {
     assert_eq!(db.expires_count(), 1);
     // An expired key recreated as a fresh hash loses its TTL; its stale pair is dropped
     // by the next pass without deleting the new key.
-    drop(db.get_or_create(&b, 300, true, || Value::Hash(IndexMap::new())));
+    drop(db.get_or_create(&b, 300, true, || Value::Hash(Box::new(IndexMap::new()))));
     assert_eq!(db.expires_count(), 0);
     assert!(db.has_due(300), "the stale pair is still due");
     assert!(db.active_expire(300, 10).is_empty());

@@ -88,8 +88,8 @@ impl Db {
             return;
         }
         for w in self.watchers.iter() {
-            let present = self.map.contains_key(w.key())
-                || other.is_some_and(|o| o.map.contains_key(w.key()));
+            let present = self.map.contains_key(&w.key()[..])
+                || other.is_some_and(|o| o.map.contains_key(&w.key()[..]));
             if present {
                 for f in w.value() {
                     f.set_dirty();

@@ -123,10 +123,10 @@ mod tests {
 
     /// A set, shaped for `max_intset`, from its members.
     fn set_of(members: &[&str], max_intset: usize) -> Value {
-        Value::Set(Set::from_members(
+        Value::Set(Box::new(Set::from_members(
             members.iter().map(|m| Bytes::copy_from_slice(m.as_bytes())),
             max_intset,
-        ))
+        )))
     }
 
     /// What redis-server 7.0.15 answers to `SET foo bar` then `DUMP foo`.

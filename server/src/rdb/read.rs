@@ -44,7 +44,7 @@ fn pairs_to_hash(items: Vec<Bytes>) -> Result<Value, RdbError> {
     while let (Some(f), Some(v)) = (it.next(), it.next()) {
         h.insert(f, v);
     }
-    Ok(Value::Hash(h))
+    Ok(Value::Hash(Box::new(h)))
 }
 
 fn pairs_to_zset(items: Vec<Bytes>) -> Result<Value, RdbError> {
@@ -56,7 +56,7 @@ fn pairs_to_zset(items: Vec<Bytes>) -> Result<Value, RdbError> {
     while let (Some(m), Some(s)) = (it.next(), it.next()) {
         z.insert(m, parse_score(&s)?);
     }
-    Ok(Value::ZSet(z))
+    Ok(Value::ZSet(Box::new(z)))
 }
 
 /// Reads the value of a key of type `t`.
@@ -94,7 +94,7 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
                 })?;
                 z.insert(m, s);
             }
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }
         kind::LIST_ZIPLIST => Value::List(packed::ziplist(&r.string()?)?.into()),
         kind::HASH_ZIPLIST => pairs_to_hash(packed::ziplist(&r.string()?)?)?,
@@ -125,10 +125,12 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
                 members.push(r.string()?);
             }
             // Shaped by the loader's `set-max-intset-entries` afterwards (`Set::fit`).
-            Value::Set(Set::from_loaded(members))
+            Value::Set(Box::new(Set::from_loaded(members)))
         }
-        kind::SET_INTSET => Value::Set(Set::Ints(packed::intset(&r.string()?)?)),
-        kind::SET_LISTPACK => Value::Set(Set::from_loaded(packed::listpack(&r.string()?)?)),
+        kind::SET_INTSET => Value::Set(Box::new(Set::Ints(packed::intset(&r.string()?)?))),
+        kind::SET_LISTPACK => {
+            Value::Set(Box::new(Set::from_loaded(packed::listpack(&r.string()?)?)))
+        }
         kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | kind::STREAM_LISTPACKS_3 => {
             Value::Stream(Box::new(super::stream_read::stream(r, t)?))
         }
@@ -364,7 +366,7 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         let now = server.clock().now_ms();
-        assert_eq!(got[3].2.expires_at, Some(now + 5000));
+        assert_eq!(got[3].2.expires_at(), Some(now + 5000));
         assert!(matches!(&got[3].2.value, Value::Str(v) if &v[..] == b"-70000"));
         assert!(
             matches!(&got[5].2.value, Value::ZSet(z) if z.score(b"lo") == Some(f64::NEG_INFINITY))
@@ -394,7 +396,7 @@ mod tests {
         crate::rdb::encode::len(&mut body, plain.len() as u64);
         body.put_slice(&packed);
         let got = keys(&file(&body)).unwrap();
-        assert_eq!(got[0].2.expires_at, Some(1_000_000));
+        assert_eq!(got[0].2.expires_at(), Some(1_000_000));
         assert!(matches!(&got[0].2.value, Value::Str(v) if v[..] == plain[..]));
     }
 

@@ -73,10 +73,10 @@ pub(crate) fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
         len(&mut out, i as u64);
         out.put_u8(opcode::RESIZEDB);
         len(&mut out, entries.len() as u64);
-        let expiring = entries.iter().filter(|(_, e)| e.expires_at.is_some());
+        let expiring = entries.iter().filter(|(_, e)| e.expires_at().is_some());
         len(&mut out, expiring.count() as u64);
         for (key, entry) in entries {
-            if let Some(t) = entry.expires_at {
+            if let Some(t) = entry.expires_at() {
                 out.put_u8(opcode::EXPIRETIME_MS);
                 out.put_u64_le(t);
             }
@@ -117,7 +117,7 @@ pub(crate) fn object(out: &mut BytesMut, v: &Value) {
         Value::Str(s) => string(out, s),
         Value::Hash(h) => {
             len(out, h.len() as u64);
-            for (f, v) in h {
+            for (f, v) in h.iter() {
                 string(out, f);
                 string(out, v);
             }
