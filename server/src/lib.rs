@@ -58,6 +58,7 @@ pub(crate) mod expiry_index;
 pub(crate) mod failover;
 pub(crate) mod frame;
 pub(crate) mod gate;
+pub(crate) mod geo;
 pub(crate) mod glob;
 pub(crate) mod hand_off;
 pub(crate) mod hll;

@@ -84,6 +84,15 @@ impl ZSet {
         self.scores.get_index(position).map(|(m, s)| (m, *s))
     }
 
+    /// Members whose score is in `[min, max)`, ascending, with their scores (a geo search
+    /// scans one cell's range this way).
+    pub(crate) fn range_from(&self, min: f64, max: f64) -> impl Iterator<Item = (&Bytes, f64)> {
+        self.order
+            .range((Score(min), Bytes::new())..)
+            .take_while(move |(s, _)| s.0 < max)
+            .map(|(s, m)| (m, s.0))
+    }
+
     /// 0-based rank of `member` in ascending order.
     pub(crate) fn rank(&self, member: &[u8]) -> Option<usize> {
         let s = self.score(member)?;

@@ -673,3 +673,37 @@ fn function_restore_reaches_the_stream_as_redis_sends_it() {
         .collect();
     assert_eq!(got, expected);
 }
+
+/// Geo commands on the server at `addr`, and what the stream carried for them.
+fn geo_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    table_effects(
+        addr,
+        &[
+            "GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+            "GEOADD g NX CH 13.361389 38.115556 Palermo 12.1 37.9 Marsala",
+            "GEOADD g XX 14 37 Nowhere",
+            "GEORADIUS g 15 37 200 km STORE d",
+            "GEORADIUS g 15 37 200 km STOREDIST d2",
+            "GEOSEARCHSTORE d3 g FROMMEMBER Palermo BYRADIUS 100 km",
+            "GEOSEARCHSTORE d3 g FROMLONLAT 0 0 BYRADIUS 1 km",
+            "GEORADIUS_RO g 15 37 200 km",
+        ],
+    )
+}
+
+/// `GEOADD` reaches replicas and the AOF as the `ZADD` of the encoded scores, with its
+/// options; the storing searches as themselves: the same stream as Redis 7.0's.
+#[test]
+fn geo_commands_reach_the_stream_as_redis_sends_them() {
+    same_stream_as_redis(
+        geo_effects,
+        &[
+            "ZADD g 3479099956230698 Palermo 3479447370796909 Catania",
+            "ZADD g NX CH 3479099956230698 Palermo 3478958618045023 Marsala",
+            "GEORADIUS g 15 37 200 km STORE d",
+            "GEORADIUS g 15 37 200 km STOREDIST d2",
+            "GEOSEARCHSTORE d3 g FROMMEMBER Palermo BYRADIUS 100 km",
+            "GEOSEARCHSTORE d3 g FROMLONLAT 0 0 BYRADIUS 1 km",
+        ],
+    );
+}

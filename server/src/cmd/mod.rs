@@ -23,6 +23,8 @@ mod command_meta;
 pub(crate) mod connection;
 pub(crate) mod dump;
 pub(crate) mod function_dump;
+pub(crate) mod geo;
+pub(crate) mod geo_search;
 pub(crate) mod hashes;
 pub(crate) mod hll;
 pub(crate) mod hll_debug;
@@ -62,7 +64,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 38] {
+fn tables() -> [&'static [CommandSpec]; 40] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -77,6 +79,8 @@ fn tables() -> [&'static [CommandSpec]; 38] {
         object::COMMANDS,
         memory::COMMANDS,
         slowlog::COMMANDS,
+        geo::COMMANDS,
+        geo_search::COMMANDS,
         relocate::COMMANDS,
         dump::COMMANDS,
         swapdb::COMMANDS,

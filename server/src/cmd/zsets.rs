@@ -97,14 +97,15 @@ pub(super) fn finish_write(
     }
 }
 
+/// `ZADD`'s options (`GEOADD` passes its own `NX`/`XX`/`CH` through).
 #[derive(Default)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(super) struct AddFlags {
+    pub(super) nx: bool,
+    pub(super) xx: bool,
+    pub(super) gt: bool,
+    pub(super) lt: bool,
+    pub(super) ch: bool,
+    pub(super) incr: bool,
 }
 
 /// What happened to one member in `ZADD`.
@@ -189,7 +190,13 @@ fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     zadd_pairs(ctx, &args[1], &pairs, &f)
 }
 
-fn zadd_pairs(ctx: &mut Ctx<'_>, key: &Bytes, pairs: &[(f64, Bytes)], f: &AddFlags) -> Frame {
+/// Adds `(score, member)` pairs to the sorted set at `key` as `ZADD` does, with its reply.
+pub(super) fn zadd_pairs(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    pairs: &[(f64, Bytes)],
+    f: &AddFlags,
+) -> Frame {
     let nothing = || {
         if f.incr {
             Frame::Null
