@@ -302,7 +302,7 @@ fn run_handler(
     // (a thread-local write: no atomic, no lock).
     let running = Tracking::running(client.handle.id);
     let mut ctx = Ctx::at(shared, client, now_ms);
-    let started = std::time::Instant::now();
+    let started = quanta::Instant::now();
     let frame = (spec.handler)(&mut ctx, args);
     let usec = started.elapsed().as_micros() as u64;
     let dirty = ctx.dirty;
@@ -339,7 +339,7 @@ pub(crate) fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -
     let before = ctx.dirty;
     crate::walk::hand_off_if_heavy(ctx.shared, ctx.client.db, spec, args);
     ctx.rewritten = None;
-    let started = std::time::Instant::now();
+    let started = quanta::Instant::now();
     let frame = (spec.handler)(ctx, args);
     let usec = started.elapsed().as_micros() as u64;
     // Counted as a call of its own; logged when slow, unless a script ran it (the script's
