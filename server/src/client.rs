@@ -338,6 +338,11 @@ pub(crate) struct Client {
     /// The error this command replies with was counted already (a script ending with the
     /// error of a `redis.call`): see [`crate::errorstats`].
     pub error_counted: bool,
+    /// Whether this client may run commands while `requirepass` is set: true for clients that
+    /// connected while the default user had no password (they stay so, as in Redis), for
+    /// in-process clients and the server's own; a network client connecting while a
+    /// password is set starts false, until `AUTH` or `HELLO ... AUTH`.
+    pub authenticated: bool,
     /// How long this command's handler ran, in microseconds, once it ran (`None`: it was
     /// refused or queued): for `INFO commandstats` and the slow log.
     pub handler_usec: Option<u64>,
@@ -460,6 +465,7 @@ impl Clients {
             is_replication_link: false,
             deny_blocking: false,
             error_counted: false,
+            authenticated: true,
             handler_usec: None,
             repl_offset: 0,
             replica_port: 0,

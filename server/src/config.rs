@@ -3,7 +3,9 @@
 //! Values are kept as Redis prints them (strings). The few that the hot path reads on every
 //! command are mirrored in atomics.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +44,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("hz", "10"),
     ("notify-keyspace-events", ""),
     ("slowlog-log-slower-than", "10000"),
+    ("requirepass", ""),
+    ("masterauth", ""),
+    ("masteruser", ""),
     ("slowlog-max-len", "128"),
     (
         "client-output-buffer-limit",
@@ -133,6 +138,8 @@ pub(crate) struct Config {
     slowlog_slower_than: AtomicI64,
     /// `slowlog-max-len`.
     slowlog_max_len: AtomicU64,
+    /// Whether `requirepass` is set: read by every command of a client not authenticated.
+    auth_required: AtomicBool,
 }
 
 impl Default for Config {
@@ -162,6 +169,7 @@ impl Default for Config {
             notify: crate::notify::NotifyFlags::default(),
             slowlog_slower_than: AtomicI64::new(10_000),
             slowlog_max_len: AtomicU64::new(128),
+            auth_required: AtomicBool::new(false),
         }
     }
 }
@@ -277,6 +285,12 @@ impl Config {
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
+            "requirepass" => {
+                self.auth_required
+                    .store(!value.is_empty(), Ordering::Release);
+                self.params.write().insert(name, value.to_string());
+                return Ok(());
+            }
             "slowlog-log-slower-than" => {
                 let n = int_value(value, -1, i64::MAX)?;
                 self.slowlog_slower_than.store(n, Ordering::Relaxed);
@@ -383,6 +397,20 @@ impl Config {
     /// `set-max-intset-entries`.
     pub(crate) fn set_max_intset_entries(&self) -> usize {
         self.encodings.set_max_intset_entries()
+    }
+
+    /// Whether the default user has a password (`requirepass`): then a network client that
+    /// connects must authenticate before anything else.
+    pub(crate) fn auth_required(&self) -> bool {
+        self.auth_required.load(Ordering::Acquire)
+    }
+
+    /// Whether `password` opens the default user: any does while it has none.
+    pub(crate) fn password_matches(&self, password: &[u8]) -> bool {
+        match self.get("requirepass") {
+            Some(p) if !p.is_empty() => constant_time_eq(p.as_bytes(), password),
+            _ => true,
+        }
     }
 
     /// Whether a command whose handler took `usec` goes into the slow log.
@@ -692,4 +720,16 @@ impl Limits {
     pub(crate) fn output_limit(&self, class: ClientClass) -> BufferLimit {
         self.output.lock()[class as usize]
     }
+}
+
+/// Compares two secrets in time that does not depend on where they first differ, as Redis's
+/// `time_independent_strcmp` does, so that a client cannot find a password byte by byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
 }

@@ -123,6 +123,11 @@ async fn run_command(
         return arity_error(spec.name);
     }
     shared.stats.command_processed();
+    // `requirepass`: a client that has not authenticated runs only `AUTH`, `HELLO`, `QUIT`
+    // and `RESET` (one flag test while no password is set).
+    if !client.authenticated && shared.config.auth_required() && !spec.has(NO_AUTH) {
+        return Frame::error("NOAUTH Authentication required.");
+    }
     // A script that declared its flags is judged by them (see `CommandSpec::flags_of`).
     let adjusted;
     let spec: &CommandSpec = match spec.for_args(shared, &args) {

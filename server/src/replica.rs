@@ -207,7 +207,24 @@ where
     let mut rd = BufReader::new(rd);
     let my_port = shared.addr.lock().map_or(0, |a| a.port());
     wr.write_all(&command(&["PING"])).await?;
+    // A master with a password answers -NOAUTH here, as Redis's does: the AUTH comes next.
     read_line(&mut rd).await?;
+    if let Some(password) = shared.config.get("masterauth").filter(|p| !p.is_empty()) {
+        let user = shared.config.get("masteruser").filter(|u| !u.is_empty());
+        let auth = match &user {
+            Some(u) => command(&["AUTH", u, &password]),
+            None => command(&["AUTH", &password]),
+        };
+        wr.write_all(&auth).await?;
+        let reply = read_line(&mut rd).await?;
+        if reply.starts_with('-') {
+            tracing::warn!("Unable to AUTH to MASTER: {reply}");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("the master refused AUTH: {reply}"),
+            ));
+        }
+    }
     wr.write_all(&command(&[
         "REPLCONF",
         "listening-port",

@@ -116,8 +116,47 @@ impl SlowLog {
     }
 }
 
+/// The arguments with the secrets in them replaced by `(redacted)`, as Redis's
+/// `redactClientCommandArgument` does: `AUTH`'s, `HELLO ... AUTH`'s, and the value of a
+/// `CONFIG SET` of `requirepass`, `masterauth` or `masteruser`.
+fn redacted(args: &[Bytes]) -> Vec<Bytes> {
+    let hidden = || Bytes::from_static(b"(redacted)");
+    let mut out = args.to_vec();
+    let name = args.first().map(|n| n.to_ascii_lowercase());
+    match name.as_deref() {
+        Some(b"auth") => out.iter_mut().skip(1).for_each(|a| *a = hidden()),
+        Some(b"hello") => {
+            let mut i = 2;
+            while i < out.len() {
+                if out[i].eq_ignore_ascii_case(b"auth") && i + 2 < out.len() {
+                    out[i + 1] = hidden();
+                    out[i + 2] = hidden();
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        Some(b"config") if args.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"set")) => {
+            let mut i = 2;
+            while i + 1 < out.len() {
+                let secret = [&b"requirepass"[..], b"masterauth", b"masteruser"]
+                    .iter()
+                    .any(|n| out[i].eq_ignore_ascii_case(n));
+                if secret {
+                    out[i + 1] = hidden();
+                }
+                i += 2;
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 /// The arguments as an entry keeps them (see the module docs).
 fn trimmed(args: &[Bytes]) -> Vec<Bytes> {
+    let args = &redacted(args)[..];
     let kept = args.len().min(MAX_ARGS);
     let mut out = Vec::with_capacity(kept);
     for (i, a) in args.iter().take(kept).enumerate() {
@@ -160,6 +199,44 @@ mod tests {
         assert_eq!(t[2], format!("{}... (1 more bytes)", "A".repeat(128)));
         let exactly = args(&["a"; 32]);
         assert_eq!(trimmed(&exactly), exactly);
+    }
+
+    #[test]
+    fn secrets_never_reach_the_log() {
+        assert_eq!(
+            trimmed(&args(&["AUTH", "user", "pw"])),
+            args(&["AUTH", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(
+            trimmed(&args(&["hello", "3", "AUTH", "u", "p", "SETNAME", "n"])),
+            args(&[
+                "hello",
+                "3",
+                "AUTH",
+                "(redacted)",
+                "(redacted)",
+                "SETNAME",
+                "n"
+            ])
+        );
+        assert_eq!(
+            trimmed(&args(&[
+                "config",
+                "set",
+                "maxmemory",
+                "1",
+                "REQUIREPASS",
+                "pw"
+            ])),
+            args(&[
+                "config",
+                "set",
+                "maxmemory",
+                "1",
+                "REQUIREPASS",
+                "(redacted)"
+            ])
+        );
     }
 
     #[test]

@@ -53,10 +53,11 @@ fn another_value(name: &str, current: &str) -> String {
         "appendfsync" => "always".into(),
         "save" => "900 1".into(),
         "notify-keyspace-events" => "KEA".into(),
+        "requirepass" | "masterauth" | "masteruser" => "s3cret".into(),
         "list-max-listpack-size" | "list-max-ziplist-size" => "-3".into(),
         _ if current == "yes" => "no".into(),
         _ if current == "no" => "yes".into(),
-        _ => match current.parse::<u64>() {
+        _ => match current.parse::<i64>() {
             Ok(n) => (n + 1).to_string(),
             Err(_) => panic!("no other value known for {name} = {current:?}"),
         },

@@ -986,3 +986,62 @@ fn racing_writes_reach_an_attached_replica_in_the_keyspace_order() {
     assert_replica_has_the_raced_values(&mut m, &mut r);
     assert_eq!(cmd(&mut r, &["GET", "count"]), "$4\r\n1200\r\n");
 }
+
+/// A connection to a server whose default user has `password`, authenticated.
+fn conn_auth(addr: SocketAddr, password: &str) -> RawConn {
+    let mut c = conn(addr);
+    assert_eq!(cmd(&mut c, &["AUTH", password]), "+OK\r\n");
+    c
+}
+
+/// A replica of a master with a password authenticates with `masterauth` before its
+/// handshake: redis-server following a latchkey master that has `requirepass`.
+#[test]
+fn redis_replicates_from_a_latchkey_master_with_a_password() {
+    let master = Server::builder()
+        .config("requirepass", "pw")
+        .start_blocking()
+        .expect("start latchkey");
+    let mut m = conn(master.addr());
+    assert_eq!(
+        cmd(&mut m, &["PING"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    let mut m = conn_auth(master.addr(), "pw");
+    fill(&mut m);
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port, "--masterauth", "pw"]);
+    let mut r = conn(redis.addr());
+    until("redis-server's authenticated link to latchkey", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+}
+
+/// latchkey following a redis-server master that has `requirepass`, with `masteruser` and
+/// `masterauth` (the `AUTH user password` form).
+#[test]
+fn latchkey_replicates_from_a_redis_master_with_a_password() {
+    let redis = RedisProcess::spawn(&[]);
+    let mut m = conn(redis.addr());
+    assert_eq!(
+        cmd(&mut m, &["CONFIG", "SET", "requirepass", "pw"]),
+        "+OK\r\n"
+    );
+    let mut m = conn_auth(redis.addr(), "pw");
+    fill(&mut m);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "SET", "masteruser", "default"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "SET", "masterauth", "pw"]),
+        "+OK\r\n"
+    );
+    follow(&mut r, redis.addr());
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+}

@@ -35,6 +35,15 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         hello,
     ),
     spec(
+        "auth",
+        -2,
+        FAST | NOSCRIPT | LOADING | STALE | ALLOW_BUSY | NO_AUTH,
+        0,
+        0,
+        0,
+        auth,
+    ),
+    spec(
         "reset",
         1,
         FAST | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK | NO_QUEUE | ALLOW_BUSY | NO_AUTH,
@@ -111,13 +120,8 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.client.handle.info.lock().name = (!name.is_empty()).then(|| name.clone());
             i += 2;
         } else if is(opt, "auth") && i + 2 < args.len() {
-            // No ACLs: the only user is `default`, which has no password (as in an
-            // unconfigured Redis, where any password opens it); any other user name fails as
-            // an unknown user does.
-            if &args[i + 1][..] != b"default" {
-                return Frame::error(
-                    "WRONGPASS invalid username-password pair or user is disabled.",
-                );
+            if !authenticate(ctx, &args[i + 1], &args[i + 2]) {
+                return Frame::error(WRONGPASS);
             }
             i += 3;
         } else {
@@ -126,6 +130,11 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 String::from_utf8_lossy(opt)
             ));
         }
+    }
+    if !ctx.client.authenticated && ctx.shared.config.auth_required() {
+        return Frame::error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
     }
     if let Some(p) = protocol {
         ctx.client.protocol = p;
@@ -157,6 +166,40 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     ])
 }
 
+/// Redis's refusal of a user name or password.
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// Authenticates the client as `user` with `password`. latchkey has no ACL users but
+/// `default`, whose password is `requirepass` (any password opens it while that is empty).
+fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], password: &[u8]) -> bool {
+    let ok = user == b"default" && ctx.shared.config.password_matches(password);
+    if ok {
+        ctx.client.authenticated = true;
+    }
+    ok
+}
+
+/// `AUTH [username] password`.
+fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let (user, password) = match args.len() {
+        2 => {
+            if !ctx.shared.config.auth_required() {
+                return Frame::error(
+                    "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+                );
+            }
+            (&b"default"[..], &args[1])
+        }
+        3 => (&args[1][..], &args[2]),
+        _ => return super::util::syntax_error(),
+    };
+    if authenticate(ctx, user, password) {
+        Frame::ok()
+    } else {
+        Frame::error(WRONGPASS)
+    }
+}
+
 fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let shared = ctx.shared;
     let client = &mut *ctx.client;
@@ -173,6 +216,11 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     client.tracking = None;
     client.caching = false;
     client.handle.info.lock().name = None;
+    // Back to the default user as a new connection gets it: unauthenticated while it has a
+    // password (in-process clients, trusted by the embedder, stay authenticated).
+    if client.handle.addr.is_some() {
+        client.authenticated = !shared.config.auth_required();
+    }
     Frame::simple("RESET")
 }
 
