@@ -154,10 +154,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
                         .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
                 })
         }
-        Value::List(l) => {
-            l.capacity() * 32
-                + extrapolate(l.len(), |i| l.get(i).map_or(0, |b| alloc_size(b.len())))
-        }
+        Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
             // A hash map member -> score and a B-tree of (score, member), sharing the member.
             let per_member = (32 + 8 + 1) * 8 / 7 + (8 + 32) * 3 / 2 + 32;
