@@ -225,7 +225,7 @@ impl Db {
     /// Takes the pair of a removed entry out of the expiry index, if it had a deadline.
     fn unindex(&self, key: &[u8], removed: &Entry) {
         if let Some(t) = removed.expires_at() {
-            self.reindex(&key_bytes(key), Some(t), None);
+            self.reindex(key, Some(t), None);
         }
     }
 
@@ -233,7 +233,7 @@ impl Db {
     /// the entry changed (and its shard lock was let go: the index is never locked while a
     /// shard is, the order the active expiry cycle takes them in). The old pair goes first, so
     /// that a key set again with the same deadline keeps its pair.
-    fn reindex(&self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+    fn reindex(&self, key: &[u8], old: Option<u64>, new: Option<u64>) {
         self.expiries.moved(key, old, new);
     }
 
@@ -513,7 +513,7 @@ impl Db {
         for e in self.map.iter() {
             if let Some(t) = e.expires_at() {
                 with_ttl += 1;
-                if !self.expiries.contains(t, &key_bytes(e.key())) {
+                if !self.expiries.contains(t, e.key()) {
                     return Err(format!(
                         "key {:?} expires at {t} but is not in the expiry index",
                         e.key()

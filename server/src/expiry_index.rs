@@ -14,17 +14,22 @@
 //! Lock order: the index's mutex is never taken while a shard of the keyspace map is locked,
 //! and the map is never touched while the index is locked.
 
+mod pair;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+pub(crate) use pair::Pair;
+use pair::Probe;
+
 /// Deadline-ordered pairs and the count of keys with a TTL, for one database.
 #[derive(Debug, Default)]
 pub(crate) struct ExpiryIndex {
     /// `(deadline_ms, key)`; see the module docs for why a pair may be stale.
-    pairs: Mutex<BTreeSet<(u64, Bytes)>>,
+    pairs: Mutex<BTreeSet<Pair>>,
     /// How many entries of the database have a deadline.
     with_ttl: AtomicUsize,
 }
@@ -33,17 +38,17 @@ impl ExpiryIndex {
     /// Records that `key`'s entry went from deadline `old` to deadline `new` (`None`: no TTL,
     /// or no entry). Moves the key's pair and adjusts the count. The old pair goes first, so a
     /// key set again with the same deadline keeps its pair.
-    pub(crate) fn moved(&self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+    pub(crate) fn moved(&self, key: &[u8], old: Option<u64>, new: Option<u64>) {
         if old == new {
             return;
         }
         self.recount(old, new);
         let mut pairs = self.pairs.lock();
         if let Some(t) = old {
-            pairs.remove(&(t, key.clone()));
+            pairs.remove(&(t, key) as &dyn Probe);
         }
         if let Some(t) = new {
-            pairs.insert((t, key.clone()));
+            pairs.insert(Pair::new(t, key));
         }
     }
 
@@ -80,7 +85,7 @@ impl ExpiryIndex {
         let mut pairs = self.pairs.lock();
         // The first pair that stays: the one after the `limit` first, unless a pair that is
         // not due comes sooner. `(now_ms + 1, empty key)` sorts before every pair due later.
-        let due_end = now_ms.checked_add(1).map(|t| (t, Bytes::new()));
+        let due_end = now_ms.checked_add(1).map(|t| Pair::new(t, &[]));
         let bound = match pairs.iter().nth(limit) {
             Some(p) if due_end.as_ref().is_none_or(|d| p < d) => Some(p.clone()),
             _ => due_end,
@@ -94,7 +99,7 @@ impl ExpiryIndex {
             None => std::mem::take(&mut *pairs),
         };
         drop(pairs);
-        out.extend(front);
+        out.extend(front.into_iter().map(|p| (p.deadline, Bytes::from(p.key))));
     }
 
     /// Up to `limit` keys whose deadline has passed, earliest first, left in the index.
@@ -102,21 +107,21 @@ impl ExpiryIndex {
         self.pairs
             .lock()
             .iter()
-            .take_while(|(t, _)| *t <= now_ms)
+            .take_while(|p| p.deadline <= now_ms)
             .take(limit)
-            .map(|(_, k)| k.clone())
+            .map(|p| Bytes::copy_from_slice(&p.key))
             .collect()
     }
 
     /// The earliest deadline in the index (possibly of a stale pair), if any.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.pairs.lock().first().map(|(t, _)| *t)
+        self.pairs.lock().first().map(|p| p.deadline)
     }
 
     /// Whether the pair `(deadline, key)` is in the index (for consistency checks).
     #[cfg(any(test, feature = "internals"))]
-    pub(crate) fn contains(&self, deadline: u64, key: &Bytes) -> bool {
-        self.pairs.lock().contains(&(deadline, key.clone()))
+    pub(crate) fn contains(&self, deadline: u64, key: &[u8]) -> bool {
+        self.pairs.lock().contains(&(deadline, key) as &dyn Probe)
     }
 
     /// How many entries have a TTL.
@@ -136,7 +141,7 @@ impl ExpiryIndex {
 
     /// Empties the index and returns its pairs, for the caller to free (a big set takes a
     /// while to drop: `FLUSHALL ASYNC` hands it to the background freer).
-    pub(crate) fn take_all(&self) -> BTreeSet<(u64, Bytes)> {
+    pub(crate) fn take_all(&self) -> BTreeSet<Pair> {
         self.with_ttl.store(0, Ordering::Release);
         std::mem::take(&mut *self.pairs.lock())
     }

@@ -66,6 +66,7 @@ pub(crate) mod hll;
 #[doc(hidden)]
 pub mod internals;
 pub(crate) mod lazyfree;
+pub(crate) mod list;
 pub(crate) mod long_double;
 pub(crate) mod master;
 pub(crate) mod memory;

@@ -110,15 +110,10 @@ fn key_size(key: &[u8]) -> usize {
     alloc_size(key.len())
 }
 
-/// A copy of a key held as a `Bytes` elsewhere (the expiry index): its bytes and the
-/// shared-buffer header `bytes` allocates once such a copy is cloned.
-fn shared_key_size(key: &[u8]) -> usize {
-    alloc_size(key.len()) + 32
-}
-
-/// One `(deadline, key)` pair of the expiry index in a B-tree node (nodes run about
-/// two-thirds full), besides its copy of the key ([`shared_key_size`]).
-const EXPIRY_PAIR: usize = 40 * 3 / 2 + 8;
+/// One `(deadline, key)` pair of the expiry index in a B-tree node (a 24-byte
+/// [`Pair`](crate::expiry_index::Pair); nodes run about two-thirds full), besides its own
+/// exact-size copy of the key.
+const EXPIRY_PAIR: usize = 24 * 3 / 2 + 8;
 
 /// How many elements of a collection the estimate looks at.
 const SAMPLES: usize = 5;
@@ -154,10 +149,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
                         .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
                 })
         }
-        Value::List(l) => {
-            l.capacity() * 32
-                + extrapolate(l.len(), |i| l.get(i).map_or(0, |b| alloc_size(b.len())))
-        }
+        Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
             // A hash map member -> score and a B-tree of (score, member), sharing the member.
             let per_member = (32 + 8 + 1) * 8 / 7 + (8 + 32) * 3 / 2 + 32;
@@ -218,7 +210,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     let ttl = if e.expires_at().is_some() {
-        EXPIRY_PAIR + shared_key_size(key)
+        EXPIRY_PAIR + key_size(key)
     } else {
         0
     };

@@ -1,13 +1,13 @@
 //! What a key holds: its [`Value`], and the [`Entry`] around it (the expiry deadline and the
 //! [`Access`] stamp that `maxmemory` eviction reads).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
 
 use crate::config::Limits;
+use crate::list::List;
 use crate::set::Set;
 use crate::stream::Stream;
 use crate::zset::ZSet;
@@ -21,8 +21,8 @@ pub(crate) enum Value {
     /// like the sorted set and the set: every key's slot in the keyspace table is as large as
     /// the largest variant, and most keys hold strings.
     Hash(Box<IndexMap<Bytes, Bytes>>),
-    /// A list.
-    List(VecDeque<Bytes>),
+    /// A list (chunks of packed elements, see [`List`]; boxed, see `Hash`).
+    List(Box<List>),
     /// A sorted set (boxed, see `Hash`).
     ZSet(Box<ZSet>),
     /// A set (an intset or a hashtable, see [`Set`]; boxed, see `Hash`).

@@ -264,9 +264,9 @@ fn try_move(
     let mut e = write_in(db, &m.dst, now, lazy, true)?.expect("created");
     let l = list_of(&mut e);
     if m.to_left {
-        l.push_front(el.clone());
+        l.push_front(&el);
     } else {
-        l.push_back(el.clone());
+        l.push_back(&el);
     }
     drop(e);
     db.signal_modified(&m.dst);

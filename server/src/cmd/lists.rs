@@ -3,8 +3,7 @@
 //! `BLPOP`/`BRPOP` wait through [`block_until`] (`cmd/blocking.rs`); the pop happens only when
 //! the reply is about to be produced, so a client that disconnects while blocked takes nothing.
 
-use std::collections::VecDeque;
-
+use crate::list::List;
 use crate::memory::EntryMut;
 use bytes::Bytes;
 
@@ -59,8 +58,6 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("brpop", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, brpop),
 ];
 
-type List = VecDeque<Bytes>;
-
 fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Option<R>, Frame> {
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
@@ -93,9 +90,9 @@ fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> F
     let l = list_of(&mut e);
     for v in &args[2..] {
         if left {
-            l.push_front(v.clone());
+            l.push_front(v);
         } else {
-            l.push_back(v.clone());
+            l.push_back(v);
         }
     }
     let len = l.len();
@@ -273,7 +270,7 @@ fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         return not_integer();
     };
     match read(ctx, &args[1], |l| match range_of(start, stop, l.len()) {
-        Some(r) => Frame::bulks(l.range(r).cloned()),
+        Some(r) => Frame::bulks(l.copy_range(r)),
         None => Frame::Array(vec![]),
     }) {
         Ok(v) => v.unwrap_or(Frame::Array(vec![])),
@@ -291,7 +288,7 @@ fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         return not_integer();
     };
     match read(ctx, &args[1], |l| {
-        index_of(i, l.len()).map(|i| l[i].clone())
+        index_of(i, l.len()).and_then(|i| l.get(i).map(Bytes::copy_from_slice))
     }) {
         Ok(Some(Some(v))) => Frame::Bulk(v),
         Ok(_) => Frame::Null,
@@ -313,7 +310,7 @@ fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let Some(i) = index_of(i, l.len()) else {
         return Frame::error("ERR index out of range");
     };
-    l[i] = args[3].clone();
+    l.set(i, &args[3]);
     drop(e);
     ctx.modified(key);
     ctx.notify(LIST, "lset", key);
@@ -337,27 +334,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     } else {
         count.unsigned_abs() as usize
     };
-    let mut removed = 0;
-    if count >= 0 {
-        let mut i = 0;
-        while i < l.len() && removed < limit {
-            if l[i] == target {
-                l.remove(i);
-                removed += 1;
-            } else {
-                i += 1;
-            }
-        }
-    } else {
-        let mut i = l.len();
-        while i > 0 && removed < limit {
-            i -= 1;
-            if l[i] == target {
-                l.remove(i);
-                removed += 1;
-            }
-        }
-    }
+    let removed = l.remove_matching(target, limit, count < 0);
     let empty = l.is_empty();
     drop(e);
     if empty {
@@ -382,10 +359,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let l = list_of(&mut e);
     match range_of(start, stop, l.len()) {
-        Some(r) => {
-            l.truncate(*r.end() + 1);
-            l.drain(..*r.start());
-        }
+        Some(r) => l.retain_range(r),
         None => l.clear(),
     }
     let empty = l.is_empty();
@@ -413,11 +387,9 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(err) => return err,
     };
     let l = list_of(&mut e);
-    let Some(pos) = l.iter().position(|v| v == &args[3]) else {
+    let Some(len) = l.insert_at_pivot(&args[3], &args[4], before) else {
         return Frame::Integer(-1);
     };
-    l.insert(if before { pos } else { pos + 1 }, args[4].clone());
-    let len = l.len();
     drop(e);
     ctx.modified(key);
     ctx.notify(LIST, "linsert", key);
@@ -458,16 +430,17 @@ fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         let want = count.map_or(1, |c| if c == 0 { usize::MAX } else { c as usize });
         let mut skip = rank.unsigned_abs() - 1;
         let mut out = Vec::new();
-        let idx: Box<dyn Iterator<Item = usize>> = if rank > 0 {
-            Box::new(0..l.len())
+        let len = l.len();
+        let walk: Box<dyn Iterator<Item = (usize, &[u8])>> = if rank > 0 {
+            Box::new(l.iter().enumerate())
         } else {
-            Box::new((0..l.len()).rev())
+            Box::new(l.iter().rev().enumerate().map(|(k, e)| (len - 1 - k, e)))
         };
-        for (scanned, i) in idx.enumerate() {
+        for (scanned, (i, el)) in walk.enumerate() {
             if maxlen > 0 && scanned as i64 >= maxlen {
                 break;
             }
-            if l[i] == args[2] {
+            if el == &args[2][..] {
                 if skip > 0 {
                     skip -= 1;
                     continue;
@@ -517,9 +490,9 @@ fn move_element(
     };
     let l = list_of(&mut e);
     if to_left {
-        l.push_front(popped.clone());
+        l.push_front(&popped);
     } else {
-        l.push_back(popped.clone());
+        l.push_back(&popped);
     }
     drop(e);
     ctx.modified(src);

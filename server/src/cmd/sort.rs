@@ -33,7 +33,6 @@
 //! [`EXCLUSIVE`] for those arguments) so that it sees and leaves the keyspace as one step.
 
 use std::cmp::Ordering;
-use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -43,6 +42,7 @@ use super::{spec, CommandSpec, Ctx, DENYOOM, EXCLUSIVE, MOVABLEKEYS, READONLY, W
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
+use crate::list::List;
 use crate::state::Shared;
 
 /// `SORT` and `SORT_RO`.
@@ -220,7 +220,7 @@ fn load(ctx: &Ctx<'_>, key: &[u8], o: &Options) -> Result<(Input, bool), Frame> 
                 members(&mut z.iter())
             })
         }
-        Value::List(l) => Input::All(l.iter().cloned().collect()),
+        Value::List(l) => Input::All(l.iter().map(Bytes::copy_from_slice).collect()),
         Value::ZSet(z) => Input::All(z.iter().map(|(m, _)| m.clone()).collect()),
         Value::Set(s) => Input::All(s.members()),
         _ => unreachable!("checked above"),
@@ -230,11 +230,19 @@ fn load(ctx: &Ctx<'_>, key: &[u8], o: &Options) -> Result<(Input, bool), Frame> 
 
 /// `n` elements of a list from `start`, counted from the tail and walking towards the head
 /// when `desc`.
-fn list_window(l: &VecDeque<Bytes>, start: usize, n: usize, desc: bool) -> Vec<Bytes> {
+fn list_window(l: &List, start: usize, n: usize, desc: bool) -> Vec<Bytes> {
     if desc {
-        l.iter().rev().skip(start).take(n).cloned().collect()
+        l.iter()
+            .rev()
+            .skip(start)
+            .take(n)
+            .map(Bytes::copy_from_slice)
+            .collect()
+    } else if n == 0 || start >= l.len() {
+        Vec::new()
     } else {
-        l.iter().skip(start).take(n).cloned().collect()
+        let last = (start + n).min(l.len()) - 1;
+        l.range(start..=last).map(Bytes::copy_from_slice).collect()
     }
 }
 
@@ -396,13 +404,13 @@ fn reply(ctx: &Ctx<'_>, items: &[Item], gets: &[Pattern]) -> Frame {
 /// as an empty string), replacing it and its TTL; an empty result deletes `dst`. Replies with
 /// the list's length. Counts one change per stored element, as Redis does.
 fn store(ctx: &mut Ctx<'_>, dst: &Bytes, items: &[Item], gets: &[Pattern]) -> Frame {
-    let mut list = VecDeque::with_capacity(items.len() * gets.len().max(1));
+    let mut list = List::new();
     for item in items {
         if gets.is_empty() {
-            list.push_back(item.element.clone());
+            list.push_back(&item.element);
         }
         for g in gets {
-            list.push_back(g.lookup(ctx, &item.element).unwrap_or_default());
+            list.push_back(&g.lookup(ctx, &item.element).unwrap_or_default());
         }
     }
     let n = list.len();
@@ -413,7 +421,8 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, items: &[Item], gets: &[Pattern]) -> Fr
         }
         return Frame::Integer(0);
     }
-    ctx.db().insert(dst.clone(), Entry::new(Value::List(list)));
+    ctx.db()
+        .insert(dst.clone(), Entry::new(Value::List(Box::new(list))));
     ctx.notify(crate::notify::LIST, "sortstore", dst);
     ctx.db().signal_ready(dst);
     ctx.dirty += n as u64;

@@ -100,7 +100,7 @@ impl Container for indexmap::IndexMap<Bytes, Bytes> {
     }
 }
 
-impl Container for std::collections::VecDeque<Bytes> {
+impl Container for crate::list::List {
     fn of(v: &Value) -> Option<&Self> {
         match v {
             Value::List(l) => Some(l),

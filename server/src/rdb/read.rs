@@ -5,14 +5,13 @@
 //! latchkey keeps strings, hashes, lists, sets and sorted sets: a stream or module value is
 //! refused with an error that names the key, rather than dropped silently.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use indexmap::IndexMap;
 
 use super::reader::{err, parse_score, score, Reader};
 use super::{kind, opcode, packed, RdbError, CRC64};
 use crate::db::{Entry, Value, NUM_DBS};
+use crate::list::List;
 use crate::set::Set;
 use crate::state::Shared;
 use crate::zset::ZSet;
@@ -65,11 +64,11 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
         kind::STRING => Value::Str(r.string()?),
         kind::LIST => {
             let n = r.len()?;
-            let mut l = VecDeque::with_capacity(n.min(r.remaining()));
+            let mut l = List::new();
             for _ in 0..n {
-                l.push_back(r.string()?);
+                l.push_back(&r.string()?);
             }
-            Value::List(l)
+            Value::List(Box::new(l))
         }
         kind::HASH => {
             let n = r
@@ -96,14 +95,16 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
             }
             Value::ZSet(Box::new(z))
         }
-        kind::LIST_ZIPLIST => Value::List(packed::ziplist(&r.string()?)?.into()),
+        kind::LIST_ZIPLIST => Value::List(Box::new(
+            packed::ziplist(&r.string()?)?.into_iter().collect(),
+        )),
         kind::HASH_ZIPLIST => pairs_to_hash(packed::ziplist(&r.string()?)?)?,
         kind::ZSET_ZIPLIST => pairs_to_zset(packed::ziplist(&r.string()?)?)?,
         kind::HASH_LISTPACK => pairs_to_hash(packed::listpack(&r.string()?)?)?,
         kind::ZSET_LISTPACK => pairs_to_zset(packed::listpack(&r.string()?)?)?,
         kind::LIST_QUICKLIST | kind::LIST_QUICKLIST_2 => {
             let nodes = r.len()?;
-            let mut l = VecDeque::new();
+            let mut l = List::new();
             for _ in 0..nodes {
                 if t == kind::LIST_QUICKLIST {
                     l.extend(packed::ziplist(&r.string()?)?);
@@ -111,12 +112,12 @@ fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
                 }
                 // Quicklist 2 nodes: 1 = one plain (large) element, 2 = a listpack.
                 match r.len()? {
-                    1 => l.push_back(r.string()?),
+                    1 => l.push_back(&r.string()?),
                     2 => l.extend(packed::listpack(&r.string()?)?),
                     c => return Err(err(format!("unknown quicklist node container {c}"))),
                 }
             }
-            Value::List(l)
+            Value::List(Box::new(l))
         }
         kind::SET => {
             let n = r.len()?;

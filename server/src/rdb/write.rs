@@ -124,7 +124,7 @@ pub(crate) fn object(out: &mut BytesMut, v: &Value) {
         }
         Value::List(l) => {
             len(out, l.len() as u64);
-            for e in l {
+            for e in l.iter() {
                 string(out, e);
             }
         }
