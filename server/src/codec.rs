@@ -69,10 +69,16 @@ impl Decoder {
             if buf[0] != b'*' {
                 return parse_inline(buf);
             }
-            let Some(line) = take_line(buf, INLINE_MAX, "too big mbulk count string")? else {
+            // The count line is read in place: splitting it off the buffer would cost a
+            // reference count taken and dropped for every request.
+            let Some(nl) = find_crlf(buf, INLINE_MAX) else {
+                if buf.len() > INLINE_MAX {
+                    return err("too big mbulk count string");
+                }
                 return Ok(None);
             };
-            let count = parse_int(&line[1..]).filter(|n| *n <= i32::MAX as i64);
+            let count = parse_int(&buf[1..nl]).filter(|n| *n <= i32::MAX as i64);
+            buf.advance(nl + 2);
             let Some(count) = count else {
                 return err("invalid multibulk length");
             };
@@ -130,30 +136,22 @@ impl Decoder {
 
 /// Finds `\r\n` within the first `limit` bytes (plus the terminator itself).
 fn find_crlf(buf: &[u8], limit: usize) -> Option<usize> {
-    let end = buf.len().min(limit + 2);
-    buf[..end].windows(2).position(|w| w == b"\r\n")
+    let hay = &buf[..buf.len().min(limit + 2)];
+    let mut from = 0;
+    // Looking for the `\r` alone is a tighter loop than comparing every pair of bytes.
+    while let Some(i) = hay[from..].iter().position(|&b| b == b'\r') {
+        let at = from + i;
+        if hay.get(at + 1) == Some(&b'\n') {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// The first position of either byte.
 fn memchr_either(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|c| *c == a || *c == b)
-}
-
-/// Splits one `\r\n`-terminated line off the buffer (without the terminator).
-fn take_line(
-    buf: &mut BytesMut,
-    limit: usize,
-    too_big: &str,
-) -> Result<Option<BytesMut>, ProtocolError> {
-    match find_crlf(buf, limit) {
-        Some(pos) => {
-            let line = buf.split_to(pos);
-            buf.advance(2);
-            Ok(Some(line))
-        }
-        None if buf.len() > limit => err(too_big),
-        None => Ok(None),
-    }
 }
 
 /// Parses a signed decimal integer the way Redis's `string2ll` does (no spaces, no `+`).

@@ -512,7 +512,8 @@ pub(crate) fn arity_error(name: &str) -> Frame {
     ))
 }
 
-type Table = std::collections::HashMap<&'static str, &'static CommandSpec, ahash::RandomState>;
+/// Specs by lowercase name, as bytes: a request's name is looked up without a UTF-8 check.
+type Table = std::collections::HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>;
 
 static TABLE: OnceLock<Table> = OnceLock::new();
 
@@ -523,7 +524,7 @@ pub(crate) fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {
         let mut m = Table::default();
         for t in tables() {
             for s in t {
-                let prev = m.insert(s.name, s);
+                let prev = m.insert(s.name.as_bytes(), s);
                 assert!(prev.is_none(), "command {} registered twice", s.name);
             }
         }
@@ -588,6 +589,5 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     let lower = &mut buf[..name.len()];
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    let s = std::str::from_utf8(lower).ok()?;
-    table().get(s).copied()
+    table().get(&*lower).copied()
 }

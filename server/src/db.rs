@@ -52,20 +52,18 @@ thread_local! {
     /// notifications (see [`take_expired_here`]).
     static EXPIRED_HERE: std::cell::RefCell<Vec<(usize, Bytes)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether [`EXPIRED_HERE`] may hold keys: the one test every command pays.
+    static ANY_EXPIRED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Takes the `(database, key)` pairs that commands on this thread found expired and deleted
 /// since the last call: their `expired` notifications go out before the command's own, in
 /// the order Redis sends them (it deletes an expired key when it looks it up).
-pub(crate) fn take_expired_here() -> Vec<(usize, Bytes)> {
-    EXPIRED_HERE.with(|e| {
-        let mut e = e.borrow_mut();
-        if e.is_empty() {
-            Vec::new()
-        } else {
-            std::mem::take(&mut *e)
-        }
-    })
+pub(crate) fn take_expired_here() -> Option<Vec<(usize, Bytes)>> {
+    if !ANY_EXPIRED_HERE.with(|a| a.replace(false)) {
+        return None;
+    }
+    Some(EXPIRED_HERE.with(|e| std::mem::take(&mut *e.borrow_mut())))
 }
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
@@ -424,6 +422,7 @@ impl Db {
     /// key that had already expired), so that the deletion is propagated.
     pub(crate) fn note_lazily_expired(&self, key: Bytes) {
         EXPIRED_HERE.with(|e| e.borrow_mut().push((self.index, key.clone())));
+        ANY_EXPIRED_HERE.with(|a| a.set(true));
         self.lazily_expired.lock().push(key);
         if !self.has_lazily_expired.swap(true, Ordering::AcqRel) {
             self.keyspace_lazily_expired.fetch_add(1, Ordering::AcqRel);

@@ -118,7 +118,10 @@ impl Shared {
     /// Sends the `expired` notifications of keys this thread's command found expired (see
     /// [`crate::db::take_expired_here`]), before any other notification of the command.
     pub(crate) fn announce_expired(&self) {
-        for (db, key) in crate::db::take_expired_here() {
+        let Some(expired) = crate::db::take_expired_here() else {
+            return;
+        };
+        for (db, key) in expired {
             self.publish_event(crate::notify::EXPIRED, "expired", &key, db);
         }
     }
