@@ -86,6 +86,7 @@ pub(crate) mod set;
 pub(crate) mod shrink;
 pub(crate) mod state;
 pub(crate) mod stream;
+pub(crate) mod stream_group;
 pub(crate) mod tracking;
 pub(crate) mod value;
 pub(crate) mod walk;
