@@ -13,8 +13,8 @@ use bytes::Bytes;
 use super::packed;
 use super::reader::{err, Reader};
 use super::{kind, RdbError};
-use crate::stream::{Stream, StreamId};
-use crate::stream_group::{Consumer, Group, Groups, Nack, INVALID_ENTRIES_READ};
+use crate::stream::{Counters, Stream, StreamId};
+use crate::stream_group::{estimate_entries_read, Consumer, Group, Groups, Nack};
 
 /// An entry flag: the entry was deleted (it stays in the listpack, skipped).
 const DELETED: i64 = 1;
@@ -144,7 +144,8 @@ pub(super) fn stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, RdbError> {
         return Err(err("stream: last ID below an entry's"));
     }
     s.set_id(last, Some(added), Some(max_deleted));
-    *s.groups_mut() = groups(r, t)?;
+    let counters = s.counters();
+    *s.groups_mut() = groups(r, t, &counters)?;
     Ok(s)
 }
 
@@ -168,8 +169,9 @@ fn raw_id(r: &mut Reader<'_>) -> Result<StreamId, RdbError> {
 }
 
 /// The consumer groups of a stream of type `t` (Redis 7.2's `_3` adds each consumer's
-/// active time, read and dropped; the older form has no `entries-read`).
-fn groups(r: &mut Reader<'_>, t: u8) -> Result<Groups, RdbError> {
+/// active time, read and dropped; the older form has no `entries-read`, which is then
+/// estimated from where the group stands, as Redis does).
+fn groups(r: &mut Reader<'_>, t: u8, counters: &Counters) -> Result<Groups, RdbError> {
     let mut out = Groups::new();
     // A group takes at least its name's length, two ID parts and two counts.
     let n = count(r, 5)?;
@@ -177,7 +179,7 @@ fn groups(r: &mut Reader<'_>, t: u8) -> Result<Groups, RdbError> {
         let name = r.string()?;
         let last = id(r)?;
         let entries_read = if t == kind::STREAM_LISTPACKS {
-            INVALID_ENTRIES_READ
+            estimate_entries_read(counters, last)
         } else {
             u64_len(r)? as i64
         };
