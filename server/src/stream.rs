@@ -278,6 +278,22 @@ pub(crate) enum Trim {
 /// An entry at one end of a stream: its ID and fields.
 pub(crate) type Edge<'a> = (&'a StreamId, &'a Fields);
 
+/// What a stream counts, copied out of it: enough to work out a consumer group's
+/// `entries-read` and lag while the group itself is being changed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counters {
+    /// How many entries the stream holds.
+    pub len: u64,
+    /// How many entries were ever added.
+    pub entries_added: u64,
+    /// The last ID handed out.
+    pub last_id: StreamId,
+    /// The first entry's ID, `0-0` when empty.
+    pub first_id: StreamId,
+    /// The greatest ID ever deleted.
+    pub max_deleted: StreamId,
+}
+
 /// A stream value.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stream {
@@ -286,6 +302,7 @@ pub(crate) struct Stream {
     entries_added: u64,
     max_deleted: StreamId,
     nodes: Nodes,
+    groups: crate::stream_group::Groups,
 }
 
 impl Stream {
@@ -307,6 +324,42 @@ impl Stream {
     /// The greatest ID ever deleted (`max-deleted-entry-id`), `0-0` if none.
     pub(crate) fn max_deleted(&self) -> StreamId {
         self.max_deleted
+    }
+
+    /// The consumer groups, by name.
+    pub(crate) fn groups(&self) -> &crate::stream_group::Groups {
+        &self.groups
+    }
+
+    /// The consumer groups, for change.
+    pub(crate) fn groups_mut(&mut self) -> &mut crate::stream_group::Groups {
+        &mut self.groups
+    }
+
+    /// The entries to read and the groups to change, at once.
+    pub(crate) fn entries_and_groups(
+        &mut self,
+    ) -> (
+        &BTreeMap<StreamId, Fields>,
+        &mut crate::stream_group::Groups,
+    ) {
+        (&self.entries, &mut self.groups)
+    }
+
+    /// The counters a group's `entries-read` and lag are worked out from.
+    pub(crate) fn counters(&self) -> Counters {
+        Counters {
+            len: self.entries.len() as u64,
+            entries_added: self.entries_added,
+            last_id: self.last_id,
+            first_id: self.first_id(),
+            max_deleted: self.max_deleted,
+        }
+    }
+
+    /// The fields of the entry `id`, `None` when there is no such entry.
+    pub(crate) fn entry(&self, id: StreamId) -> Option<&Fields> {
+        self.entries.get(&id)
     }
 
     /// How many listpack nodes Redis would hold (`radix-tree-keys`).

@@ -707,3 +707,107 @@ fn geo_commands_reach_the_stream_as_redis_sends_them() {
         ],
     );
 }
+
+/// Consumer-group commands on the server at `addr`, and what the stream carried for them,
+/// with the delivery times of the `XCLAIM`s (each server's clock) read as `<time>`.
+fn group_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut got = table_effects(
+        addr,
+        &[
+            "XGROUP CREATE s g $ MKSTREAM",
+            "XADD s 1-1 a 1",
+            "XADD s 2-1 b 2",
+            "XADD s 3-1 c 3",
+            "XREADGROUP GROUP g c1 COUNT 1 STREAMS s >",
+            "XREADGROUP GROUP g c2 NOACK COUNT 1 STREAMS s >",
+            "XREADGROUP GROUP g c1 STREAMS s 0",
+            "XREADGROUP GROUP g c3 STREAMS s 0",
+            "XREADGROUP GROUP g c1 STREAMS s >",
+            "XREADGROUP GROUP g c1 STREAMS s >",
+            "XACK s g 1-1 9-9",
+            "XACK s g 1-1",
+            "XCLAIM s g c4 0 1-1 3-1",
+            "XCLAIM s g c4 0 3-1 JUSTID",
+            "XGROUP SETID s g 0",
+            "XAUTOCLAIM s g c5 0 0",
+            "XGROUP DELCONSUMER s g c5",
+            "XGROUP DELCONSUMER s g nosuch",
+            "XGROUP CREATECONSUMER s g c6",
+            "XGROUP CREATECONSUMER s g c6",
+            "XGROUP DESTROY s g",
+            "XGROUP DESTROY s g",
+            "XGROUP CREATE s g2 $ ENTRIESREAD 3",
+            "XGROUP SETID s g2 1-1 ENTRIESREAD 1",
+            "XGROUP SETID s g2 $",
+            "XCLAIM s g2 c9 0 3-1 FORCE",
+            "XCLAIM s g2 c9 0 3-1 LASTID 5-5",
+            "XCLAIM s g2 c9 0 9-9 LASTID 6-6",
+            "XREADGROUP GROUP g2 c9 NOACK STREAMS s >",
+            "XSETID s 10-0",
+            "XADD s 11-0 d 4",
+            "XADD s 12-0 e 5",
+            "XREADGROUP GROUP g2 c9 STREAMS s >",
+            "XDEL s 3-1",
+            "XAUTOCLAIM s g2 c10 0 0",
+        ],
+    );
+    for cmd in &mut got {
+        if let Some(i) = cmd.iter().position(|a| a == "TIME") {
+            cmd[i + 1] = "<time>".into();
+        }
+    }
+    got
+}
+
+/// Consumer groups reach replicas as Redis 7.0 sends them: `XGROUP` and `XACK` as they were
+/// sent when they changed something; each delivery of `XREADGROUP` and each claim as the
+/// `XCLAIM ... TIME t RETRYCOUNT n FORCE JUSTID LASTID id` that recreates the pending entry
+/// (several between `MULTI` and `EXEC`), a `NOACK` read as `XGROUP SETID ... ENTRIESREAD n`
+/// (with the `XGROUP CREATECONSUMER` of the consumer it made), history reads as nothing.
+#[test]
+fn consumer_groups_reach_the_stream_as_redis_sends_them() {
+    let claim = |c: &str, id: &str, n: u32, last: &str| {
+        format!("XCLAIM s {c} 0 {id} TIME <time> RETRYCOUNT {n} FORCE JUSTID LASTID {last}")
+    };
+    let expected: Vec<String> = vec![
+        "XGROUP CREATE s g $ MKSTREAM".into(),
+        "XADD s 1-1 a 1".into(),
+        "XADD s 2-1 b 2".into(),
+        "XADD s 3-1 c 3".into(),
+        claim("g c1", "1-1", 1, "1-1"),
+        "MULTI".into(),
+        "XGROUP CREATECONSUMER s g c2".into(),
+        "XGROUP SETID s g 2-1 ENTRIESREAD 2".into(),
+        "EXEC".into(),
+        claim("g c1", "3-1", 1, "3-1"),
+        "XACK s g 1-1 9-9".into(),
+        claim("g c4", "3-1", 2, "3-1"),
+        claim("g c4", "3-1", 2, "3-1"),
+        "XGROUP SETID s g 0".into(),
+        claim("g c5", "3-1", 3, "0-0"),
+        "XGROUP DELCONSUMER s g c5".into(),
+        "XGROUP CREATECONSUMER s g c6".into(),
+        "XGROUP DESTROY s g".into(),
+        "XGROUP CREATE s g2 $ ENTRIESREAD 3".into(),
+        "XGROUP SETID s g2 1-1 ENTRIESREAD 1".into(),
+        "XGROUP SETID s g2 $".into(),
+        claim("g2 c9", "3-1", 2, "3-1"),
+        claim("g2 c9", "3-1", 3, "5-5"),
+        "XGROUP SETID s g2 6-6 ENTRIESREAD -1".into(),
+        "XSETID s 10-0".into(),
+        "XADD s 11-0 d 4".into(),
+        "XADD s 12-0 e 5".into(),
+        "MULTI".into(),
+        claim("g2 c9", "11-0", 1, "11-0"),
+        claim("g2 c9", "12-0", 1, "12-0"),
+        "EXEC".into(),
+        "XDEL s 3-1".into(),
+        "MULTI".into(),
+        claim("g2 c9", "3-1", 3, "12-0"),
+        claim("g2 c10", "11-0", 2, "12-0"),
+        claim("g2 c10", "12-0", 2, "12-0"),
+        "EXEC".into(),
+    ];
+    let expected: Vec<&str> = expected.iter().map(|s| s.as_str()).collect();
+    same_stream_as_redis(group_effects, &expected);
+}

@@ -47,10 +47,14 @@ pub(crate) mod sort;
 pub(crate) mod sort_keys;
 pub(crate) mod stream_add;
 pub(crate) mod stream_args;
+pub(crate) mod stream_claim;
 pub(crate) mod stream_edit;
+pub(crate) mod stream_group;
 pub(crate) mod stream_info;
+pub(crate) mod stream_pending;
 pub(crate) mod stream_range;
 pub(crate) mod stream_read;
+pub(crate) mod stream_readgroup;
 pub(crate) mod strings;
 pub(crate) mod swapdb;
 pub(crate) mod tracking;
@@ -64,7 +68,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 40] {
+fn tables() -> [&'static [CommandSpec]; 44] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -103,6 +107,10 @@ fn tables() -> [&'static [CommandSpec]; 40] {
         stream_edit::COMMANDS,
         stream_read::COMMANDS,
         stream_info::COMMANDS,
+        stream_group::COMMANDS,
+        stream_readgroup::COMMANDS,
+        stream_pending::COMMANDS,
+        stream_claim::COMMANDS,
         pubsub::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,

@@ -49,7 +49,7 @@ pub(crate) fn streams_keys(args: &[Bytes]) -> Vec<usize> {
 }
 
 /// Parses `BLOCK`'s milliseconds with Redis's errors; 0 means forever.
-fn parse_block(arg: &[u8]) -> Result<u64, Frame> {
+pub(super) fn parse_block(arg: &[u8]) -> Result<u64, Frame> {
     let ms = parse_i64(arg)
         .map_err(|_| Frame::error("ERR timeout is not an integer or out of range"))?;
     if ms < 0 {

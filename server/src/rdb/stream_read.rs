@@ -3,15 +3,18 @@
 //!
 //! Everything is checked as it is read (IDs ascending, counts that add up, flags known), so a
 //! damaged payload is refused with an error instead of building a stream that breaks the
-//! rules the commands rely on. Consumer groups are not held by latchkey yet: a stream that has
-//! any is refused, naming the reason, rather than loaded without them.
+//! rules the commands rely on. Consumer groups follow (see [`groups`]): every count is checked
+//! against the bytes that are left before anything is allocated for it, a pending entry must
+//! be held by exactly one consumer, and names are unique, so that a hostile payload cannot
+//! build a group the commands would trip over.
 
 use bytes::Bytes;
 
 use super::packed;
 use super::reader::{err, Reader};
 use super::{kind, RdbError};
-use crate::stream::{Stream, StreamId};
+use crate::stream::{Counters, Stream, StreamId};
+use crate::stream_group::{estimate_entries_read, Consumer, Group, Groups, Nack};
 
 /// An entry flag: the entry was deleted (it stays in the listpack, skipped).
 const DELETED: i64 = 1;
@@ -141,10 +144,98 @@ pub(super) fn stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, RdbError> {
         return Err(err("stream: last ID below an entry's"));
     }
     s.set_id(last, Some(added), Some(max_deleted));
-    if r.len()? != 0 {
-        return Err(err(
-            "stream with consumer groups, which latchkey does not hold yet",
-        ));
-    }
+    let counters = s.counters();
+    *s.groups_mut() = groups(r, t, &counters)?;
     Ok(s)
+}
+
+/// A count read from the payload that says how many items of at least `min_bytes` bytes
+/// follow: refused when the bytes left cannot hold them.
+fn count(r: &mut Reader<'_>, min_bytes: usize) -> Result<usize, RdbError> {
+    let n = r.len()?;
+    if n.saturating_mul(min_bytes) > r.remaining() {
+        return Err(err("stream: a count larger than the payload"));
+    }
+    Ok(n)
+}
+
+/// A 16-byte big-endian ID (a pending entry's).
+fn raw_id(r: &mut Reader<'_>) -> Result<StreamId, RdbError> {
+    let b = r.bytes(16)?;
+    Ok(StreamId::new(
+        u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+        u64::from_be_bytes(b[8..].try_into().expect("8 bytes")),
+    ))
+}
+
+/// The consumer groups of a stream of type `t` (Redis 7.2's `_3` adds each consumer's
+/// active time, read and dropped; the older form has no `entries-read`, which is then
+/// estimated from where the group stands, as Redis does).
+fn groups(r: &mut Reader<'_>, t: u8, counters: &Counters) -> Result<Groups, RdbError> {
+    let mut out = Groups::new();
+    // A group takes at least its name's length, two ID parts and two counts.
+    let n = count(r, 5)?;
+    for _ in 0..n {
+        let name = r.string()?;
+        let last = id(r)?;
+        let entries_read = if t == kind::STREAM_LISTPACKS {
+            estimate_entries_read(counters, last)
+        } else {
+            u64_len(r)? as i64
+        };
+        let mut g = Group::new(last, entries_read);
+        let pending = count(r, 16 + 8 + 1)?;
+        for _ in 0..pending {
+            let pid = raw_id(r)?;
+            let delivery_time = r.le(8)?;
+            let delivery_count = u64_len(r)?;
+            let nack = Nack {
+                consumer: Bytes::new(),
+                delivery_time,
+                delivery_count,
+            };
+            if g.pel.insert(pid, nack).is_some() {
+                return Err(err("stream: a pending entry listed twice"));
+            }
+        }
+        // Which pending entries a consumer claimed (a consumer's name may be empty, so the
+        // entries' own holder cannot tell).
+        let mut owned = std::collections::BTreeSet::new();
+        let consumers = count(r, 1 + 8 + 1)?;
+        for _ in 0..consumers {
+            let cname = r.string()?;
+            let seen_time = r.le(8)?;
+            if t == kind::STREAM_LISTPACKS_3 {
+                r.le(8)?; // active time (Redis 7.2)
+            }
+            let held = count(r, 16)?;
+            let mut c = Consumer {
+                seen_time,
+                pel: Default::default(),
+            };
+            for _ in 0..held {
+                let pid = raw_id(r)?;
+                match g.pel.get_mut(&pid) {
+                    Some(n) if owned.insert(pid) => {
+                        n.consumer = cname.clone();
+                        c.pel.insert(pid);
+                    }
+                    Some(_) => return Err(err("stream: a pending entry held twice")),
+                    None => {
+                        return Err(err("stream: a consumer holds an entry that is not pending"))
+                    }
+                }
+            }
+            if g.consumers.insert(cname, c).is_some() {
+                return Err(err("stream: a consumer listed twice"));
+            }
+        }
+        if owned.len() != g.pel.len() {
+            return Err(err("stream: a pending entry held by no consumer"));
+        }
+        if out.insert(name, g).is_some() {
+            return Err(err("stream: a consumer group listed twice"));
+        }
+    }
+    Ok(out)
 }

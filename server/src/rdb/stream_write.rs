@@ -9,7 +9,10 @@
 //! entry took, so that it can be walked backwards). Entries here never use the "same fields
 //! as the master" shortcut (flag 2): each carries its own field names, which every reader
 //! accepts. After the nodes come the length, the last ID, the first ID, the greatest deleted
-//! ID, `entries-added`, and the consumer groups (none yet).
+//! ID, `entries-added`, and the consumer groups: for each its name, last delivered ID and
+//! `entries-read` (`-1`, unknown, as the 64-bit length it wraps to), its pending entries (the
+//! 16-byte big-endian ID, the delivery time as 8 little-endian bytes, the delivery count), and
+//! its consumers (name, seen time, the IDs of the pending entries each holds).
 
 use bytes::{BufMut, BytesMut};
 
@@ -57,7 +60,33 @@ pub(crate) fn stream(out: &mut BytesMut, s: &Stream) {
     id(out, s.first_id());
     id(out, s.max_deleted());
     len(out, s.entries_added());
-    len(out, 0); // consumer groups
+    len(out, s.groups().len() as u64);
+    for (name, g) in s.groups() {
+        string(out, name);
+        id(out, g.last_id);
+        len(out, g.entries_read as u64);
+        len(out, g.pel.len() as u64);
+        for (pid, n) in &g.pel {
+            raw_id(out, *pid);
+            out.put_u64_le(n.delivery_time);
+            len(out, n.delivery_count);
+        }
+        len(out, g.consumers.len() as u64);
+        for (cname, c) in &g.consumers {
+            string(out, cname);
+            out.put_u64_le(c.seen_time);
+            len(out, c.pel.len() as u64);
+            for pid in &c.pel {
+                raw_id(out, *pid);
+            }
+        }
+    }
+}
+
+/// An ID as Redis stores it in a radix-tree key: milliseconds then sequence, big-endian.
+fn raw_id(out: &mut BytesMut, id: StreamId) {
+    out.put_u64(id.ms);
+    out.put_u64(id.seq);
 }
 
 /// A listpack being built: elements, each followed by its own size (the "backlen").
