@@ -21,8 +21,8 @@
 use bytes::Bytes;
 use dashmap::DashMap;
 
-use crate::db::Key;
 use crate::value::Entry;
+use crate::value::Key;
 
 /// Removes those of `keys` whose entry is expired at `now_ms` (a key that got a later
 /// deadline, or none, or is absent, is left alone) and returns them with their entries, in

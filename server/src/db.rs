@@ -15,19 +15,6 @@ use bytes::Bytes;
 use dashmap::mapref::one::Ref;
 use dashmap::DashMap;
 
-/// A key as the keyspace table stores it: its bytes in one exact-size allocation, 16 bytes in
-/// the slot. A `Bytes` took 32 bytes of every slot (paid about twice per key, the table
-/// running half empty after it grows) and, once cloned, a separate 24-byte shared header.
-/// Hashes and compares as `[u8]`, so lookups take a `&[u8]`; code that needs a `Bytes` of
-/// a stored key (a reply, the expiry index) copies it with [`key_bytes`].
-pub(crate) type Key = Box<[u8]>;
-
-/// A stored key's bytes as a `Bytes` (a copy: a key is short, and the copy keeps the table's
-/// allocation exact).
-pub(crate) fn key_bytes(key: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(key)
-}
-
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
 /// resistant to hash flooding), instead of the standard library's slower SipHash.
 pub(crate) type KeyHasher = ahash::RandomState;
@@ -37,7 +24,7 @@ use tokio::sync::Notify;
 use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
-pub(crate) use crate::value::{Entry, Value};
+pub(crate) use crate::value::{key_bytes, Entry, Key, Value};
 
 mod blocked;
 mod swap;

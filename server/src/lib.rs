@@ -91,6 +91,7 @@ pub(crate) mod slowlog;
 pub(crate) mod state;
 pub(crate) mod stream;
 pub(crate) mod stream_group;
+pub(crate) mod stream_id;
 pub(crate) mod tracking;
 pub(crate) mod value;
 pub(crate) mod walk;

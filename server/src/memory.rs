@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use bytes::Bytes;
 use dashmap::mapref::one::RefMut;
 
-use crate::db::Key;
+use crate::value::Key;
 use crate::value::{Entry, Value};
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
@@ -317,7 +317,7 @@ impl DbMemory {
     /// Bytes of a hash table with room for `capacity` entries: one `(key, entry)` slot and
     /// one control byte per bucket.
     pub(crate) fn table_bytes(capacity: usize) -> usize {
-        let slot = std::mem::size_of::<(crate::db::Key, Entry)>() + 1;
+        let slot = std::mem::size_of::<(crate::value::Key, Entry)>() + 1;
         capacity * 8 / 7 * slot
     }
 }

@@ -80,6 +80,19 @@ impl Value {
     }
 }
 
+/// A key as the keyspace table stores it: its bytes in one exact-size allocation, 16 bytes in
+/// the slot. A `Bytes` took 32 bytes of every slot (paid about twice per key, the table
+/// running half empty after it grows) and, once cloned, a separate 24-byte shared header.
+/// Hashes and compares as `[u8]`, so lookups take a `&[u8]`; code that needs a `Bytes` of
+/// a stored key (a reply, the expiry index) copies it with [`key_bytes`].
+pub(crate) type Key = Box<[u8]>;
+
+/// A stored key's bytes as a `Bytes` (a copy: a key is short, and the copy keeps the table's
+/// allocation exact).
+pub(crate) fn key_bytes(key: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(key)
+}
+
 /// A value and its absolute expiry time (Unix milliseconds), if it has one.
 ///
 /// Every key's slot in the keyspace table holds one, so its size is paid for each key (about
