@@ -91,6 +91,12 @@ pub(crate) struct Db {
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
     /// client registers its own notifier under every key it waits for.
     blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// Clients blocked in `XREADGROUP` on keys of this database, woken by any change of the
+    /// key (a deletion, a new type, a flush, a swap) so that they can answer that the stream
+    /// is gone, as Redis's `signalDeletedKeyAsReady` makes them.
+    change_watchers: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// How many notifiers `change_watchers` holds: the one check every write pays.
+    change_watcher_count: AtomicUsize,
     /// Keys a read found expired and deleted (lazy expiry), waiting to be sent to replicas
     /// and the AOF as `DEL`s; see [`take_lazily_expired`](Db::take_lazily_expired).
     lazily_expired: Mutex<Vec<Bytes>>,
@@ -539,6 +545,7 @@ impl Db {
     pub(crate) fn clear(&self) {
         self.clear_keys();
         self.hook.flushed();
+        self.all_keys_changed();
     }
 
     fn clear_keys(&self) {
@@ -554,6 +561,7 @@ impl Db {
     pub(crate) fn clear_async(&self) {
         self.clear_keys_async();
         self.hook.flushed();
+        self.all_keys_changed();
     }
 
     fn clear_keys_async(&self) {
@@ -635,6 +643,7 @@ impl Keyspace {
     pub(crate) fn clear_all(&self) {
         for db in &self.dbs {
             db.clear_keys();
+            db.all_keys_changed();
         }
         self.hook.flushed();
     }
@@ -644,6 +653,7 @@ impl Keyspace {
     pub(crate) fn clear_all_async(&self) {
         for db in &self.dbs {
             db.clear_keys_async();
+            db.all_keys_changed();
         }
         self.hook.flushed();
     }

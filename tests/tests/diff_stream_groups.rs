@@ -416,3 +416,49 @@ fn damaged_group_payloads_are_refused() {
     }
     assert_eq!(d.latchkey.cmd(&["PING"]), b"+PONG\r\n");
 }
+
+/// A client blocked in `XREADGROUP` hears when its stream goes away: deleted, overwritten with
+/// another type, flushed or swapped out, it answers `UNBLOCKED ...` at once, on both servers
+/// (Redis's `signalDeletedKeyAsReady`). The test waits until each server counts the client
+/// as blocked before it removes the stream.
+#[test]
+fn a_blocked_group_reader_hears_its_stream_go() {
+    for removal in [
+        "DEL s",
+        "SET s notastream",
+        "FLUSHDB",
+        "FLUSHALL ASYNC",
+        "SWAPDB 0 1",
+    ] {
+        let mut d = Diff::new();
+        d.table(&["FLUSHALL", "XGROUP CREATE s g $ MKSTREAM"]);
+        let addrs = [d.redis_proc.addr(), d.latchkey_server.addr()];
+        let mut readers: Vec<latchkey_tests::RawConn> = addrs
+            .iter()
+            .map(|a| latchkey_tests::RawConn::connect(*a).unwrap())
+            .collect();
+        for r in &mut readers {
+            r.send_raw(&latchkey_tests::RawConn::encode(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "alice",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ]));
+        }
+        for a in addrs {
+            latchkey_tests::raw::wait_blocked_clients(a, 1);
+        }
+        d.check(&latchkey_tests::diff::split_args(removal));
+        let replies: Vec<Vec<u8>> = readers.iter_mut().map(|r| r.read_reply()).collect();
+        assert_eq!(show(&replies[1]), show(&replies[0]), "after {removal}");
+        assert_eq!(
+            replies[0], b"-UNBLOCKED the stream key no longer exists\r\n",
+            "redis-server after {removal}"
+        );
+    }
+}

@@ -43,6 +43,22 @@ pub(super) fn block_until<F>(
 ) where
     F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
 {
+    block_until_changed(ctx, keys, timeout_ms, exclusive, false, attempt);
+}
+
+/// [`block_until`], and, with `on_any_change`, woken by any change of the keys too, their
+/// deletion, a flush or a swap included (a blocked `XREADGROUP` answers that its stream is
+/// gone), not only by what serves a blocked client.
+pub(super) fn block_until_changed<F>(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    timeout_ms: u64,
+    exclusive: bool,
+    on_any_change: bool,
+    attempt: F,
+) where
+    F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
+{
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
     let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
@@ -59,12 +75,16 @@ pub(super) fn block_until<F>(
         let db = shared.keyspace.db(db_index);
         for k in &keys {
             db.block_on(k.clone(), notify.clone());
+            if on_any_change {
+                db.watch_changes(k.clone(), notify.clone());
+            }
         }
         let _guard = BlockGuard {
             shared: shared.clone(),
             db: db_index,
             keys: keys.clone(),
             notify: notify.clone(),
+            on_any_change,
         };
         loop {
             let threshold = shared.config.busy_reply_threshold();
@@ -125,6 +145,7 @@ struct BlockGuard {
     db: usize,
     keys: Vec<Bytes>,
     notify: Arc<Notify>,
+    on_any_change: bool,
 }
 
 impl Drop for BlockGuard {
@@ -132,6 +153,9 @@ impl Drop for BlockGuard {
         let db = self.shared.keyspace.db(self.db);
         for k in &self.keys {
             db.unblock(k, &self.notify);
+            if self.on_any_change {
+                db.unwatch_changes(k, &self.notify);
+            }
         }
     }
 }

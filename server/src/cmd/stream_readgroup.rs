@@ -15,7 +15,7 @@
 
 use bytes::Bytes;
 
-use super::blocking::block_until;
+use super::blocking::block_until_changed;
 use super::stream_args::{entry_frame, parse_strict_id};
 use super::stream_group::{as_one_step, create_consumer_effect, setid_effect, xclaim_effect};
 use super::stream_read::{parse_block, streams_keys};
@@ -311,11 +311,14 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         count
     };
     let waiting_keys = read.keys.clone();
-    block_until(
+    // Woken by any change of its keys too: a deleted or overwritten stream, a flush or a
+    // swap answers `UNBLOCKED`, as Redis's `signalDeletedKeyAsReady` makes it.
+    block_until_changed(
         ctx,
         waiting_keys,
         timeout_ms,
         false,
+        true,
         move |shared, db, now| {
             let _order = shared.order_guard();
             let outcome = serve(shared, db, &read, limit, now, true)?;

@@ -5,6 +5,7 @@
 //! so a push wakes only the first in line, and each client passes the turn on when it leaves
 //! the line (served, timed out, unblocked, or unable to take what the key holds).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -78,6 +79,50 @@ impl Db {
         self.blocked.remove_if(key, |_, l| l.is_empty());
         if was_first {
             self.signal_ready(key);
+        }
+    }
+
+    /// Registers a client that must hear of any change of `key`, its deletion included (a
+    /// blocked `XREADGROUP`): see [`key_changed`](Db::key_changed).
+    pub(crate) fn watch_changes(&self, key: Bytes, notify: Arc<Notify>) {
+        self.change_watchers.entry(key).or_default().push(notify);
+        self.change_watcher_count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Removes a notifier registered with [`watch_changes`](Db::watch_changes).
+    pub(crate) fn unwatch_changes(&self, key: &[u8], notify: &Arc<Notify>) {
+        if let Some(mut list) = self.change_watchers.get_mut(key) {
+            let before = list.len();
+            list.retain(|n| !Arc::ptr_eq(n, notify));
+            self.change_watcher_count
+                .fetch_sub(before - list.len(), Ordering::AcqRel);
+        }
+        self.change_watchers.remove_if(key, |_, l| l.is_empty());
+    }
+
+    /// Wakes the clients watching `key` for changes. Called for every change of a key (with
+    /// nobody watching, one atomic load).
+    pub(crate) fn key_changed(&self, key: &[u8]) {
+        if self.change_watcher_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(list) = self.change_watchers.get(key) {
+            for n in list.iter() {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Wakes every client watching a key of this database for changes: the database was
+    /// flushed or swapped, and each checks what its key holds now.
+    pub(crate) fn all_keys_changed(&self) {
+        if self.change_watcher_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for watching in self.change_watchers.iter() {
+            for n in watching.value() {
+                n.notify_one();
+            }
         }
     }
 }

@@ -37,6 +37,8 @@ impl Keyspace {
         x.mem.swap_with(&y.mem);
         x.wake_blocked_on_present_keys();
         y.wake_blocked_on_present_keys();
+        x.all_keys_changed();
+        y.all_keys_changed();
     }
 }
 

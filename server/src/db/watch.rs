@@ -123,6 +123,7 @@ impl Db {
     /// [`ChangeHook`]). Every write goes through here.
     pub(crate) fn signal_modified(&self, key: &[u8]) {
         self.hook.changed(key);
+        self.key_changed(key);
         if self.watched_count.load(Ordering::Acquire) == 0 {
             return;
         }
