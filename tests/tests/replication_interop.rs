@@ -635,35 +635,67 @@ fn waitaof_counts_local_and_replica_fsyncs() {
     drop((master, durable, volatile, everysec));
 }
 
-/// latchkey does not hold consumer groups yet: a snapshot holding a stream with a group is
-/// refused as a whole (and retried), and the server stays up and serves.
+/// A snapshot holding a stream with a consumer group (its pending entries and consumers) loads
+/// on a latchkey replica, which then follows the group's deliveries and acknowledgements in
+/// the stream: `XINFO GROUPS` and `XPENDING` read on it as on a redis-server replica of the
+/// same master (whose `entries-read` lags the master's, as Redis's own replicas do).
 #[test]
-fn a_snapshot_with_a_consumer_group_is_refused_and_the_replica_stays_up() {
+fn a_snapshot_with_a_consumer_group_carries_the_group() {
     let redis = RedisProcess::spawn(&["--repl-diskless-sync", "no"]);
     let mut m = conn(redis.addr());
     cmd(&mut m, &["SET", "s", "v"]);
-    cmd(&mut m, &["XADD", "members", "*", "a", "b"]);
+    cmd(&mut m, &["XADD", "members", "1-1", "a", "b"]);
+    cmd(&mut m, &["XADD", "members", "2-1", "c", "d"]);
     cmd(&mut m, &["XGROUP", "CREATE", "members", "g", "0"]);
+    cmd(
+        &mut m,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "members",
+            ">",
+        ],
+    );
     let replica = latchkey();
     let mut r = conn(replica.addr());
+    follow(&mut r, redis.addr());
     let port = redis.addr().port().to_string();
-    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]), "+OK\r\n");
-    // A second full sync means the first snapshot was refused and the replica tried again.
-    until("a retried full sync", || syncs(&mut m, "sync_full") >= 2);
-    assert_eq!(
-        info(&mut r, "replication", "master_link_status").as_deref(),
-        Some("down")
-    );
-    assert_eq!(cmd(&mut r, &["PING"]), "+PONG\r\n");
-    assert_eq!(
-        cmd(&mut r, &["DBSIZE"]),
-        ":0\r\n",
-        "nothing of a refused snapshot is loaded"
-    );
-    cmd(&mut m, &["DEL", "members"]);
-    until("the link once the stream is gone", || {
-        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    let redis_replica = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut rr = conn(redis_replica.addr());
+    until("the redis-server replica's link", || {
+        info(&mut rr, "replication", "master_link_status").as_deref() == Some("up")
     });
+    let same = |a: &mut RawConn, b: &mut RawConn, args: &[&str]| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (x, y) = (cmd(a, args), cmd(b, args));
+            if x == y {
+                return x;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{args:?}\n  redis-server replica: {x:?}\n  latchkey replica:     {y:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    same(&mut rr, &mut r, &["XINFO", "GROUPS", "members"]);
+    same(&mut rr, &mut r, &["XPENDING", "members", "g"]);
+    // Then through the stream: another delivery and an acknowledgement.
+    cmd(
+        &mut m,
+        &["XREADGROUP", "GROUP", "g", "bob", "STREAMS", "members", ">"],
+    );
+    cmd(&mut m, &["XACK", "members", "g", "1-1"]);
+    let pending = same(&mut rr, &mut r, &["XPENDING", "members", "g"]);
+    assert!(pending.starts_with("*4\r\n:1\r\n"), "{pending}");
+    assert_eq!(pending, cmd(&mut m, &["XPENDING", "members", "g"]));
+    same(&mut rr, &mut r, &["XINFO", "GROUPS", "members"]);
     assert_eq!(cmd(&mut r, &["GET", "s"]), "$1\r\nv\r\n");
 }
 
