@@ -384,8 +384,9 @@ pub(crate) fn info_section(shared: &Shared, scripts: &str) -> String {
         .config
         .get("maxmemory-policy")
         .unwrap_or_else(|| "noeviction".into());
+    let allocator = crate::memory::allocator_name();
     format!(
-        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\n{scripts}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:libc\r\n",
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_dataset:{dataset}\r\n{scripts}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_allocator:{allocator}\r\n",
         human(used),
         human(rss),
         human(peak),

@@ -2,7 +2,9 @@
 //!
 //! Two sources, the better one wins:
 //!
-//! - **A counting allocator.** [`CountingAllocator`] wraps the system allocator and keeps a
+//! - **A counting allocator.** [`CountingAllocator`] wraps the allocator (jemalloc, as
+//!   Redis ships with, under the `jemalloc` feature that the binary is built with; the
+//!   system's malloc otherwise) and keeps a
 //!   running total of the bytes currently allocated. The `latchkey-server` binary installs it
 //!   as its `#[global_allocator]`; then `used_memory` is that total, which covers everything
 //!   (keys, values, client buffers, Lua, the replication backlog) as Redis's `zmalloc` count
@@ -24,7 +26,7 @@
 //! when it changes, and discharged when it goes. For collections it samples a few elements at
 //! fixed positions and extrapolates (as Redis's `MEMORY USAGE` samples), so it stays O(1).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
@@ -37,7 +39,25 @@ use crate::value::{Entry, Value};
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// The system allocator with a running count of the bytes allocated through it. Install it
+/// The allocator [`CountingAllocator`] forwards to: jemalloc with the `jemalloc` feature (as
+/// the binary is built), the system's malloc without it.
+#[cfg(feature = "jemalloc")]
+const INNER: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(not(feature = "jemalloc"))]
+const INNER: std::alloc::System = std::alloc::System;
+
+/// What `INFO memory` says the allocator is (`mem_allocator`), when the counting allocator
+/// is in use; an embedder's own allocator is not known and is reported as `libc`.
+pub(crate) fn allocator_name() -> &'static str {
+    if cfg!(feature = "jemalloc") && INSTALLED.load(Ordering::Relaxed) {
+        "jemalloc-5.3.0"
+    } else {
+        "libc"
+    }
+}
+
+/// The process's allocator (jemalloc with the `jemalloc` feature, else the system's) with a
+/// running count of the bytes allocated through it. Install it
 /// in the program that embeds the server, with
 /// `#[global_allocator] static A: CountingAllocator = CountingAllocator;`, and `INFO memory`'s
 /// `used_memory` and the `maxmemory` limit count every byte the process allocates (without
@@ -45,10 +65,10 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingAllocator;
 
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated besides.
+// SAFETY: every call is forwarded to `INNER` unchanged; only a counter is updated besides.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        let p = INNER.alloc(layout);
         if !p.is_null() {
             count_alloc(layout.size());
         }
@@ -56,7 +76,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        let p = INNER.alloc_zeroed(layout);
         if !p.is_null() {
             count_alloc(layout.size());
         }
@@ -64,12 +84,12 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        INNER.dealloc(ptr, layout);
         ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        let p = INNER.realloc(ptr, layout, new_size);
         if !p.is_null() {
             if new_size >= layout.size() {
                 count_alloc(new_size - layout.size());
