@@ -337,38 +337,38 @@ fn estimate_step(radius_m: f64, lat: f64) -> u8 {
     step.clamp(1, 26) as u8
 }
 
-/// Moves a cell east (`+1`) or west (`-1`): the longitude's (odd) bits.
-fn move_x(h: Hash, d: i8) -> Hash {
-    let x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = h.bits & 0x5555_5555_5555_5555;
+/// The longitude's bits of a hash: the odd ones.
+const LONG_BITS: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+/// The latitude's bits of a hash: the even ones.
+const LAT_BITS: u64 = 0x5555_5555_5555_5555;
+
+/// Moves a cell one step along one coordinate (`d`: +1 or -1), `own` naming that
+/// coordinate's bits: the interleaved number is counted up or down through its own bits only,
+/// the others filled with ones so that a carry or a borrow skips them.
+fn step_along(h: Hash, d: i8, own: u64) -> Hash {
+    let mine = h.bits & own;
+    let other = h.bits & !own;
     let shift = 64 - 2 * u32::from(h.step);
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    let x = if d > 0 {
-        x.wrapping_add(zz + 1)
+    let zz = !own >> shift;
+    let moved = if d > 0 {
+        mine.wrapping_add(zz + 1)
     } else {
-        (x | zz).wrapping_sub(zz + 1)
-    } & (0xaaaa_aaaa_aaaa_aaaau64 >> shift);
+        (mine | zz).wrapping_sub(zz + 1)
+    } & (own >> shift);
     Hash {
-        bits: x | y,
+        bits: moved | other,
         step: h.step,
     }
 }
 
-/// Moves a cell north (`+1`) or south (`-1`): the latitude's (even) bits.
+/// Moves a cell east (`+1`) or west (`-1`).
+fn move_x(h: Hash, d: i8) -> Hash {
+    step_along(h, d, LONG_BITS)
+}
+
+/// Moves a cell north (`+1`) or south (`-1`).
 fn move_y(h: Hash, d: i8) -> Hash {
-    let x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = h.bits & 0x5555_5555_5555_5555;
-    let shift = 64 - 2 * u32::from(h.step);
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    let y = if d > 0 {
-        y.wrapping_add(zz + 1)
-    } else {
-        (y | zz).wrapping_sub(zz + 1)
-    } & (0x5555_5555_5555_5555u64 >> shift);
-    Hash {
-        bits: x | y,
-        step: h.step,
-    }
+    step_along(h, d, LAT_BITS)
 }
 
 /// The eight neighbours: north, south, east, west, north-east, north-west, south-east,

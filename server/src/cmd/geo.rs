@@ -103,12 +103,19 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     reply
 }
 
+/// The stored score of each member named after the key (`GEOPOS`, `GEOHASH`), `None` for
+/// one missing, all `None` when the key is.
+fn member_scores(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Vec<Option<f64>>, Frame> {
+    let scores = read(ctx, &args[1], |z| {
+        args[2..].iter().map(|m| z.score(m)).collect::<Vec<_>>()
+    })?;
+    Ok(scores.unwrap_or_else(|| vec![None; args.len() - 2]))
+}
+
 /// `GEOPOS key member ...`
 fn geopos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let scores = match read(ctx, &args[1], |z| {
-        args[2..].iter().map(|m| z.score(m)).collect::<Vec<_>>()
-    }) {
-        Ok(s) => s.unwrap_or_else(|| vec![None; args.len() - 2]),
+    let scores = match member_scores(ctx, args) {
+        Ok(s) => s,
         Err(e) => return e,
     };
     Frame::Array(
@@ -150,10 +157,8 @@ fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// `GEOHASH key member ...`
 fn geohash(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let scores = match read(ctx, &args[1], |z| {
-        args[2..].iter().map(|m| z.score(m)).collect::<Vec<_>>()
-    }) {
-        Ok(s) => s.unwrap_or_else(|| vec![None; args.len() - 2]),
+    let scores = match member_scores(ctx, args) {
+        Ok(s) => s,
         Err(e) => return e,
     };
     Frame::Array(

@@ -112,49 +112,84 @@ fn serve(
     }))
 }
 
-fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let mut block: Option<u64> = None;
-    let mut count: usize = 0;
-    let mut streams_at = 0;
+/// The options of `XREAD` and `XREADGROUP`, read as Redis's `xreadCommand` reads both.
+pub(super) struct ReadArgs {
+    /// `BLOCK ms`.
+    pub(super) block: Option<u64>,
+    /// `COUNT n` (0: no limit).
+    pub(super) count: usize,
+    /// `NOACK` (`XREADGROUP` only).
+    pub(super) noack: bool,
+    /// `GROUP group consumer` (`XREADGROUP` only).
+    pub(super) group: Option<(Bytes, Bytes)>,
+    /// Where the keys start, after `STREAMS`.
+    pub(super) streams_at: usize,
+}
+
+/// Reads the options before `STREAMS`; `GROUP` and `NOACK` are refused unless `group_ok`
+/// (`XREADGROUP`), with Redis's texts, in Redis's order.
+pub(super) fn parse_read_args(args: &[Bytes], group_ok: bool) -> Result<ReadArgs, Frame> {
+    let mut r = ReadArgs {
+        block: None,
+        count: 0,
+        noack: false,
+        group: None,
+        streams_at: 0,
+    };
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - i - 1;
         let o = &args[i];
         if is(o, "block") && more > 0 {
-            match parse_block(&args[i + 1]) {
-                Ok(ms) => block = Some(ms),
-                Err(e) => return e,
-            }
+            r.block = Some(parse_block(&args[i + 1])?);
             i += 2;
         } else if is(o, "count") && more > 0 {
-            match parse_i64(&args[i + 1]) {
-                Ok(n) => count = n.max(0) as usize,
-                Err(e) => return e,
-            }
+            r.count = parse_i64(&args[i + 1])?.max(0) as usize;
             i += 2;
         } else if is(o, "streams") && more > 0 {
-            streams_at = i + 1;
-            if !(args.len() - streams_at).is_multiple_of(2) {
-                return Frame::error(
+            r.streams_at = i + 1;
+            if !(args.len() - r.streams_at).is_multiple_of(2) {
+                return Err(Frame::error(
                     "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                );
+                ));
             }
             break;
         } else if is(o, "group") && more >= 2 {
-            return Frame::error(
-                "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            );
+            if !group_ok {
+                return Err(Frame::error(
+                    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            r.group = Some((args[i + 1].clone(), args[i + 2].clone()));
+            i += 3;
         } else if is(o, "noack") {
-            return Frame::error(
-                "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            );
+            if !group_ok {
+                return Err(Frame::error(
+                    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            r.noack = true;
+            i += 1;
         } else {
-            return syntax_error();
+            return Err(syntax_error());
         }
     }
-    if streams_at == 0 {
-        return syntax_error();
+    if r.streams_at == 0 {
+        return Err(syntax_error());
     }
+    Ok(r)
+}
+
+fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
+    let ReadArgs {
+        block,
+        count,
+        streams_at,
+        ..
+    } = match parse_read_args(args, false) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let n = (args.len() - streams_at) / 2;
     let keys: Vec<Bytes> = args[streams_at..streams_at + n].to_vec();
     let mut after = Vec::with_capacity(n);

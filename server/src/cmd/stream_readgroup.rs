@@ -18,8 +18,8 @@ use bytes::Bytes;
 use super::blocking::block_until_changed;
 use super::stream_args::{entry_frame, parse_strict_id};
 use super::stream_group::{as_one_step, create_consumer_effect, setid_effect, xclaim_effect};
-use super::stream_read::{parse_block, streams_keys};
-use super::util::{is, parse_i64, syntax_error, wrongtype};
+use super::stream_read::{parse_read_args, streams_keys, ReadArgs};
+use super::util::wrongtype;
 use super::{spec, CommandSpec, Ctx, BLOCKING, MOVABLEKEYS, WRITE};
 use crate::db::Value;
 use crate::frame::{Frame, Protocol};
@@ -205,48 +205,16 @@ fn no_group_read(key: &[u8], group: &[u8]) -> Frame {
 }
 
 fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let mut block: Option<u64> = None;
-    let mut count: usize = 0;
-    let mut noack = false;
-    let mut group: Option<(Bytes, Bytes)> = None;
-    let mut streams_at = 0;
-    let mut i = 1;
-    while i < args.len() {
-        let more = args.len() - i - 1;
-        let o = &args[i];
-        if is(o, "block") && more > 0 {
-            match parse_block(&args[i + 1]) {
-                Ok(ms) => block = Some(ms),
-                Err(e) => return e,
-            }
-            i += 2;
-        } else if is(o, "count") && more > 0 {
-            match parse_i64(&args[i + 1]) {
-                Ok(n) => count = n.max(0) as usize,
-                Err(e) => return e,
-            }
-            i += 2;
-        } else if is(o, "streams") && more > 0 {
-            streams_at = i + 1;
-            if !(args.len() - streams_at).is_multiple_of(2) {
-                return Frame::error(
-                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                );
-            }
-            break;
-        } else if is(o, "group") && more >= 2 {
-            group = Some((args[i + 1].clone(), args[i + 2].clone()));
-            i += 3;
-        } else if is(o, "noack") {
-            noack = true;
-            i += 1;
-        } else {
-            return syntax_error();
-        }
-    }
-    if streams_at == 0 {
-        return syntax_error();
-    }
+    let ReadArgs {
+        block,
+        count,
+        noack,
+        group,
+        streams_at,
+    } = match parse_read_args(args, true) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let Some((group, consumer)) = group else {
         return Frame::error("ERR Missing GROUP option for XREADGROUP");
     };
