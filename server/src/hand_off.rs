@@ -21,7 +21,11 @@
 //! clock nor touches this module's state outside scripts and transactions.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The TSC clock: a script reads it around every `redis.call`, where `std::time::Instant` cost a
+// system clock read each time.
+use quanta::Instant;
 
 /// How long a script or a transaction runs on its tokio worker before that worker's other
 /// tasks are handed to another thread. Short scripts (every lock script) never pay for the
