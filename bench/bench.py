@@ -392,7 +392,11 @@ def main():
                     help="a file of further results to include verbatim (e.g. host_bench)")
     ap.add_argument("--command", default="scripts/bench", help="the command, for the report")
     opts = ap.parse_args()
-    opts.binary = {"latchkey": opts.latchkey, "redis": opts.redis}
+    # Absolute paths: each server runs in a directory of its own (`cwd`), where a relative
+    # path such as target/release/latchkey-server would not be found.
+    def resolve(path):
+        return os.path.abspath(path) if os.sep in path else path
+    opts.binary = {"latchkey": resolve(opts.latchkey), "redis": resolve(opts.redis)}
     # Servers on core 0, the load on the others, when there is a core to spare.
     pins = {"server": "0", "load": f"1-{cores() - 1}"} if cores() >= 2 else {"server": None, "load": None}
     sections = []
