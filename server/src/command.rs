@@ -429,6 +429,13 @@ impl<'a> Ctx<'a> {
         self.shared
             .keyspace_event(class, event, key, self.client.db);
     }
+
+    /// [`notify`](Ctx::notify), then `del` if the command emptied (and so deleted) the key:
+    /// see [`Shared::keyspace_event_then_del_if_gone`].
+    pub(crate) fn notify_then_del_if_gone(&self, class: u32, event: &str, key: &[u8]) {
+        self.shared
+            .keyspace_event_then_del_if_gone(class, event, key, self.client.db);
+    }
 }
 
 impl Shared {

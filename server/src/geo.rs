@@ -296,20 +296,14 @@ impl Search {
                 drop([2, 6, 4]);
             }
         }
-        let all = std::iter::once(hash).chain(n);
         let mut out: Vec<Hash> = Vec::with_capacity(9);
-        let mut last: Option<Hash> = None;
-        for (i, h) in all.enumerate() {
-            if h.is_none() {
-                continue;
-            }
-            // Redis compares with the last cell scanned, but only once one other than the
-            // centre was (its `last_processed` starts at 0).
-            if i > 0 && last.is_some_and(|l| l == h) && out.len() > 1 {
+        for h in std::iter::once(hash).chain(n) {
+            // Redis skips a cell equal to the last one it scanned, but only once it has
+            // scanned one other than the centre (its `last_processed` starts at 0).
+            if h.is_none() || (out.len() > 1 && out.last() == Some(&h)) {
                 continue;
             }
             out.push(h);
-            last = Some(h);
         }
         out
     }

@@ -115,6 +115,24 @@ impl Shared {
         self.publish_event(class, event, key, db);
     }
 
+    /// Publishes `event` for `key`, then `del` if the key no longer exists: a collection the
+    /// command emptied (a pop, a removal) is deleted, and Redis tells of both.
+    pub(crate) fn keyspace_event_then_del_if_gone(
+        &self,
+        class: u32,
+        event: &str,
+        key: &[u8],
+        db: usize,
+    ) {
+        if !self.config.notify.wants(class | crate::notify::GENERIC) {
+            return;
+        }
+        self.keyspace_event(class, event, key, db);
+        if !self.keyspace.db(db).map().contains_key(key) {
+            self.keyspace_event(crate::notify::GENERIC, "del", key, db);
+        }
+    }
+
     /// Sends the `expired` notifications of keys this thread's command found expired (see
     /// [`crate::db::take_expired_here`]), before any other notification of the command.
     pub(crate) fn announce_expired(&self) {

@@ -103,33 +103,27 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     reply
 }
 
-/// The stored score of each member named after the key (`GEOPOS`, `GEOHASH`), `None` for
-/// one missing, all `None` when the key is.
-fn member_scores(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Vec<Option<f64>>, Frame> {
-    let scores = read(ctx, &args[1], |z| {
+/// One reply per member named after the key (`GEOPOS`, `GEOHASH`), made by `reply` from the
+/// member's stored score (`None`: the member, or the whole key, is missing).
+fn per_member(ctx: &Ctx<'_>, args: &[Bytes], reply: impl Fn(Option<f64>) -> Frame) -> Frame {
+    let scores = match read(ctx, &args[1], |z| {
         args[2..].iter().map(|m| z.score(m)).collect::<Vec<_>>()
-    })?;
-    Ok(scores.unwrap_or_else(|| vec![None; args.len() - 2]))
+    }) {
+        Ok(s) => s.unwrap_or_else(|| vec![None; args.len() - 2]),
+        Err(e) => return e,
+    };
+    Frame::Array(scores.into_iter().map(reply).collect())
 }
 
 /// `GEOPOS key member ...`
 fn geopos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let scores = match member_scores(ctx, args) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    Frame::Array(
-        scores
-            .into_iter()
-            .map(|s| match s {
-                None => Frame::NullArray,
-                Some(score) => {
-                    let (long, lat) = geo::position(score);
-                    Frame::Array(vec![coordinate(ctx, long), coordinate(ctx, lat)])
-                }
-            })
-            .collect(),
-    )
+    per_member(ctx, args, |s| match s {
+        None => Frame::NullArray,
+        Some(score) => {
+            let (long, lat) = geo::position(score);
+            Frame::Array(vec![coordinate(ctx, long), coordinate(ctx, lat)])
+        }
+    })
 }
 
 /// `GEODIST key member1 member2 [M|KM|FT|MI]`
@@ -157,18 +151,9 @@ fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 /// `GEOHASH key member ...`
 fn geohash(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let scores = match member_scores(ctx, args) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    Frame::Array(
-        scores
-            .into_iter()
-            .map(|s| {
-                s.map_or(Frame::Null, |s| {
-                    Frame::Bulk(Bytes::from(geo::standard_hash(s)))
-                })
-            })
-            .collect(),
-    )
+    per_member(ctx, args, |s| {
+        s.map_or(Frame::Null, |s| {
+            Frame::Bulk(Bytes::from(geo::standard_hash(s)))
+        })
+    })
 }

@@ -8,12 +8,10 @@ use bytes::Bytes;
 
 use super::geo::{coordinate, long_lat, unit};
 use super::util::{is, parse_double, parse_i64, syntax_error};
-use super::zsets::read;
+use super::zsets::{read, store as store_zset};
 use super::{spec, CommandSpec, Ctx, DENYOOM, READONLY, WRITE};
-use crate::db::{Entry, Value};
 use crate::frame::Frame;
 use crate::geo::{self, Search, Shape};
-use crate::notify::{GENERIC, ZSET};
 use crate::zset::ZSet;
 
 /// The search commands.
@@ -307,13 +305,8 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind) -> Frame {
     }
     if !exists {
         return match store {
-            Some((dst, _)) => {
-                if ctx.db().remove(&dst).is_some() {
-                    ctx.modified(&dst);
-                    ctx.notify(GENERIC, "del", &dst);
-                }
-                Frame::Integer(0)
-            }
+            // An empty result deletes the destination, as `ZUNIONSTORE` and friends do.
+            Some((dst, _)) => store_zset(ctx, &dst, ZSet::new(), "del"),
             None => Frame::Array(vec![]),
         };
     }
@@ -330,11 +323,10 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], kind: Kind) -> Frame {
         to_meters,
     };
     let limit = if any { count as usize } else { 0 };
-    let found = match read(ctx, src, |z| collect(z, &search, limit)) {
+    let mut found = match read(ctx, src, |z| collect(z, &search, limit)) {
         Ok(f) => f.unwrap_or_default(),
         Err(e) => return e,
     };
-    let mut found = found;
     if let Some(ascending) = sort {
         // Stable, as glibc's `qsort` (a merge sort) is: equal distances keep the scan order.
         found.sort_by(|a, b| {
@@ -423,7 +415,8 @@ fn reply(
 }
 
 /// Stores the result as a sorted set at `dst` (scores: the positions, or the distances with
-/// `STOREDIST`); an empty result deletes `dst`. Replies with the number stored.
+/// `STOREDIST`) as the sorted-set `*STORE` commands do: an empty one deletes `dst`. Replies
+/// with the number stored.
 fn store_result(
     ctx: &mut Ctx<'_>,
     dst: &Bytes,
@@ -432,14 +425,7 @@ fn store_result(
     storedist: bool,
     kind: Kind,
 ) -> Frame {
-    let n = found.len();
-    if n == 0 {
-        if ctx.db().remove(dst).is_some() {
-            ctx.modified(dst);
-            ctx.notify(GENERIC, "del", dst);
-        }
-        return Frame::Integer(0);
-    }
+    let n = found.len() as u64;
     let mut z = ZSet::new();
     for f in found {
         let score = if storedist {
@@ -449,15 +435,12 @@ fn store_result(
         };
         z.insert(f.member, score);
     }
-    ctx.db()
-        .insert(dst.clone(), Entry::new(Value::ZSet(Box::new(z))));
-    ctx.modified(dst);
     let event = match kind {
         Kind::Search { .. } => "geosearchstore",
         Kind::Radius { .. } => "georadiusstore",
     };
-    ctx.notify(ZSET, event, dst);
-    ctx.db().signal_ready(dst);
-    ctx.dirty += n as u64 - 1;
-    Frame::Integer(n as i64)
+    let reply = store_zset(ctx, dst, z, event);
+    // Redis counts each member stored as a change.
+    ctx.dirty += n.saturating_sub(1);
+    reply
 }

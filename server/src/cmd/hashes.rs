@@ -5,7 +5,6 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 
 use super::keys::parse_scan;
-use super::lists::notify_then_del_if_gone;
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
 use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
@@ -153,7 +152,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, HASH, "hdel", key);
+        ctx.notify_then_del_if_gone(HASH, "hdel", key);
     }
     Frame::Integer(removed as i64)
 }

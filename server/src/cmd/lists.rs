@@ -17,7 +17,7 @@ use super::{
 use crate::command::WALKS_VALUE;
 use crate::db::Db;
 use crate::frame::Frame;
-use crate::notify::{GENERIC, LIST};
+use crate::notify::LIST;
 use crate::state::Shared;
 
 /// The list commands.
@@ -112,31 +112,8 @@ pub(super) fn notify_push(shared: &Shared, db_index: usize, key: &[u8], left: bo
 /// The keyspace notifications of a pop from `key`, in Redis's order: `lpop` or `rpop`, then
 /// `del` when the pop emptied (and so deleted) the list.
 pub(super) fn notify_pop(shared: &Shared, db_index: usize, key: &[u8], left: bool) {
-    notify_then_del_if_gone(
-        shared,
-        db_index,
-        LIST,
-        if left { "lpop" } else { "rpop" },
-        key,
-    );
-}
-
-/// Publishes `event` for `key`, then `del` if the key no longer exists (a collection the
-/// command emptied is deleted, and Redis tells of both).
-pub(super) fn notify_then_del_if_gone(
-    shared: &Shared,
-    db_index: usize,
-    class: u32,
-    event: &str,
-    key: &[u8],
-) {
-    if !shared.config.notify.wants(class | GENERIC) {
-        return;
-    }
-    shared.keyspace_event(class, event, key, db_index);
-    if !shared.keyspace.db(db_index).map().contains_key(key) {
-        shared.keyspace_event(GENERIC, "del", key, db_index);
-    }
+    let event = if left { "lpop" } else { "rpop" };
+    shared.keyspace_event_then_del_if_gone(LIST, event, key, db_index);
 }
 
 fn lpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
@@ -342,7 +319,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, LIST, "lrem", key);
+        ctx.notify_then_del_if_gone(LIST, "lrem", key);
     }
     Frame::Integer(removed as i64)
 }
@@ -368,7 +345,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ctx.db().remove_if_empty(key);
     }
     ctx.modified(key);
-    notify_then_del_if_gone(ctx.shared, ctx.client.db, LIST, "ltrim", key);
+    ctx.notify_then_del_if_gone(LIST, "ltrim", key);
     Frame::ok()
 }
 

@@ -12,7 +12,6 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::keys::parse_scan;
-use super::lists::notify_then_del_if_gone;
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
 use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
@@ -152,7 +151,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
     if removed > 0 {
         ctx.modified(key);
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "srem", key);
+        ctx.notify_then_del_if_gone(SET, "srem", key);
     }
     Frame::Integer(removed as i64)
 }
@@ -226,7 +225,7 @@ fn spop_one(ctx: &mut Ctx<'_>, key: &Bytes) -> Frame {
         ctx.db().remove_if_empty(key);
     }
     ctx.modified(key);
-    notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "spop", key);
+    ctx.notify_then_del_if_gone(SET, "spop", key);
     ctx.propagate_as(vec![vec![
         Bytes::from_static(b"SREM"),
         key.clone(),
@@ -252,7 +251,7 @@ fn spop_count(ctx: &mut Ctx<'_>, key: &Bytes, count: &[u8]) -> Frame {
         drop(e);
         ctx.db().remove(key);
         ctx.modified(key);
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "spop", key);
+        ctx.notify_then_del_if_gone(SET, "spop", key);
         ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         return set_reply(members);
     }
@@ -358,7 +357,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ctx.db().remove_if_empty(src);
     }
     ctx.modified(src);
-    notify_then_del_if_gone(ctx.shared, ctx.client.db, SET, "srem", src);
+    ctx.notify_then_del_if_gone(SET, "srem", src);
     let max = max_intset(ctx);
     let mut e = match write(ctx, dst, true) {
         Ok(e) => e.expect("created"),

@@ -12,7 +12,6 @@
 //! under RESP3 when a count was given; `BZPOPMIN` is `[key, member, score]`; `ZMPOP` is
 //! `[key, [[member, score], ...]]` in both protocols, a null array when nothing was found.
 
-use super::lists::notify_then_del_if_gone;
 use crate::notify::ZSET;
 use bytes::Bytes;
 
@@ -125,7 +124,7 @@ fn pop_command(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Frame {
     if !popped.is_empty() {
         ctx.changed();
         let event = if max { "zpopmax" } else { "zpopmin" };
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, ZSET, event, &args[1]);
+        ctx.notify_then_del_if_gone(ZSET, event, &args[1]);
     }
     // Nested pairs only under RESP3 and with a count.
     let proto = match count {
@@ -175,7 +174,7 @@ fn try_mpop(
             continue;
         };
         let event = if p.max { "zpopmax" } else { "zpopmin" };
-        notify_then_del_if_gone(shared, db_index, ZSET, event, key);
+        shared.keyspace_event_then_del_if_gone(ZSET, event, key, db_index);
         let n = popped.len();
         let reply = match p.count {
             // BZPOPMIN: `[key, member, score]`, flat in both protocols.

@@ -12,7 +12,6 @@
 use crate::memory::EntryMut;
 use bytes::Bytes;
 
-use super::lists::notify_then_del_if_gone;
 use super::util::{
     container_mut, is, not_float, not_integer, parse_double, parse_i64, read_container,
     syntax_error, write_container,
@@ -93,7 +92,7 @@ pub(super) fn finish_write(
     }
     if changed {
         ctx.modified(key);
-        notify_then_del_if_gone(ctx.shared, ctx.client.db, ZSET, event, key);
+        ctx.notify_then_del_if_gone(ZSET, event, key);
     }
 }
 
