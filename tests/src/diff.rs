@@ -134,6 +134,18 @@ pub fn split_args(line: &str) -> Vec<String> {
 /// Whether `r` and `l` differ only on RESP line `ttl_line`, where both are integers at most
 /// `tolerance` apart.
 fn ttl_within(r: &[u8], l: &[u8], ttl_line: usize, tolerance: i64) -> bool {
+    same_but_near_integers(r, l, tolerance, |i| i == ttl_line)
+}
+
+/// Whether two replies are the same RESP lines, except integer lines (`:n`) at most
+/// `tolerance` apart on the lines `may_differ` names (by their index): for the fields that
+/// are times (a remaining TTL, an idle time), and only for them.
+pub fn same_but_near_integers(
+    r: &[u8],
+    l: &[u8],
+    tolerance: i64,
+    may_differ: impl Fn(usize) -> bool,
+) -> bool {
     let rl: Vec<&[u8]> = r.split(|&b| b == b'\n').collect();
     let ll: Vec<&[u8]> = l.split(|&b| b == b'\n').collect();
     let int = |line: &[u8]| -> Option<i64> {
@@ -145,7 +157,7 @@ fn ttl_within(r: &[u8], l: &[u8], ttl_line: usize, tolerance: i64) -> bool {
     rl.len() == ll.len()
         && rl.iter().zip(&ll).enumerate().all(|(i, (a, b))| {
             a == b
-                || (i == ttl_line
+                || (may_differ(i)
                     && matches!((int(a), int(b)), (Some(x), Some(y)) if (x - y).abs() <= tolerance))
         })
 }

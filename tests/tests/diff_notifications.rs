@@ -268,12 +268,8 @@ fn an_expired_key_is_announced_before_the_command_that_found_it() {
 /// notification a lock's waiter can listen for when a crashed holder's lease runs out.
 #[test]
 fn the_active_cycle_announces_each_expired_key() {
-    for addr_of in [
-        latchkey_addr as fn(&mut Option<Keep>) -> SocketAddr,
-        redis_addr,
-    ] {
-        let mut keep = None;
-        let addr = addr_of(&mut keep);
+    let d = latchkey_tests::Diff::new();
+    for addr in [d.latchkey_server.addr(), d.redis_proc.addr()] {
         let mut c = RawConn::connect(addr).unwrap();
         let mut sub = RawConn::connect(addr).unwrap();
         c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
@@ -284,33 +280,11 @@ fn the_active_cycle_announces_each_expired_key() {
         assert_eq!(
             message,
             b"*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$5\r\nlease\r\n",
-            "{}",
+            "{addr}: {}",
             String::from_utf8_lossy(&message)
         );
         assert_eq!(c.cmd(&["EXISTS", "lease"]), b":0\r\n");
     }
-}
-
-/// What keeps a server alive while a test talks to it.
-enum Keep {
-    Latchkey(#[allow(dead_code)] latchkey_server::BlockingServer),
-    Redis(#[allow(dead_code)] RedisProcess),
-}
-
-fn latchkey_addr(keep: &mut Option<Keep>) -> SocketAddr {
-    let server = latchkey_server::Server::builder()
-        .start_blocking()
-        .expect("start latchkey");
-    let addr = server.addr();
-    *keep = Some(Keep::Latchkey(server));
-    addr
-}
-
-fn redis_addr(keep: &mut Option<Keep>) -> SocketAddr {
-    let redis = RedisProcess::spawn(&[]);
-    let addr = redis.addr();
-    *keep = Some(Keep::Redis(redis));
-    addr
 }
 
 /// A key evicted under `maxmemory` is announced `evicted` (latchkey alone: which key Redis
