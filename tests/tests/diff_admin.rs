@@ -212,3 +212,32 @@ fn client_kill_closes_what_it_matches() {
         assert!(closed(&mut me), "{addr}: caller alive");
     }
 }
+
+/// latchkey is no cluster node: `CLUSTER`'s subcommands are looked up and their arity checked
+/// as Redis does, then answer that cluster support is disabled, as do `READONLY`, `READWRITE`
+/// and `ASKING` (client libraries send them to learn what they talk to).
+#[test]
+fn cluster_commands_on_a_standalone_node() {
+    let mut d = Diff::new();
+    d.table(&[
+        "CLUSTER INFO",
+        "CLUSTER SLOTS",
+        "CLUSTER SHARDS",
+        "CLUSTER NODES",
+        "CLUSTER MYID",
+        "CLUSTER KEYSLOT foo",
+        "CLUSTER KEYSLOT",
+        "CLUSTER INFO extra",
+        "CLUSTER HELP",
+        "CLUSTER RESET HARD",
+        "CLUSTER SETSLOT 1 NODE",
+        "CLUSTER GETKEYSINSLOT 1 10",
+        "CLUSTER nosuch",
+        "CLUSTER",
+        "READONLY",
+        "READONLY x",
+        "READWRITE",
+        "ASKING",
+    ]);
+}
+

@@ -9,6 +9,25 @@ use latchkey_tests::Diff;
 #[test]
 fn libraries_load_as_on_redis() {
     let cases: &[&[&str]] = &[
+        // The library's metadata line, split as Redis splits it (sdssplitargs).
+        &["function", "load", "replace", "#! name=test\nredis.register_function('f1', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua name=foo name=bar\nredis.register_function('f1', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua name=\"qq\"\nredis.register_function('fq', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua NAME=up\nredis.register_function('fu', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua name=\"unterminated\nredis.register_function('f1', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua name=x\"y\"z\nredis.register_function('f1', function() return 1 end)"],
+        &["function", "load", "replace", "#!lua name=no-newline"],
+        &["function", "load", "replace", "#!nosuch name=bad-name\nreturn 1"],
+        &["function", "load", "replace", "#!nosuch name=ok\nreturn 1"],
+        &["function", "load", "replace", "#!lua foo=bar name=x\nreturn 1"],
+        &["function", "load", "replace", "#!lua\nreturn 1"],
+        &["function", "load", "replace", "#!\nreturn 1"],
+        &["function", "load", "replace", "#!   \nreturn 1"],
+        &["fcall", "fq", "0"],
+        &["fcall", "fu", "0"],
+        // Redis lists libraries in its hash table's order, seeded at random: keep one.
+        &["function", "delete", "qq"],
+        &["function", "delete", "up"],
         &["function", "load", "replace", "#!lua name=lx\nredis.register_function('f2', 'not a function')\n"],
         &["function", "load", "replace", "#!lua name=lx\nredis.register_function('f1')\n"],
         &["function", "load", "replace", "#!lua name=lx\nredis.register_function('f1', function() return 1 end, 'x')\n"],

@@ -122,6 +122,25 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     ("return redis.replicate_commands()", &["0"]),
     ("return type(redis.call('time')[1])", &["0"]),
+    // A script cannot wait: XREAD/XREADGROUP refuse BLOCK, naming the command as spelled.
+    ("return redis.pcall('xread','STREAMS','s','$')", &["1", "s"]),
+    ("return redis.pcall('XRead','BLOCK',0,'STREAMS','s','$')", &["1", "s"]),
+    (
+        "return redis.pcall('xreadgroup','group','g','c','BLOCK',0,'STREAMS','s','>')",
+        &["1", "s"],
+    ),
+    // Metatables: `_G`'s is a read-only table, the libraries have none.
+    ("return type(getmetatable(_G))", &["0"]),
+    ("local g = getmetatable(_G); g.__index = {}", &["0"]),
+    ("getmetatable(_G).__index(nil, 'zz')", &["0"]),
+    ("return type(getmetatable(getmetatable(_G)))", &["0"]),
+    ("return {type(getmetatable(redis)), type(getmetatable(cjson))}", &["0"]),
+    ("return getmetatable('').__index == string", &["0"]),
+    ("local m = getmetatable(); return m", &["0"]),
+    ("return getmetatable(nil)", &["0"]),
+    // Not a cluster node: CLUSTER answers so, and CLUSTER RESET is refused in a script.
+    ("return redis.pcall('cluster','info')", &["0"]),
+    ("return redis.pcall('cluster','reset','hard')", &["0"]),
 ];
 
 #[test]

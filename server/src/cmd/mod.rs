@@ -18,6 +18,7 @@ pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
 pub(crate) mod blocking;
 pub(crate) mod client;
+pub(crate) mod cluster;
 pub(crate) mod command_info;
 mod command_meta;
 pub(crate) mod connection;
@@ -68,9 +69,10 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 44] {
+fn tables() -> [&'static [CommandSpec]; 45] {
     [
         replication::COMMANDS,
+        cluster::COMMANDS,
         connection::COMMANDS,
         client::COMMANDS,
         server::COMMANDS,

@@ -127,8 +127,13 @@ pub(super) struct ReadArgs {
 }
 
 /// Reads the options before `STREAMS`; `GROUP` and `NOACK` are refused unless `group_ok`
-/// (`XREADGROUP`), with Redis's texts, in Redis's order.
-pub(super) fn parse_read_args(args: &[Bytes], group_ok: bool) -> Result<ReadArgs, Frame> {
+/// (`XREADGROUP`), and `BLOCK` when `in_script` (a script cannot wait), with Redis's texts, in
+/// Redis's order.
+pub(super) fn parse_read_args(
+    args: &[Bytes],
+    group_ok: bool,
+    in_script: bool,
+) -> Result<ReadArgs, Frame> {
     let mut r = ReadArgs {
         block: None,
         count: 0,
@@ -141,6 +146,13 @@ pub(super) fn parse_read_args(args: &[Bytes], group_ok: bool) -> Result<ReadArgs
         let more = args.len() - i - 1;
         let o = &args[i];
         if is(o, "block") && more > 0 {
+            if in_script {
+                // Redis names the command as the script spelled it.
+                return Err(Frame::error(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(&args[0])
+                )));
+            }
             r.block = Some(parse_block(&args[i + 1])?);
             i += 2;
         } else if is(o, "count") && more > 0 {
@@ -186,7 +198,7 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         count,
         streams_at,
         ..
-    } = match parse_read_args(args, false) {
+    } = match parse_read_args(args, false, ctx.in_script) {
         Ok(r) => r,
         Err(e) => return e,
     };

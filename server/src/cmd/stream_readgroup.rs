@@ -211,7 +211,7 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         noack,
         group,
         streams_at,
-    } = match parse_read_args(args, true) {
+    } = match parse_read_args(args, true, ctx.in_script) {
         Ok(r) => r,
         Err(e) => return e,
     };

@@ -294,28 +294,37 @@ fn read_flags(list: &Table) -> mlua::Result<Option<FunctionFlags>> {
     Ok(Some(flags))
 }
 
-/// Parses `#!lua name=<lib>` from the first line.
+/// Parses `#!lua name=<lib>` from the first line, as Redis 7.0 does: the line is split as an
+/// inline command is (`sdssplitargs`: quotes group and are removed, so `name="foo"` names
+/// `foo`), the first word less its `#!` is the engine, and every other word must be one
+/// `name=` (matched without regard to case).
 pub(crate) fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
-    let first = code.split(|b| *b == b'\n').next().unwrap_or_default();
-    let Some(meta) = first.strip_prefix(b"#!") else {
+    if !code.starts_with(b"#!") {
         return Err(Frame::error("ERR Missing library metadata"));
-    };
-    let meta = String::from_utf8_lossy(meta);
-    let mut parts = meta.split_whitespace();
-    let engine = parts.next().unwrap_or_default();
-    if !engine.eq_ignore_ascii_case("lua") {
-        return Err(Frame::error(format!("ERR Engine '{engine}' not found")));
     }
+    let Some(nl) = code.iter().position(|b| *b == b'\n') else {
+        return Err(Frame::error("ERR Invalid library metadata"));
+    };
+    let parts = match crate::codec::split_args(&code[..nl]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err(Frame::error("ERR Invalid library metadata")),
+    };
+    let engine = String::from_utf8_lossy(parts[0].get(2..).unwrap_or_default());
     let mut name = None;
-    for p in parts {
-        match p.split_once('=') {
-            Some(("name", v)) => name = Some(v.to_string()),
-            _ => {
-                return Err(Frame::error(format!(
-                    "ERR Invalid metadata value given: {p}"
-                )))
+    for p in &parts[1..] {
+        if p.len() >= 5 && p[..5].eq_ignore_ascii_case(b"name=") {
+            if name.is_some() {
+                return Err(Frame::error(
+                    "ERR Invalid metadata value, name argument was given multiple times",
+                ));
             }
+            name = Some(String::from_utf8_lossy(&p[5..]).into_owned());
+            continue;
         }
+        return Err(Frame::error(format!(
+            "ERR Invalid metadata value given: {}",
+            String::from_utf8_lossy(p)
+        )));
     }
     let Some(name) = name else {
         return Err(Frame::error("ERR Library name was not given"));
@@ -324,6 +333,9 @@ pub(crate) fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
         return Err(Frame::error(
             "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long",
         ));
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(Frame::error(format!("ERR Engine '{engine}' not found")));
     }
     Ok(name)
 }

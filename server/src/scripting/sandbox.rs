@@ -87,6 +87,7 @@ pub(crate) const LIBRARIES: [&str; 8] = [
 const SANDBOX_LUA: &str = r#"
 local setmetatable, rawset, rawget, next, pairs = setmetatable, rawset, rawget, next, pairs
 local loadstring, load, setfenv, type, error, sbyte = loadstring, load, setfenv, type, error, string.byte
+local getmetatable, tostring, select = getmetatable, tostring, select
 
 -- Chunk names the server compiles under, kept referenced for the life of the state, and
 -- the field names the reply converter looks up (so that pushing them never allocates).
@@ -147,6 +148,22 @@ function M.install(visible, env)
   rawset(visible, 'rawset', function(t, k, v)
     if readonly[t] then error('Attempt to modify a readonly table', 0) end
     return rawset(t, k, v)
+  end)
+  -- What `getmetatable` shows of a read-only view: nothing for a library (Redis's read-only
+  -- tables have no metatable), and for the globals a read-only table whose `__index` raises
+  -- Redis's error for a missing global, as Redis's `_G` has, so that changing it fails with
+  -- `Attempt to modify a readonly table`.
+  local globals_mt = M.proxy({__index = function(_, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end})
+  rawset(visible, 'getmetatable', function(...)
+    if select('#', ...) == 0 then
+      error("bad argument #1 to 'getmetatable' (value expected)", 2)
+    end
+    local t = ...
+    if t == env then return globals_mt end
+    if t ~= nil and readonly[t] then return nil end
+    return getmetatable(...)
   end)
   rawset(visible, 'setmetatable', function(t, mt)
     if readonly[t] then error('Attempt to modify a readonly table', 0) end
