@@ -34,23 +34,38 @@ mod watch;
 
 pub(crate) use watch::{ChangeHook, KeyChanges, WatchFlag};
 
-thread_local! {
-    /// Keys this thread's command found expired and deleted, not yet announced to keyspace
-    /// notifications (see [`take_expired_here`]).
-    static EXPIRED_HERE: std::cell::RefCell<Vec<(usize, Bytes)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-    /// Whether [`EXPIRED_HERE`] may hold keys: the one test every command pays.
-    static ANY_EXPIRED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// What happened to a key that a command noted for keyspace notifications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Noted {
+    /// Found expired and deleted (`expired`).
+    Expired,
+    /// Added to the database (`new`).
+    Created,
 }
 
-/// Takes the `(database, key)` pairs that commands on this thread found expired and deleted
-/// since the last call: their `expired` notifications go out before the command's own, in
-/// the order Redis sends them (it deletes an expired key when it looks it up).
-pub(crate) fn take_expired_here() -> Option<Vec<(usize, Bytes)>> {
-    if !ANY_EXPIRED_HERE.with(|a| a.replace(false)) {
+thread_local! {
+    /// Keys this thread's command found expired and deleted, or created, not yet announced
+    /// to keyspace notifications (see [`take_noted_here`]), in the order it happened.
+    static NOTED_HERE: std::cell::RefCell<Vec<(usize, Bytes, Noted)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether [`NOTED_HERE`] may hold keys: the one test every command pays.
+    static ANY_NOTED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Takes the `(database, key, what)` triples that commands on this thread noted since the
+/// last call: keys found expired and deleted (Redis deletes an expired key when it looks it
+/// up) and keys created (Redis's `dbAdd`). Their `expired` and `new` notifications go out
+/// before the command's own, in the order Redis sends them.
+pub(crate) fn take_noted_here() -> Option<Vec<(usize, Bytes, Noted)>> {
+    if !ANY_NOTED_HERE.with(|a| a.replace(false)) {
         return None;
     }
-    Some(EXPIRED_HERE.with(|e| std::mem::take(&mut *e.borrow_mut())))
+    Some(NOTED_HERE.with(|e| std::mem::take(&mut *e.borrow_mut())))
+}
+
+fn note_here(db: usize, key: &Bytes, what: Noted) {
+    NOTED_HERE.with(|e| e.borrow_mut().push((db, key.clone(), what)));
+    ANY_NOTED_HERE.with(|a| a.set(true));
 }
 
 /// Number of logical databases (`SELECT 0` .. `SELECT 15`).
@@ -190,26 +205,49 @@ impl Db {
 
     /// Stores an entry, replacing whatever was there (TTL included); the replaced value is
     /// freed off the hot path when big (see [`crate::lazyfree`]). Returns whether a key was
-    /// replaced (expired or not).
+    /// replaced (expired or not). A key that was absent is noted as created (see
+    /// [`take_noted_here`]); a caller that replaces a key as Redis does, by deleting it and
+    /// adding it anew (`RENAME`, `COPY`, `RESTORE REPLACE`), removes it first.
     pub(crate) fn insert(&self, key: Bytes, entry: Entry) -> bool {
+        let replaced = self.store(&key, entry);
+        if !replaced {
+            self.note_created(&key);
+        }
+        replaced
+    }
+
+    /// [`insert`](Db::insert) for a snapshot being loaded: nothing is noted.
+    pub(crate) fn insert_loaded(&self, key: Bytes, entry: Entry) {
+        self.store(&key, entry);
+    }
+
+    fn store(&self, key: &Bytes, entry: Entry) -> bool {
         let new_deadline = entry.expires_at();
-        self.mem.added(&key, &entry);
+        self.mem.added(key, &entry);
         let old = self.map.insert(Key::from(&key[..]), entry);
         if let Some(o) = &old {
-            self.mem.removed(&key, o);
+            self.mem.removed(key, o);
         }
         self.reindex(
-            &key,
+            key,
             old.as_ref().and_then(|e| e.expires_at()),
             new_deadline,
         );
-        self.signal_modified(&key);
+        self.signal_modified(key);
         match old {
             Some(old) => {
                 crate::lazyfree::free_entry(old);
                 true
             }
             None => false,
+        }
+    }
+
+    /// Notes `key` as created by the running command, when `new` events are asked for (for a
+    /// command that replaces a key as Redis does, by deleting it and adding it anew).
+    pub(crate) fn note_created(&self, key: &Bytes) {
+        if self.hook.wants_new_keys() {
+            note_here(self.index, key, Noted::Created);
         }
     }
 
@@ -268,6 +306,9 @@ impl Db {
                             entry.access.init(now_ms, &self.limits);
                             after(Some(&entry));
                             let old = slot.insert(entry);
+                            if expired {
+                                self.note_created(key);
+                            }
                             (r, old.expires_at(), new, true, Some(old))
                         }
                         Update::Remove => {
@@ -299,6 +340,7 @@ impl Db {
                             entry.access.init(now_ms, &self.limits);
                             self.mem.added(key, &entry);
                             slot.insert(entry);
+                            self.note_created(key);
                             (r, None, new, true, None)
                         }
                         Update::Remove | Update::Keep | Update::Expire(_) => {
@@ -347,12 +389,16 @@ impl Db {
                     let old = slot.insert(fresh());
                     self.expiries.recount(old.expires_at(), None);
                     crate::lazyfree::free_entry(old);
+                    self.note_created(key);
                 } else {
                     slot.get().access.touch(now_ms, &self.limits);
                 }
                 slot.into_ref()
             }
-            Slot::Vacant(slot) => slot.insert(fresh()),
+            Slot::Vacant(slot) => {
+                self.note_created(key);
+                slot.insert(fresh())
+            }
         };
         EntryMut::new(r, &self.mem)
     }
@@ -414,8 +460,7 @@ impl Db {
     /// Records that `key`, found expired, was deleted by a command (a read, or a `DEL` of a
     /// key that had already expired), so that the deletion is propagated.
     pub(crate) fn note_lazily_expired(&self, key: Bytes) {
-        EXPIRED_HERE.with(|e| e.borrow_mut().push((self.index, key.clone())));
-        ANY_EXPIRED_HERE.with(|a| a.set(true));
+        note_here(self.index, &key, Noted::Expired);
         self.lazily_expired.lock().push(key);
         if !self.has_lazily_expired.swap(true, Ordering::AcqRel) {
             self.keyspace_lazily_expired.fetch_add(1, Ordering::AcqRel);

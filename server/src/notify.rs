@@ -11,10 +11,14 @@
 //! This module reads and shows the parameter; `Shared::keyspace_event` (`state.rs`) publishes,
 //! and the commands, the expiry cycle and eviction call it with Redis's event names.
 //!
+//! `n` (`new`: a key created) is sent when a command adds a key to a database, as Redis's
+//! `dbAdd` sends it, before the command's own event; a snapshot being loaded sends none.
+//!
 //! Not implemented, and refused by `CONFIG SET` rather than accepted and ignored: `m` (an
-//! event on every read of a missing key) and `n` (an event when a key is created).
+//! event on every read of a missing key).
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// `K`: publish on `__keyspace@<db>__:<key>`.
 pub(crate) const KEYSPACE: u32 = 1 << 0;
@@ -43,8 +47,8 @@ const KEY_MISS: u32 = 1 << 11;
 /// `d`: module events (latchkey has no modules, so none is ever sent, as on a Redis without
 /// modules).
 const MODULE: u32 = 1 << 12;
-/// `n`: a key created (refused: see the module docs).
-const NEW: u32 = 1 << 13;
+/// `n`: a key created.
+pub(crate) const NEW: u32 = 1 << 13;
 /// `A`: every class but `m` and `n`.
 const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
@@ -76,9 +80,6 @@ pub(crate) fn parse(value: &str) -> Result<u32, String> {
     }
     if flags & KEY_MISS != 0 {
         return Err("latchkey does not send key-miss events ('m')".into());
-    }
-    if flags & NEW != 0 {
-        return Err("latchkey does not send new-key events ('n')".into());
     }
     Ok(flags)
 }
@@ -116,8 +117,9 @@ pub(crate) fn format(flags: u32) -> String {
 }
 
 /// The current flags, read on every write: set by `CONFIG SET notify-keyspace-events`.
-#[derive(Debug, Default)]
-pub(crate) struct NotifyFlags(AtomicU32);
+/// Clones share the flags: the keyspace holds one, to learn whether to note created keys.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct NotifyFlags(Arc<AtomicU32>);
 
 impl NotifyFlags {
     /// Replaces the flags.
@@ -129,6 +131,12 @@ impl NotifyFlags {
     pub(crate) fn wants(&self, class: u32) -> bool {
         let flags = self.0.load(Ordering::Relaxed);
         flags & class != 0 && flags & (KEYSPACE | KEYEVENT) != 0
+    }
+
+    /// Whether `new` events (class `n`) are published: the keyspace notes the keys it
+    /// creates only then.
+    pub(crate) fn wants_new_keys(&self) -> bool {
+        self.wants(NEW)
     }
 
     /// The flags.
@@ -153,11 +161,12 @@ mod tests {
             ("$lshzxeKE", "$lshzxeKE"),
             ("Kg$lshzxetd", "AK"),
             ("EKx", "xKE"),
+            ("En", "nE"),
+            ("KEAn", "AKE"),
         ] {
             assert_eq!(format(parse(given).unwrap()), shown, "{given}");
         }
         assert_eq!(parse("Z").unwrap_err(), INVALID);
         assert!(parse("AKEm").is_err());
-        assert!(parse("En").is_err());
     }
 }

@@ -133,14 +133,22 @@ impl Shared {
         }
     }
 
-    /// Sends the `expired` notifications of keys this thread's command found expired (see
-    /// [`crate::db::take_expired_here`]), before any other notification of the command.
+    /// Sends the `expired` notifications of keys this thread's command found expired and the
+    /// `new` ones of keys it created (see [`crate::db::take_noted_here`]), before any other
+    /// notification of the command.
     pub(crate) fn announce_expired(&self) {
-        let Some(expired) = crate::db::take_expired_here() else {
+        let Some(noted) = crate::db::take_noted_here() else {
             return;
         };
-        for (db, key) in expired {
-            self.publish_event(crate::notify::EXPIRED, "expired", &key, db);
+        for (db, key, what) in noted {
+            match what {
+                crate::db::Noted::Expired => {
+                    self.publish_event(crate::notify::EXPIRED, "expired", &key, db)
+                }
+                crate::db::Noted::Created => {
+                    self.publish_event(crate::notify::NEW, "new", &key, db)
+                }
+            }
         }
     }
 
@@ -194,6 +202,7 @@ impl Shared {
             config.tracking_max_keys.clone(),
         ));
         keyspace.change_hook().plug(tracking.clone());
+        keyspace.change_hook().plug_notify(config.notify.clone());
         Shared {
             keyspace,
             clock,

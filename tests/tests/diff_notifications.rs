@@ -220,6 +220,46 @@ fn every_write_command_notifies_as_redis_does() {
     assert!(theirs[0].contains("__keyevent@0__:set"), "{}", theirs[0]);
 }
 
+/// With `n`, every key a command adds to a database is announced `new` first, as Redis's
+/// `dbAdd` announces it: a key created, and a key Redis deletes and adds anew (`RENAME`,
+/// `COPY ... REPLACE`, `RESTORE ... REPLACE`), but not one overwritten in place (`SET`).
+#[test]
+fn every_created_key_is_announced_new_as_redis_does() {
+    let theirs = same_as_redis("AKEn", TABLE);
+    assert!(theirs[0].contains("__keyevent@0__:new"), "{}", theirs[0]);
+    let lines = [
+        "SET a 1",
+        "SET a 2",
+        "SET b 1",
+        "RENAME a b",
+        "COPY b c",
+        "COPY b c REPLACE",
+        "DUMP c",
+        "MOVE c 1",
+        "SET e v PX 1",
+        "DEBUG SLEEP 0.01",
+        "SET e again",
+        "SADD s x",
+        "SADD s y",
+        "RPOPLPUSH nosuch dst",
+        "LPUSH src x",
+        "RPOPLPUSH src dst",
+        "SINTERSTORE s2 s s",
+        "SINTERSTORE s2 s s",
+        "ZADD z 1 m",
+        "ZUNIONSTORE z2 1 z",
+        "INCR n",
+        "HSET h f v",
+        "XADD st 1-1 f v",
+        "PFADD hll a",
+        "SETBIT bits 3 1",
+        "APPEND ap x",
+    ];
+    for flags in ["En", "Kn", "KEn", "Kgn"] {
+        same_as_redis(flags, &lines);
+    }
+}
+
 /// Each class letter selects its commands' events only; `K` and `E` choose the channels.
 #[test]
 fn classes_and_channels_select_what_is_sent() {

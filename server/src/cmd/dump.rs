@@ -113,16 +113,24 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let expired = deadline.is_some_and(|d| d <= ctx.now_ms) && ctx.lazy_delete();
     let wakes = value.wakes_blocked_clients();
     // Checked again under the key's lock: another client may have created it since.
+    // `Ok(true)`: a live key was there (deleted, or replaced).
     let outcome = ctx.update_key(key, |current| match (current, o.replace, expired) {
         (Some(_), false, _) => (Update::Keep, Err(busy_key())),
         (Some(_), true, true) => (Update::Remove, Ok(true)),
         (None, _, true) => (Update::Keep, Ok(false)),
-        (_, _, false) => (Update::Put(Entry::with_expiry(value, deadline)), Ok(false)),
+        (current, _, false) => (
+            Update::Put(Entry::with_expiry(value, deadline)),
+            Ok(current.is_some()),
+        ),
     });
     let deleted = match outcome {
         Ok(deleted) => deleted,
         Err(e) => return e,
     };
+    if deleted && !expired {
+        // `REPLACE` deletes the key and adds it anew, as Redis does: a `new` event.
+        ctx.db().note_created(key);
+    }
     if expired {
         if deleted {
             ctx.notify(crate::notify::GENERIC, "del", key);

@@ -228,7 +228,10 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Frame {
     // A stream wakes all its readers (each reads the same entries), a list or sorted set the
     // first client in line.
     let readers = matches!(entry.value, crate::db::Value::Stream(_));
-    db.insert(dst.clone(), entry);
+    // Redis deletes a destination it replaces and adds the key anew (a `new` event either way).
+    if db.insert(dst.clone(), entry) {
+        db.note_created(dst);
+    }
     ctx.notify(GENERIC, "rename_from", src);
     ctx.notify(GENERIC, "rename_to", dst);
     if readers {

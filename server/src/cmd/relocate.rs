@@ -40,14 +40,17 @@ fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
     Some(Entry::with_expiry(e.value.clone(), e.expires_at()))
 }
 
-/// Stores a copied or moved entry; a list or a sorted set wakes the clients blocked on its new
+/// Stores a copied or moved entry (noted as created, whether or not it replaced a key); a list or a sorted set wakes the clients blocked on its new
 /// key, as a push would.
 fn store(db: &crate::db::Db, key: &Bytes, entry: Entry) {
     let blockable = entry.value.wakes_blocked_clients();
     // A stream wakes all its readers (each reads the same entries), a list or sorted set the
     // first client in line.
     let readers = matches!(entry.value, crate::db::Value::Stream(_));
-    db.insert(key.clone(), entry);
+    // Redis deletes a key it replaces and adds the copy anew (a `new` event either way).
+    if db.insert(key.clone(), entry) {
+        db.note_created(key);
+    }
     if readers {
         db.signal_all(key);
     } else if blockable {

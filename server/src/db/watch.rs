@@ -46,12 +46,26 @@ pub(crate) trait KeyChanges: Send + Sync + std::fmt::Debug {
 pub(crate) struct ChangeHook {
     armed: Arc<AtomicBool>,
     hook: std::sync::OnceLock<Arc<dyn KeyChanges>>,
+    /// The server's `notify-keyspace-events`, to learn whether created keys are announced.
+    notify: std::sync::OnceLock<crate::notify::NotifyFlags>,
 }
 
 impl ChangeHook {
     /// Plugs the listener in (once; later calls change nothing).
     pub(crate) fn plug(&self, hook: Arc<dyn KeyChanges>) {
         let _ = self.hook.set(hook);
+    }
+
+    /// Gives the keyspace the server's notification flags (once), so that it notes the keys
+    /// commands create while `new` events are asked for.
+    pub(crate) fn plug_notify(&self, flags: crate::notify::NotifyFlags) {
+        let _ = self.notify.set(flags);
+    }
+
+    /// Whether keys created by commands are to be announced (`notify-keyspace-events` has
+    /// `n`): one relaxed load.
+    pub(super) fn wants_new_keys(&self) -> bool {
+        self.notify.get().is_some_and(|n| n.wants_new_keys())
     }
 
     /// The flag that turns the calls on: the listener holds it and sets it while it has

@@ -301,7 +301,7 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
         if let Value::Set(s) = &mut entry.value {
             s.fit(max_intset);
         }
-        shared.keyspace.db(db).insert(key, entry);
+        shared.keyspace.db(db).insert_loaded(key, entry);
     }
     Ok(loaded)
 }
