@@ -228,11 +228,7 @@ impl Db {
         if let Some(o) = &old {
             self.mem.removed(key, o);
         }
-        self.reindex(
-            key,
-            old.as_ref().and_then(|e| e.expires_at()),
-            new_deadline,
-        );
+        self.reindex(key, old.as_ref().and_then(|e| e.expires_at()), new_deadline);
         self.signal_modified(key);
         match old {
             Some(old) => {

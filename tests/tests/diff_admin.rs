@@ -240,4 +240,3 @@ fn cluster_commands_on_a_standalone_node() {
         "ASKING",
     ]);
 }
-
