@@ -29,6 +29,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("appendfsync", "everysec"),
     ("appendfilename", "appendonly.aof"),
     ("dir", "."),
+    ("dbfilename", "dump.rdb"),
     ("maxclients", "10000"),
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
@@ -83,6 +84,9 @@ pub(crate) enum Runtime {
     /// Set only at start, as in Redis (`CONFIG SET` answers Redis's "can't set immutable
     /// config").
     Immutable,
+    /// Set only at start unless `enable-protected-configs` allows it, which latchkey never
+    /// does (Redis's default): `CONFIG SET` answers Redis's "can't set protected config".
+    Protected,
     /// latchkey does not implement other values, or applies this one only at start:
     /// `CONFIG SET` accepts the current value and refuses any other, saying why.
     Fixed(&'static str),
@@ -92,10 +96,11 @@ pub(crate) enum Runtime {
 pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
         "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
-        "bind" | "port" | "dir" | "appendonly" | "appendfsync" | "loglevel" => {
+        "dir" | "dbfilename" => Runtime::Protected,
+        "bind" | "port" | "appendonly" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
         }
-        "save" => Runtime::Fixed("latchkey writes no RDB snapshots"),
+        "save" => Runtime::Fixed("latchkey writes a snapshot only on SAVE and BGSAVE"),
         "timeout" => Runtime::Fixed("latchkey does not close idle clients"),
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
         "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
@@ -283,6 +288,16 @@ impl Config {
                 };
                 slot.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "dbfilename" => {
+                // Redis keeps the file in `dir`: a path would write elsewhere.
+                if value.contains('/') {
+                    return Err(ConfigError::Invalid(
+                        "dbfilename can't be a path, just a filename".into(),
+                    ));
+                }
+                self.params.write().insert(name, value.to_string());
                 return Ok(());
             }
             "requirepass" => {

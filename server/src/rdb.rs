@@ -17,6 +17,7 @@
 
 pub(crate) mod dump;
 pub(crate) mod encode;
+pub(crate) mod file;
 pub(crate) mod lzf_room;
 pub(crate) mod packed;
 pub(crate) mod read;

@@ -193,3 +193,25 @@ pub(crate) async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
     }
     crate::state::cleanup_client(shared, &mut loader);
 }
+
+/// Loads the snapshot file (`dir`/`dbfilename`) at start, when there is one, as
+/// `redis-server` does with its AOF off: its keys, then its function libraries.
+pub(crate) async fn load_snapshot(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let Some((keys, functions)) = crate::rdb::file::load(shared)? else {
+        return Ok(());
+    };
+    let load = functions
+        .into_iter()
+        .map(|code| {
+            vec![
+                Bytes::from_static(b"FUNCTION"),
+                Bytes::from_static(b"LOAD"),
+                Bytes::from_static(b"REPLACE"),
+                code,
+            ]
+        })
+        .collect();
+    replay(shared, load).await;
+    tracing::info!(keys, "loaded the snapshot file");
+    Ok(())
+}

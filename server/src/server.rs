@@ -35,6 +35,7 @@ pub struct Builder {
     listen: bool,
     clock: Clock,
     config: Vec<(String, String)>,
+    load_snapshot: bool,
 }
 
 /// Entry point of the embedding API.
@@ -50,6 +51,7 @@ impl Server {
             listen: true,
             clock: Clock::system(),
             config: Vec::new(),
+            load_snapshot: false,
         }
     }
 }
@@ -91,6 +93,15 @@ impl Builder {
         self
     }
 
+    /// Loads the snapshot file (`dir`/`dbfilename`, which `SAVE` and `BGSAVE` write) at
+    /// start when `appendonly` is off, as `redis-server` does. Off by default: an embedded
+    /// server starts empty whatever files its working folder holds; the `latchkey-server`
+    /// binary turns it on.
+    pub fn load_snapshot(mut self, load: bool) -> Self {
+        self.load_snapshot = load;
+        self
+    }
+
     /// Starts the server on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<ServerHandle> {
         cmd::install();
@@ -106,6 +117,8 @@ impl Builder {
         }
         if shared.config.get("appendonly").as_deref() == Some("yes") {
             crate::restart::open_aof(&shared).await?;
+        } else if self.load_snapshot {
+            crate::restart::load_snapshot(&shared).await?;
         }
         let (done_tx, done_rx) = mpsc::channel::<()>(1);
         let addr = if self.listen {

@@ -36,6 +36,15 @@ pub(crate) struct Stats {
     pub expired_keys: AtomicU64,
     /// Changes since start (Redis's `dirty` counter).
     pub dirty: AtomicU64,
+    /// `dirty` when the last snapshot was taken (`rdb_changes_since_last_save` is the rest).
+    pub dirty_at_save: AtomicU64,
+    /// Unix seconds of the last snapshot written, or of the start (`LASTSAVE`); 0 until the
+    /// server sets it at start.
+    pub last_save_s: AtomicU64,
+    /// Whether a `BGSAVE` is writing its file now.
+    pub bgsave_in_progress: std::sync::atomic::AtomicBool,
+    /// Whether the last `BGSAVE` failed (`rdb_last_bgsave_status:err`).
+    pub last_bgsave_failed: std::sync::atomic::AtomicBool,
     /// Clients waiting in a blocking command (`BLPOP`, `WAIT`, ...) right now.
     pub blocked_clients: AtomicU64,
     /// Error replies by prefix (`INFO errorstats`, `total_error_replies`).

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use latchkey_server::Server;
 use latchkey_tests::RawConn;
 
-/// The table of `docs/COMPATIBILITY.md`: parameter → `applied`, `fixed` or `immutable`.
+/// The table of `docs/COMPATIBILITY.md`: parameter → `applied`, `fixed`, `immutable` or `protected`.
 fn documented() -> HashMap<String, String> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/COMPATIBILITY.md");
     let text = std::fs::read_to_string(path).expect("docs/COMPATIBILITY.md");
@@ -50,6 +50,7 @@ fn another_value(name: &str, current: &str) -> String {
         "loglevel" => "warning".into(),
         "bind" => "127.0.0.2".into(),
         "dir" | "appendfilename" => "elsewhere".into(),
+        "dbfilename" => "other.rdb".into(),
         "appendfsync" => "always".into(),
         "save" => "900 1".into(),
         "notify-keyspace-events" => "KEA".into(),
@@ -77,7 +78,7 @@ fn every_parameter_is_documented_and_none_is_accepted_then_ignored() {
             .unwrap_or_else(|| panic!("`{name}` is not in docs/COMPATIBILITY.md"));
         // Setting what is already there is always fine.
         let same = c.cmd(&["CONFIG", "SET", &name, &current]);
-        if rule == "immutable" {
+        if rule == "immutable" || rule == "protected" {
             assert!(same.starts_with(b"-ERR CONFIG SET failed"), "{name}");
         } else {
             assert_eq!(same, b"+OK\r\n", "{name} = {current:?}");
@@ -99,7 +100,7 @@ fn every_parameter_is_documented_and_none_is_accepted_then_ignored() {
                     "{name}"
                 );
             }
-            "fixed" | "immutable" => {
+            "fixed" | "immutable" | "protected" => {
                 assert!(
                     reply.starts_with(&format!(
                         "-ERR CONFIG SET failed (possibly related to argument '{name}') - "

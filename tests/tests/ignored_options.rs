@@ -7,11 +7,14 @@ use latchkey_server::Server;
 use latchkey_tests::{Diff, RawConn, RedisProcess};
 
 /// A [`Diff`] whose redis-server runs in a directory where it cannot write, so that a save
-/// fails there as it always does in latchkey (which writes no RDB snapshots). `/proc` refuses
+/// fails there, and latchkey likewise (its `dir` is `/proc` too). `/proc` refuses
 /// new files even to root.
 fn diff_with_unwritable_dir() -> Diff {
     let redis_proc = RedisProcess::spawn(&["--dir", "/proc"]);
-    let latchkey_server = Server::builder().start_blocking().expect("start latchkey");
+    let latchkey_server = Server::builder()
+        .config("dir", "/proc")
+        .start_blocking()
+        .expect("start latchkey");
     let redis = RawConn::connect(redis_proc.addr()).expect("connect redis");
     let latchkey = RawConn::connect(latchkey_server.addr()).expect("connect latchkey");
     Diff {
@@ -55,8 +58,8 @@ fn hello_auth_checks_the_user_and_a_refused_hello_keeps_the_protocol() {
     assert_eq!(d.check(&["CLIENT", "GETNAME"]), b"$2\r\nme\r\n");
 }
 
-/// `SHUTDOWN SAVE` needs a snapshot written; where none can be (always, in latchkey), the
-/// shutdown is refused and the server stays up, unless `FORCE` is given. `ABORT` goes alone,
+/// `SHUTDOWN SAVE` needs a snapshot written; where none can be (a `dir` nobody may write in),
+/// the shutdown is refused and the server stays up, unless `FORCE` is given. `ABORT` goes alone,
 /// and `SAVE` with `NOSAVE` is a contradiction.
 #[test]
 fn shutdown_save_fails_without_force_and_flags_are_checked() {

@@ -79,7 +79,10 @@ fn main() -> std::io::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let mut b = Server::builder().port(args.port).bind(args.bind.clone());
+        let mut b = Server::builder()
+            .port(args.port)
+            .bind(args.bind.clone())
+            .load_snapshot(true);
         if let Some(m) = args.maxclients {
             b = b.config("maxclients", m.to_string());
         }

@@ -40,6 +40,7 @@ pub(crate) mod populate;
 pub(crate) mod pubsub;
 pub(crate) mod relocate;
 pub(crate) mod replication;
+pub(crate) mod save;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod sets;
@@ -69,13 +70,14 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 45] {
+fn tables() -> [&'static [CommandSpec]; 46] {
     [
         replication::COMMANDS,
         cluster::COMMANDS,
         connection::COMMANDS,
         client::COMMANDS,
         server::COMMANDS,
+        save::COMMANDS,
         command_info::COMMANDS,
         strings::COMMANDS,
         bitmaps::COMMANDS,

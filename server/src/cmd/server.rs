@@ -52,7 +52,6 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         flushall,
     ),
     spec("time", 1, LOADING | STALE | FAST, 0, 0, 0, time),
-    spec("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, lastsave),
     spec(
         "debug",
         -2,
@@ -109,6 +108,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 let refused = match crate::config::runtime_rule(&name.to_ascii_lowercase()) {
                     Runtime::Applied => None,
                     Runtime::Immutable => Some("can't set immutable config"),
+                    Runtime::Protected => Some("can't set protected config"),
                     Runtime::Fixed(why) => (*pair[1] != *current.as_bytes()).then_some(why),
                 };
                 if let Some(why) = refused {
@@ -232,11 +232,6 @@ fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     ])
 }
 
-fn lastsave(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
-    let started = ctx.shared.clock.now_ms() / 1000 - ctx.shared.started.elapsed().as_secs();
-    Frame::Integer(started as i64)
-}
-
 fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
@@ -317,11 +312,20 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if abort {
         return Frame::error("ERR No shutdown in progress.");
     }
-    // `SAVE` demands an RDB snapshot, which latchkey cannot write: the save fails, and as in
-    // Redis a failed save stops the shutdown unless `FORCE` says to go on regardless.
-    if save && !force {
-        tracing::warn!("SHUTDOWN SAVE refused: latchkey writes no RDB snapshots");
-        return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
+    // `SAVE` writes the snapshot file first (latchkey has no save points, so nothing else
+    // does); as in Redis a failed save stops the shutdown unless `FORCE` says to go on.
+    if save {
+        let (data, dirty) = crate::rdb::file::take(ctx.shared);
+        let path = crate::rdb::file::path(ctx.shared);
+        match crate::rdb::file::write(&path, &data) {
+            Ok(()) => crate::rdb::file::saved(ctx.shared, dirty),
+            Err(e) => {
+                tracing::warn!("SHUTDOWN SAVE to {} failed: {e}", path.display());
+                if !force {
+                    return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
+                }
+            }
+        }
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
     ctx.shared.request_shutdown();
@@ -409,8 +413,19 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         section(
             "Persistence",
             format!(
-                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n",
-                shared.stats.dirty.load(Ordering::Relaxed),
+                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n",
+                shared
+                    .stats
+                    .dirty
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(shared.stats.dirty_at_save.load(Ordering::Relaxed)),
+                shared.stats.bgsave_in_progress.load(Ordering::Acquire) as u8,
+                crate::cmd::save::last_save_s(shared),
+                if shared.stats.last_bgsave_failed.load(Ordering::Acquire) {
+                    "err"
+                } else {
+                    "ok"
+                },
                 (shared.config.get("appendonly").as_deref() == Some("yes")) as u8,
             ),
         );
