@@ -31,12 +31,20 @@ pub(crate) struct ClientHandle {
     pub info: Mutex<ClientInfo>,
     killed: AtomicBool,
     kill_notify: Notify,
+    /// Wakes the connection to look at its settings again (`CONFIG SET timeout`).
+    attention: Notify,
     /// Bytes of push messages queued for this client but not yet written to its socket.
     pub queued_push_bytes: AtomicUsize,
     /// Milliseconds (server clock) when the queue first went over the soft limit, or 0.
     pub soft_limit_since: AtomicU64,
     /// When the client last ran a command (server clock, Unix milliseconds), for `idle=`.
     pub last_interaction_ms: AtomicU64,
+    /// Bytes in the query buffer not yet parsed (`qbuf=`), as the connection last saw them.
+    pub qbuf: AtomicUsize,
+    /// Free room in the query buffer (`qbuf-free=`).
+    pub qbuf_free: AtomicUsize,
+    /// The reply buffer's size (`rbs=`).
+    pub reply_buf: AtomicUsize,
     /// The sending end of this client's push queue, so that any part of the server that
     /// finds the client by id (a tracking redirection, say) can send it a message. Weak, so
     /// that the queue still closes when the client is gone (its receiver then sees the end).
@@ -182,6 +190,16 @@ impl ClientHandle {
         self.killed.store(true, Ordering::Release);
         self.kill_notify.notify_waiters();
         self.kill_notify.notify_one();
+    }
+
+    /// Asks the connection to look at its settings again (its idle `timeout`).
+    pub(crate) fn poke(&self) {
+        self.attention.notify_one();
+    }
+
+    /// Resolves once [`poke`](ClientHandle::poke) was called.
+    pub(crate) async fn poked(&self) {
+        self.attention.notified().await;
     }
 
     /// Whether [`kill`](ClientHandle::kill) was called.
@@ -435,10 +453,14 @@ impl Clients {
             }),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
+            attention: Notify::new(),
             unblock: Mutex::new(None),
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
             last_interaction_ms: AtomicU64::new(0),
+            qbuf: AtomicUsize::new(0),
+            qbuf_free: AtomicUsize::new(0),
+            reply_buf: AtomicUsize::new(0),
             push_tx: tx.downgrade(),
         });
         self.all.insert(id, handle.clone());
@@ -499,6 +521,13 @@ impl Clients {
         let mut v: Vec<_> = self.all.iter().map(|h| h.clone()).collect();
         v.sort_by_key(|h| h.id);
         v
+    }
+
+    /// Asks every connection to look at its settings again (see [`ClientHandle::poke`]).
+    pub(crate) fn poke_all(&self) {
+        for h in self.all.iter() {
+            h.poke();
+        }
     }
 
     /// Kills every client (shutdown).

@@ -101,7 +101,6 @@ pub(crate) fn runtime_rule(name: &str) -> Runtime {
             Runtime::Fixed("latchkey applies it only at start")
         }
         "save" => Runtime::Fixed("latchkey writes a snapshot only on SAVE and BGSAVE"),
-        "timeout" => Runtime::Fixed("latchkey does not close idle clients"),
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
         "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
         "replica-read-only" | "slave-read-only" => {
@@ -365,7 +364,12 @@ impl Config {
                 }
                 return Ok(());
             }
-            "port" | "timeout" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {
+            "timeout" => {
+                let n = int_value(value, 0, i32::MAX as i64)?;
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "port" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {
                 number()?;
             }
             "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled"

@@ -78,6 +78,7 @@ pub(crate) mod pause;
 pub(crate) mod promote;
 pub(crate) mod propagate;
 pub(crate) mod pubsub;
+pub(crate) mod querybuf;
 pub(crate) mod rdb;
 pub(crate) mod replica;
 pub(crate) mod replication;

@@ -20,12 +20,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::codec::{Decoder, Parsed};
 use crate::command::BLOCKING;
 use crate::config::ClientClass;
 use crate::frame::Frame;
+use crate::querybuf::{Checked, QueryBuffer};
 pub(crate) use crate::state::cleanup_client;
 use crate::state::Shared;
 use crate::{command, dispatch};
@@ -67,8 +69,18 @@ pub(crate) async fn serve(
             }
         }
     }
-    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut qbuf = QueryBuffer::default();
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
+    // The one timer of the connection: the query buffer's periodic look and the `timeout`
+    // check (see `look_again`). Armed while the connection holds buffers or may time out.
+    let mut last_read = Instant::now();
+    let look = tokio::time::sleep_until(look_again(&shared, &qbuf, last_read));
+    tokio::pin!(look);
+    let mut look_armed = true;
+    // `CONFIG SET timeout` pokes every connection, so that one whose timer is off looks again.
+    let poker = handle.clone();
+    let poked = poker.poked();
+    tokio::pin!(poked);
     let mut decoder = Decoder::default();
     // Bytes of push messages sitting in `wbuf`, released from the client's account once written.
     let mut push_bytes = 0usize;
@@ -95,8 +107,8 @@ pub(crate) async fn serve(
         // Run every complete request already buffered.
         let mut ran = 0usize;
         loop {
-            let unparsed = rbuf.len();
-            let parsed = decoder.parse(&mut rbuf, shared.config.proto_max_bulk_len());
+            let unparsed = qbuf.buf.len();
+            let parsed = decoder.parse(&mut qbuf.buf, shared.config.proto_max_bulk_len());
             match parsed {
                 // A killed client (CLIENT KILL, shutdown, crash) runs nothing more, even what
                 // it had already sent.
@@ -104,6 +116,7 @@ pub(crate) async fn serve(
                 Ok(Some(Parsed::Command(args))) => {
                     ran += 1;
                     partial = 0;
+                    qbuf.saw_argument(args.iter().map(|a| a.len()).max().unwrap_or(0));
                     let spec = command::lookup(&args[0]);
                     let size: usize = args.iter().map(|a| a.len()).sum();
                     // A blocking command, or any command while a `CLIENT PAUSE` may hold it,
@@ -113,7 +126,7 @@ pub(crate) async fn serve(
                     let reply = if may_wait {
                         tokio::select! {
                             r = dispatch::execute_spec(&shared, &mut client, spec, args) => r,
-                            _ = wait_closed(&mut rd, &mut rbuf) => break 'conn,
+                            _ = wait_closed(&mut rd, &mut qbuf.buf) => break 'conn,
                             _ = &mut killed => break 'conn,
                         }
                     } else {
@@ -167,7 +180,7 @@ pub(crate) async fn serve(
                 }
                 Ok(Some(Parsed::Empty)) => partial = 0,
                 Ok(None) => {
-                    partial += unparsed - rbuf.len();
+                    partial += unparsed - qbuf.buf.len();
                     break;
                 }
                 Err(e) => {
@@ -213,7 +226,7 @@ pub(crate) async fn serve(
         if handle.is_killed() {
             break;
         }
-        let pending_input = partial + rbuf.len() + queued;
+        let pending_input = partial + qbuf.buf.len() + queued;
         if pending_input as u64 > shared.config.query_buffer_limit() && !client.is_replication_link
         {
             tracing::warn!(
@@ -223,11 +236,54 @@ pub(crate) async fn serve(
             );
             break 'conn;
         }
+        qbuf.settle();
+        publish_sizes(&handle, &qbuf, &wbuf);
         tokio::select! {
-            r = rd.read_buf(&mut rbuf) => match r {
-                Ok(0) | Err(_) => break 'conn,
-                Ok(_) => {}
-            },
+            // Room is made only once there is something to read, so that a connection whose
+            // buffer was given back holds none while it waits.
+            r = rd.readable() => {
+                if r.is_err() {
+                    break 'conn;
+                }
+                qbuf.make_room();
+                match rd.try_read_buf(&mut qbuf.buf) {
+                    Ok(0) => break 'conn,
+                    Ok(_) => {
+                        qbuf.after_read();
+                        last_read = Instant::now();
+                        // Re-armed when off, or brought forward when the buffer grew big.
+                        if !look_armed
+                            || (qbuf.is_big()
+                                && look.deadline() > last_read + crate::querybuf::BUSY_CHECK)
+                        {
+                            look.as_mut().reset(look_again(&shared, &qbuf, last_read));
+                            look_armed = true;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => break 'conn,
+                }
+            }
+            _ = &mut look, if look_armed => {
+                let idle = last_read.elapsed();
+                if timed_out(&shared, &client, idle) {
+                    tracing::debug!(client = handle.id, "closing a client idle past `timeout`");
+                    break 'conn;
+                }
+                if qbuf.check(idle, partial) == Checked::Freed && wbuf.is_empty() {
+                    // Given back with the query buffer: the reply buffer, until replies come.
+                    wbuf = BytesMut::new();
+                    look_armed = shared.config.get("timeout").is_some_and(|t| t != "0");
+                }
+                if look_armed {
+                    look.as_mut().reset(look_again(&shared, &qbuf, last_read));
+                }
+            }
+            _ = &mut poked => {
+                poked.set(poker.poked());
+                look.as_mut().reset(look_again(&shared, &qbuf, last_read));
+                look_armed = true;
+            }
             Some(f) = pushes.recv() => {
                 push_bytes += crate::pubsub::approx_size(&f);
                 f.encode(client.protocol, &mut wbuf);
@@ -308,6 +364,54 @@ async fn stuck_over_limit(shared: &Shared, client: &Client, unsent: usize) {
             over_soft_since = None;
         }
     }
+}
+
+/// When the connection's timer should fire next: soon (Redis's cron pace) while the query
+/// buffer is big enough to be cut down, else when the client will have been idle long enough
+/// to lose its buffers, or to be closed by `timeout`, whichever comes first.
+fn look_again(shared: &Shared, qbuf: &QueryBuffer, last_read: Instant) -> Instant {
+    let now = Instant::now();
+    let mut at = last_read + crate::querybuf::IDLE + std::time::Duration::from_millis(10);
+    if qbuf.is_big() {
+        at = at.min(now + crate::querybuf::BUSY_CHECK);
+    }
+    if let Some(secs) = timeout_secs(shared) {
+        at = at.min(last_read + std::time::Duration::from_secs(secs));
+    }
+    at.max(now + std::time::Duration::from_millis(1))
+}
+
+/// `timeout`: the seconds after which an idle client is closed, when set.
+fn timeout_secs(shared: &Shared) -> Option<u64> {
+    shared
+        .config
+        .get("timeout")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+}
+
+/// Whether `timeout` closes this client now: an ordinary client (not a replica or our master,
+/// not a subscriber, as Redis spares them) idle longer than it.
+fn timed_out(shared: &Shared, client: &Client, idle: std::time::Duration) -> bool {
+    let Some(secs) = timeout_secs(shared) else {
+        return false;
+    };
+    if client.is_replication_link {
+        return false;
+    }
+    let info = client.handle.info.lock();
+    if info.role != crate::client::ClientRole::Normal || info.sub + info.psub + info.ssub > 0 {
+        return false;
+    }
+    idle.as_secs() > secs
+}
+
+/// Shows the buffers' sizes to `CLIENT LIST`.
+fn publish_sizes(handle: &crate::client::ClientHandle, qbuf: &QueryBuffer, wbuf: &BytesMut) {
+    let (len, free) = qbuf.sizes();
+    handle.qbuf.store(len, Ordering::Relaxed);
+    handle.qbuf_free.store(free, Ordering::Relaxed);
+    handle.reply_buf.store(wbuf.capacity(), Ordering::Relaxed);
 }
 
 /// Reads (and keeps) whatever a blocked client sends, resolving only when the peer closes.
