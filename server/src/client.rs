@@ -31,8 +31,6 @@ pub(crate) struct ClientHandle {
     pub info: Mutex<ClientInfo>,
     killed: AtomicBool,
     kill_notify: Notify,
-    /// Wakes the connection to look at its settings again (`CONFIG SET timeout`).
-    attention: Notify,
     /// Bytes of push messages queued for this client but not yet written to its socket.
     pub queued_push_bytes: AtomicUsize,
     /// Milliseconds (server clock) when the queue first went over the soft limit, or 0.
@@ -45,6 +43,10 @@ pub(crate) struct ClientHandle {
     pub qbuf_free: AtomicUsize,
     /// The reply buffer's size (`rbs=`).
     pub reply_buf: AtomicUsize,
+    /// Whether the client waits in a blocking command (or a `CLIENT PAUSE`): not idle.
+    pub waiting: AtomicBool,
+    /// Whether a [`poke`](ClientHandle::poke) is on its way and not yet seen.
+    pub poke_pending: AtomicBool,
     /// The sending end of this client's push queue, so that any part of the server that
     /// finds the client by id (a tracking redirection, say) can send it a message. Weak, so
     /// that the queue still closes when the client is gone (its receiver then sees the end).
@@ -52,6 +54,11 @@ pub(crate) struct ClientHandle {
     /// While the client waits in a blocking list or sorted-set command: how `CLIENT UNBLOCK`
     /// ends that wait (taken by the first `CLIENT UNBLOCK`, so it acts once per wait).
     unblock: Mutex<Option<Arc<Unblock>>>,
+}
+
+/// Whether a pushed message is a [`ClientHandle::poke`].
+pub(crate) fn is_poke(f: &Frame) -> bool {
+    matches!(f, Frame::Raw(b) if b.is_empty())
 }
 
 /// A client's wait that `CLIENT UNBLOCK` may end (see [`ClientHandle::begin_unblockable`]).
@@ -192,14 +199,17 @@ impl ClientHandle {
         self.kill_notify.notify_one();
     }
 
-    /// Asks the connection to look at its settings again (its idle `timeout`).
-    pub(crate) fn poke(&self) {
-        self.attention.notify_one();
-    }
-
-    /// Resolves once [`poke`](ClientHandle::poke) was called.
-    pub(crate) async fn poked(&self) {
-        self.attention.notified().await;
+    /// Asks the connection to look at its buffers and its idle `timeout` (see
+    /// [`crate::clients_cron`]): a message with nothing to write, through the push queue the
+    /// connection already listens to, so that listening for it costs nothing per request. At
+    /// most one is on its way at a time.
+    pub(crate) fn poke(self: &Arc<Self>) {
+        if self.poke_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(p) = self.pusher() {
+            p.send(Frame::Raw(Bytes::new()), 0);
+        }
     }
 
     /// Whether [`kill`](ClientHandle::kill) was called.
@@ -453,7 +463,6 @@ impl Clients {
             }),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
-            attention: Notify::new(),
             unblock: Mutex::new(None),
             queued_push_bytes: AtomicUsize::new(0),
             soft_limit_since: AtomicU64::new(0),
@@ -461,6 +470,8 @@ impl Clients {
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
             reply_buf: AtomicUsize::new(0),
+            waiting: AtomicBool::new(false),
+            poke_pending: AtomicBool::new(false),
             push_tx: tx.downgrade(),
         });
         self.all.insert(id, handle.clone());
@@ -523,10 +534,10 @@ impl Clients {
         v
     }
 
-    /// Asks every connection to look at its settings again (see [`ClientHandle::poke`]).
-    pub(crate) fn poke_all(&self) {
+    /// Calls `f` on every client, in no particular order, without collecting them.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<ClientHandle>)) {
         for h in self.all.iter() {
-            h.poke();
+            f(h.value());
         }
     }
 

@@ -39,6 +39,7 @@
 pub(crate) mod aof;
 pub(crate) mod batch_remove;
 pub(crate) mod client;
+pub(crate) mod clients_cron;
 pub(crate) mod clock;
 pub(crate) mod cmd;
 pub(crate) mod cmdstats;

@@ -20,7 +20,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::codec::{Decoder, Parsed};
@@ -71,16 +70,6 @@ pub(crate) async fn serve(
     }
     let mut qbuf = QueryBuffer::default();
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
-    // The one timer of the connection: the query buffer's periodic look and the `timeout`
-    // check (see `look_again`). Armed while the connection holds buffers or may time out.
-    let mut last_read = Instant::now();
-    let look = tokio::time::sleep_until(look_again(&shared, &qbuf, last_read));
-    tokio::pin!(look);
-    let mut look_armed = true;
-    // `CONFIG SET timeout` pokes every connection, so that one whose timer is off looks again.
-    let poker = handle.clone();
-    let poked = poker.poked();
-    tokio::pin!(poked);
     let mut decoder = Decoder::default();
     // Bytes of push messages sitting in `wbuf`, released from the client's account once written.
     let mut push_bytes = 0usize;
@@ -124,11 +113,19 @@ pub(crate) async fn serve(
                     let may_wait =
                         spec.is_some_and(|s| s.has(BLOCKING)) || shared.pause.current().is_some();
                     let reply = if may_wait {
-                        tokio::select! {
+                        // A waiting client is not idle (the cron leaves it be), and the wait's
+                        // end counts as an interaction, as Redis counts the reply it writes.
+                        handle.waiting.store(true, Ordering::Relaxed);
+                        let reply = tokio::select! {
                             r = dispatch::execute_spec(&shared, &mut client, spec, args) => r,
                             _ = wait_closed(&mut rd, &mut qbuf.buf) => break 'conn,
                             _ = &mut killed => break 'conn,
-                        }
+                        };
+                        handle.waiting.store(false, Ordering::Relaxed);
+                        handle
+                            .last_interaction_ms
+                            .store(shared.clock.now_ms(), Ordering::Relaxed);
+                        reply
                     } else {
                         dispatch::execute_spec(&shared, &mut client, spec, args).await
                     };
@@ -236,55 +233,27 @@ pub(crate) async fn serve(
             );
             break 'conn;
         }
-        qbuf.settle();
         publish_sizes(&handle, &qbuf, &wbuf);
         tokio::select! {
-            // Room is made only once there is something to read, so that a connection whose
-            // buffer was given back holds none while it waits.
-            r = rd.readable() => {
-                if r.is_err() {
-                    break 'conn;
-                }
-                qbuf.make_room();
-                match rd.try_read_buf(&mut qbuf.buf) {
-                    Ok(0) => break 'conn,
-                    Ok(_) => {
-                        qbuf.after_read();
-                        last_read = Instant::now();
-                        // Re-armed when off, or brought forward when the buffer grew big.
-                        if !look_armed
-                            || (qbuf.is_big()
-                                && look.deadline() > last_read + crate::querybuf::BUSY_CHECK)
-                        {
-                            look.as_mut().reset(look_again(&shared, &qbuf, last_read));
-                            look_armed = true;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => break 'conn,
-                }
-            }
-            _ = &mut look, if look_armed => {
-                let idle = last_read.elapsed();
-                if timed_out(&shared, &client, idle) {
-                    tracing::debug!(client = handle.id, "closing a client idle past `timeout`");
-                    break 'conn;
-                }
-                if qbuf.check(idle, partial) == Checked::Freed && wbuf.is_empty() {
-                    // Given back with the query buffer: the reply buffer, until replies come.
-                    wbuf = BytesMut::new();
-                    look_armed = shared.config.get("timeout").is_some_and(|t| t != "0");
-                }
-                if look_armed {
-                    look.as_mut().reset(look_again(&shared, &qbuf, last_read));
-                }
-            }
-            _ = &mut poked => {
-                poked.set(poker.poked());
-                look.as_mut().reset(look_again(&shared, &qbuf, last_read));
-                look_armed = true;
-            }
+            r = read_some(&mut rd, &mut qbuf) => match r {
+                Ok(0) | Err(_) => break 'conn,
+                Ok(_) => qbuf.after_read(),
+            },
             Some(f) = pushes.recv() => {
+                // The clients' cron asks for a look at the buffers and the idle `timeout`.
+                if crate::client::is_poke(&f) {
+                    handle.poke_pending.store(false, Ordering::Release);
+                    let idle = crate::clients_cron::idle_for(&shared, &handle);
+                    if crate::clients_cron::timed_out(&shared, &handle, idle) {
+                        tracing::debug!(client = handle.id, "closing a client idle past `timeout`");
+                        break 'conn;
+                    }
+                    if qbuf.check(idle, partial) == Checked::Freed && wbuf.is_empty() {
+                        // Given back with the query buffer: the reply buffer, until replies
+                        // come.
+                        wbuf = BytesMut::new();
+                    }
+                }
                 push_bytes += crate::pubsub::approx_size(&f);
                 f.encode(client.protocol, &mut wbuf);
             }
@@ -366,44 +335,15 @@ async fn stuck_over_limit(shared: &Shared, client: &Client, unsent: usize) {
     }
 }
 
-/// When the connection's timer should fire next: soon (Redis's cron pace) while the query
-/// buffer is big enough to be cut down, else when the client will have been idle long enough
-/// to lose its buffers, or to be closed by `timeout`, whichever comes first.
-fn look_again(shared: &Shared, qbuf: &QueryBuffer, last_read: Instant) -> Instant {
-    let now = Instant::now();
-    let mut at = last_read + crate::querybuf::IDLE + std::time::Duration::from_millis(10);
-    if qbuf.is_big() {
-        at = at.min(now + crate::querybuf::BUSY_CHECK);
+/// Reads what the client sent. A connection whose buffer was given back waits for bytes
+/// before it takes one, so that it holds none while idle; otherwise this is `read_buf`, which
+/// knows a short read drained the socket and so spares a system call that would find nothing.
+async fn read_some(rd: &mut OwnedReadHalf, qbuf: &mut QueryBuffer) -> std::io::Result<usize> {
+    if qbuf.is_given_back() {
+        std::future::poll_fn(|cx| rd.as_ref().poll_read_ready(cx)).await?;
     }
-    if let Some(secs) = timeout_secs(shared) {
-        at = at.min(last_read + std::time::Duration::from_secs(secs));
-    }
-    at.max(now + std::time::Duration::from_millis(1))
-}
-
-/// `timeout`: the seconds after which an idle client is closed, when set.
-fn timeout_secs(shared: &Shared) -> Option<u64> {
-    shared
-        .config
-        .get("timeout")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0)
-}
-
-/// Whether `timeout` closes this client now: an ordinary client (not a replica or our master,
-/// not a subscriber, as Redis spares them) idle longer than it.
-fn timed_out(shared: &Shared, client: &Client, idle: std::time::Duration) -> bool {
-    let Some(secs) = timeout_secs(shared) else {
-        return false;
-    };
-    if client.is_replication_link {
-        return false;
-    }
-    let info = client.handle.info.lock();
-    if info.role != crate::client::ClientRole::Normal || info.sub + info.psub + info.ssub > 0 {
-        return false;
-    }
-    idle.as_secs() > secs
+    qbuf.make_room();
+    rd.read_buf(&mut qbuf.buf).await
 }
 
 /// Shows the buffers' sizes to `CLIENT LIST`.

@@ -23,7 +23,7 @@ pub(crate) const IOBUF_LEN: usize = 16 * 1024;
 pub(crate) const RESIZE_THRESHOLD: usize = 32 * 1024;
 /// How long a client must have sent nothing before its buffer is given back.
 pub(crate) const IDLE: Duration = Duration::from_secs(2);
-/// How often a buffer over [`RESIZE_THRESHOLD`] is looked at while the client is busy.
+/// How often the clients' cron looks at every client (see [`crate::clients_cron`]).
 pub(crate) const BUSY_CHECK: Duration = Duration::from_millis(250);
 /// Room below which a read first makes more.
 const MIN_ROOM: usize = 1024;
@@ -39,6 +39,12 @@ pub(crate) struct QueryBuffer {
     peak: usize,
     /// The room the next read that needs room gets.
     next_room: usize,
+    /// Whether the buffer was given back (until the next read).
+    given_back: bool,
+    /// The size of the buffer's allocation as far as it is known (Redis's `sdsalloc`): the
+    /// room a read made, or the most a request grew it to. The buffer's own capacity counts
+    /// only from its first unparsed byte.
+    alloc: usize,
 }
 
 /// What [`QueryBuffer::check`] did.
@@ -56,6 +62,8 @@ impl Default for QueryBuffer {
             buf: BytesMut::with_capacity(IOBUF_LEN),
             peak: 0,
             next_room: IOBUF_LEN,
+            given_back: false,
+            alloc: IOBUF_LEN,
         }
     }
 }
@@ -63,25 +71,22 @@ impl Default for QueryBuffer {
 impl QueryBuffer {
     /// Makes room for a read, when little is left.
     pub(crate) fn make_room(&mut self) {
+        self.given_back = false;
         if self.buf.capacity() - self.buf.len() < MIN_ROOM {
             self.buf.reserve(self.next_room);
+            self.alloc = self.buf.capacity();
         }
     }
 
-    /// Once every request read has been parsed: an empty buffer takes back the room its
-    /// parsed bytes used (in place when nothing else holds them), as Redis moves what is left
-    /// of its buffer to the front, so that the room shown and the next read's are the whole
-    /// buffer. A buffer given back stays empty.
-    pub(crate) fn settle(&mut self) {
-        let cap = self.buf.capacity();
-        if self.buf.is_empty() && cap > 0 && cap < self.next_room {
-            self.buf.reserve(self.next_room);
-        }
+    /// Whether the buffer was given back and no read has needed it since.
+    pub(crate) fn is_given_back(&self) -> bool {
+        self.given_back
     }
 
     /// Notes how full the buffer got after a read.
     pub(crate) fn after_read(&mut self) {
         self.peak = self.peak.max(self.buf.len());
+        self.alloc = self.alloc.max(self.buf.capacity());
     }
 
     /// Notes the largest argument of a command just parsed: after a big one, the next read
@@ -95,12 +100,8 @@ impl QueryBuffer {
 
     /// The bytes held and the free room, as `CLIENT LIST` shows them (`qbuf`, `qbuf-free`).
     pub(crate) fn sizes(&self) -> (usize, usize) {
-        (self.buf.len(), self.buf.capacity() - self.buf.len())
-    }
-
-    /// Whether the buffer is big enough that a busy client's should be looked at soon.
-    pub(crate) fn is_big(&self) -> bool {
-        self.buf.capacity() > RESIZE_THRESHOLD
+        let len = self.buf.len();
+        (len, self.alloc.max(self.buf.capacity()).saturating_sub(len))
     }
 
     /// The periodic look (Redis's `clientsCronResizeQueryBuffer`), `idle` being how long the
@@ -108,23 +109,28 @@ impl QueryBuffer {
     /// must still be able to hold (a big argument under way).
     pub(crate) fn check(&mut self, idle: Duration, pending: usize) -> Checked {
         let (len, free) = self.sizes();
+        let size = len + free;
         let mut checked = Checked::Kept;
         if free > WASTE {
             if idle > IDLE {
-                self.buf = shrunk(&self.buf, len);
-                self.next_room = IOBUF_LEN;
-                if self.buf.capacity() == 0 {
+                self.keep(len);
+                if self.alloc == 0 {
+                    self.given_back = true;
                     checked = Checked::Freed;
                 }
-            } else if self.buf.capacity() > RESIZE_THRESHOLD && self.buf.capacity() / 2 > self.peak
-            {
-                let keep = len.max(self.peak).max(pending);
-                self.buf = shrunk(&self.buf, keep);
-                self.next_room = IOBUF_LEN;
+            } else if size > RESIZE_THRESHOLD && size / 2 > self.peak {
+                self.keep(len.max(self.peak).max(pending));
             }
         }
         self.peak = self.buf.len().max(pending);
         checked
+    }
+
+    /// Replaces the buffer by one of `capacity` holding the same bytes.
+    fn keep(&mut self, capacity: usize) {
+        self.buf = shrunk(&self.buf, capacity);
+        self.alloc = self.buf.capacity();
+        self.next_room = IOBUF_LEN;
     }
 }
 

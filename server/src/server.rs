@@ -132,6 +132,7 @@ impl Builder {
         } else {
             None
         };
+        tokio::spawn(crate::clients_cron::run(shared.clone(), done_tx.clone()));
         tokio::spawn(crate::expire::active_expiry(shared.clone(), done_tx));
         Ok(ServerHandle {
             shared,

@@ -121,8 +121,6 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 let name = String::from_utf8_lossy(&pair[0]).into_owned();
                 let value = String::from_utf8_lossy(&pair[1]).into_owned();
                 match ctx.shared.config.set(&name, &value) {
-                    // Connections whose timer is off (idle, buffers given back) look again.
-                    Ok(()) if name.eq_ignore_ascii_case("timeout") => ctx.shared.clients.poke_all(),
                     Ok(()) => {}
                     Err(ConfigError::Unknown) => {
                         return Frame::error(format!(
