@@ -626,3 +626,78 @@ async fn a_dropped_watch_stops_renewing_while_the_watchdog_goes_on() {
     );
     drop(kept_watch);
 }
+
+/// A reentrant hold is renewed by its owner only, and only while it holds; another handle
+/// made from the owner's id ([`ReentrantLock::owner`], how a hold crosses into a wasm call)
+/// is the same owner. (Native only: the wasm legs' interface has no reentrant renewal.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentrant_hold_is_renewed_by_its_owner_only() {
+    use latchkey_client::locks::ReentrantLock;
+    let (_keep, t, time) = in_process().await;
+    let ttl = Duration::from_secs(1);
+    let a = ReentrantLock::new(t.0.clone(), "re-renew");
+    let b = ReentrantLock::new(t.0.clone(), "re-renew");
+    assert_ne!(a.owner(), b.owner());
+    assert!(
+        !a.renew(ttl).await.unwrap(),
+        "renewed a hold it does not have"
+    );
+    assert_eq!(a.try_acquire(ttl).await.unwrap(), None);
+    time.pass(Duration::from_millis(800)).await;
+    assert!(
+        a.renew(ttl).await.unwrap(),
+        "the owner's renewal was refused"
+    );
+    assert!(
+        !b.renew(ttl).await.unwrap(),
+        "another owner renewed the hold"
+    );
+    time.pass(Duration::from_millis(800)).await;
+    // 1.6 s after taking a 1 s hold: only the renewal keeps it.
+    assert!(
+        b.try_acquire(ttl).await.unwrap().is_some(),
+        "the renewal did not extend it"
+    );
+    let same = ReentrantLock::with_owner(t.0.clone(), "re-renew", a.owner().to_string());
+    assert_eq!(same.hold_count().await.unwrap(), 1);
+    assert_eq!(same.release(ttl).await.unwrap(), ReentrantRelease::Released);
+    assert_eq!(b.try_acquire(ttl).await.unwrap(), None);
+    time.pass(Duration::from_secs(2)).await;
+    assert!(!b.renew(ttl).await.unwrap(), "renewed an expired hold");
+}
+
+/// A fenced lock's waiter with an hour-long backoff is woken by the holder's release (the
+/// unlock message on the lock's channel), and its fence is the next one. (Native only.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_waiter_is_woken_by_the_release() {
+    use latchkey_client::locks::FencedLock;
+    let (_keep, t, _time) = in_process().await;
+    let lock = FencedLock::new(t.0.clone(), "fenced-wake");
+    // Held for an hour: a waiter also wakes when the holder's TTL runs out, which must not
+    // come before the hang guard does.
+    let held = lock
+        .try_acquire(Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .expect("free");
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let backoff = Backoff {
+                base: Duration::from_secs(3600),
+                max: Duration::from_secs(3600),
+            };
+            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), backoff)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    assert_eq!(lock.release(&held).await.unwrap(), Released::Released);
+    let got = guard("the unlock message waking the fenced waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the waiter got the lock");
+    assert_eq!(got.fence, held.fence + 1);
+}
