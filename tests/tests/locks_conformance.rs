@@ -351,6 +351,24 @@ async fn waiter_deadline_is_honoured<L: Locks>(t: L, _time: Time) {
     );
 }
 
+/// A backoff of an hour (base = max): polling alone could not acquire before the hang guard,
+/// so a waiter that gets the lock sooner was woken by the unlock message.
+const HOUR: Backoff = Backoff {
+    base: Duration::from_secs(3600),
+    max: Duration::from_secs(3600),
+};
+
+/// Starts `wait` on a task of its own and lets it subscribe and go to sleep: it must still be
+/// waiting then.
+async fn waiting<T: Send + 'static>(
+    wait: impl std::future::Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let waiter = tokio::spawn(wait);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "the waiter did not wait");
+    waiter
+}
+
 /// A waiter with a very long backoff is woken by the unlock PUBLISH: it holds the lock before
 /// its first backoff tick could have fired (an ordering assertion: the holder releases, then
 /// the waiter acquires, all while the backoff's minimum sleep has not elapsed).
@@ -359,19 +377,12 @@ async fn unlock_publish_wakes_a_waiter_before_its_backoff<L: Locks>(t: L, _time:
     let held = lock.try_acquire(Duration::from_secs(60)).await.unwrap();
     let waiter = {
         let lock = lock.clone();
-        tokio::spawn(async move {
-            // Base = max = one hour: polling alone could not acquire before the hang guard.
-            let backoff = Backoff {
-                base: Duration::from_secs(3600),
-                max: Duration::from_secs(3600),
-            };
-            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), backoff)
+        waiting(async move {
+            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), HOUR)
                 .await
         })
+        .await
     };
-    // Let the waiter subscribe and go to sleep.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished());
     assert_eq!(lock.release(&held).await, Released::Released);
     let got = guard("the unlock message waking the waiter", waiter)
         .await
@@ -682,17 +693,12 @@ async fn a_fenced_waiter_is_woken_by_the_release() {
         .expect("free");
     let waiter = {
         let lock = lock.clone();
-        tokio::spawn(async move {
-            let backoff = Backoff {
-                base: Duration::from_secs(3600),
-                max: Duration::from_secs(3600),
-            };
-            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), backoff)
+        waiting(async move {
+            lock.acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), HOUR)
                 .await
         })
+        .await
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished());
     assert_eq!(lock.release(&held).await.unwrap(), Released::Released);
     let got = guard("the unlock message waking the fenced waiter", waiter)
         .await
