@@ -707,3 +707,31 @@ async fn a_fenced_waiter_is_woken_by_the_release() {
         .expect("the waiter got the lock");
     assert_eq!(got.fence, held.fence + 1);
 }
+
+/// A lock's key is `{name}`, and the counters it keeps are the ones it was given, shared with
+/// whoever else holds them. (Native only: the wasm legs report metrics through the host.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simple_lock_names_its_key_and_counts_into_shared_metrics() {
+    let (_keep, t, _time) = in_process().await;
+    let shared = Arc::new(latchkey_client::metrics::Metrics::default());
+    let lock = SimpleLock::new(t.0.clone(), "invoice-7").with_metrics(shared.clone());
+    let other = SimpleLock::new(t.0.clone(), "invoice-8").with_metrics(shared.clone());
+    assert_eq!(lock.key(), b"{invoice-7}");
+    assert!(Arc::ptr_eq(lock.metrics(), &shared));
+    let ttl = Duration::from_secs(30);
+    let wait = |l: &SimpleLock<LocalTransport>| {
+        let l = l.clone();
+        async move {
+            l.acquire_wait(ttl, Duration::from_secs(5), Backoff::default())
+                .await
+                .unwrap()
+                .expect("free")
+        }
+    };
+    let a = wait(&lock).await;
+    let b = wait(&other).await;
+    assert_eq!(lock.release(&a).await.unwrap(), Released::Released);
+    assert_eq!(other.release(&b).await.unwrap(), Released::Released);
+    let counted = lock.metrics().snapshot();
+    assert_eq!((counted.acquisitions, counted.releases), (2, 2));
+}

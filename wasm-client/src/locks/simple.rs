@@ -254,3 +254,23 @@ impl<T: Transport + Clone> SimpleLock<T> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_cap_doubles_from_its_base_up_to_its_max() {
+        let b = Backoff {
+            base: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(b.cap(0), Duration::from_millis(10));
+        assert_eq!(b.cap(1), Duration::from_millis(20));
+        assert_eq!(b.cap(3), Duration::from_millis(80));
+        assert_eq!(b.cap(6), Duration::from_millis(640));
+        assert_eq!(b.cap(7), Duration::from_secs(1));
+        // A huge attempt count neither overflows the shift nor passes the max.
+        assert_eq!(b.cap(u32::MAX), Duration::from_secs(1));
+    }
+}
