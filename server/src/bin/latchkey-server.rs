@@ -11,6 +11,15 @@ use latchkey_server::Server;
 /// Counts every allocation, so that `INFO memory`'s `used_memory` (and `maxmemory`) see the
 /// whole process, as Redis's allocator count does. Only the binary installs it: the library
 /// leaves the choice of allocator to whoever embeds it.
+/// jemalloc's options, which it reads when the process starts: a background thread returns
+/// the memory the server freed to the system as it ages (the buffers of clients gone idle, a
+/// flushed keyspace), as Redis's `jemalloc-bg-thread yes`, its default, does. Without it
+/// jemalloc returns memory only while it allocates, so an idle server kept what it freed.
+#[cfg(feature = "jemalloc")]
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: &[u8] = b"background_thread:true\0";
+
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
