@@ -30,6 +30,7 @@ pub(crate) mod hll;
 pub(crate) mod hll_debug;
 pub(crate) mod hrandfield;
 pub(crate) mod keys;
+pub(crate) mod latency;
 pub(crate) mod lcs;
 pub(crate) mod list_multi;
 pub(crate) mod lists;
@@ -68,7 +69,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 44] {
+fn tables() -> [&'static [CommandSpec]; 45] {
     [
         replication::COMMANDS,
         connection::COMMANDS,
@@ -83,6 +84,7 @@ fn tables() -> [&'static [CommandSpec]; 44] {
         object::COMMANDS,
         memory::COMMANDS,
         slowlog::COMMANDS,
+        latency::COMMANDS,
         geo::COMMANDS,
         geo_search::COMMANDS,
         relocate::COMMANDS,
