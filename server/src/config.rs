@@ -699,12 +699,17 @@ fn strtod_whole(word: &str) -> Option<f64> {
     if lower.len() - unsigned.len() > 1 {
         return None;
     }
+    let negative = lower.starts_with('-');
     if matches!(unsigned, "inf" | "infinity") {
-        return Some(if lower.starts_with('-') {
+        return Some(if negative {
             f64::NEG_INFINITY
         } else {
             f64::INFINITY
         });
+    }
+    if let Some(hex) = unsigned.strip_prefix("0x") {
+        let v = hex_float(hex)?;
+        return Some(if negative { -v } else { v });
     }
     if !unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
         || unsigned.contains(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-')))
@@ -717,10 +722,44 @@ fn strtod_whole(word: &str) -> Option<f64> {
     (v.is_finite() && !underflow).then_some(v)
 }
 
+/// The digits of a C hexadecimal float after its `0x`: `1f`, `1.8`, `1p4` (a power of two).
+fn hex_float(hex: &str) -> Option<f64> {
+    let (mantissa, exponent) = match hex.split_once('p') {
+        Some((m, e)) => (m, Some(e)),
+        None => (hex, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut v = 0f64;
+    for c in whole.chars() {
+        v = v * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for c in fraction.chars() {
+        v += f64::from(c.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    if let Some(e) = exponent {
+        let digits = e.trim_start_matches(['+', '-']);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        v *= 2f64.powi(e.parse::<i32>().ok()?);
+    }
+    v.is_finite().then_some(v)
+}
+
 fn int_value(value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
+    // Redis's `string2ll`: digits with an optional `-`, no `+`.
     let n: i64 = value
         .parse()
-        .map_err(|_| ConfigError::Invalid("argument couldn't be parsed into an integer".into()))?;
+        .ok()
+        .filter(|_| !value.starts_with('+'))
+        .ok_or_else(|| {
+            ConfigError::Invalid("argument couldn't be parsed into an integer".into())
+        })?;
     if n < min || n > max {
         return Err(ConfigError::Invalid(format!(
             "argument must be between {min} and {max} inclusive"
