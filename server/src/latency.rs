@@ -274,10 +274,10 @@ impl Advice {
         let us = threshold_ms.wrapping_mul(1000);
         report.push_str("\nI have a few advices for you:\n\n");
         if self.slowlog_enabled {
-            let _ = write!(report, "- There are latency issues with potentially slow commands you are using. Try to enable the Slow Log Redis feature using the command 'CONFIG SET slowlog-log-slower-than {us}'. If the Slow log is disabled Redis is not able to log slow commands execution for you.\n");
+            let _ = writeln!(report, "- There are latency issues with potentially slow commands you are using. Try to enable the Slow Log Redis feature using the command 'CONFIG SET slowlog-log-slower-than {us}'. If the Slow log is disabled Redis is not able to log slow commands execution for you.");
         }
         if self.slowlog_tuning {
-            let _ = write!(report, "- Your current Slow Log configuration only logs events that are slower than your configured latency monitor threshold. Please use 'CONFIG SET slowlog-log-slower-than {us}'.\n");
+            let _ = writeln!(report, "- Your current Slow Log configuration only logs events that are slower than your configured latency monitor threshold. Please use 'CONFIG SET slowlog-log-slower-than {us}'.");
         }
         if self.slowlog_inspect {
             report.push_str("- Check your Slow Log to understand what are the commands you are running which are too slow to execute. Please check https://redis.io/commands/slowlog for more information.\n");
