@@ -49,6 +49,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("masterauth", ""),
     ("masteruser", ""),
     ("slowlog-max-len", "128"),
+    ("latency-monitor-threshold", "0"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
     (
         "client-output-buffer-limit",
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
@@ -142,6 +145,13 @@ pub(crate) struct Config {
     slowlog_slower_than: AtomicI64,
     /// `slowlog-max-len`.
     slowlog_max_len: AtomicU64,
+    /// `latency-monitor-threshold`, in milliseconds (0: the monitor is off; see
+    /// [`crate::latency`]).
+    latency_threshold_ms: AtomicU64,
+    /// `latency-tracking`: whether commands' latency histograms are kept.
+    latency_tracking: AtomicBool,
+    /// `latency-tracking-info-percentiles`: the percentiles `INFO latencystats` prints.
+    latency_percentiles: RwLock<Vec<f64>>,
     /// Whether `requirepass` is set: read by every command of a client not authenticated.
     auth_required: AtomicBool,
 }
@@ -173,6 +183,9 @@ impl Default for Config {
             notify: crate::notify::NotifyFlags::default(),
             slowlog_slower_than: AtomicI64::new(10_000),
             slowlog_max_len: AtomicU64::new(128),
+            latency_threshold_ms: AtomicU64::new(0),
+            latency_tracking: AtomicBool::new(true),
+            latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             auth_required: AtomicBool::new(false),
         }
     }
@@ -317,6 +330,29 @@ impl Config {
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
+            "latency-monitor-threshold" => {
+                let n = int_value(value, 0, i64::MAX)?;
+                self.latency_threshold_ms.store(n as u64, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "latency-tracking" => {
+                let on = yes_no(value)?;
+                self.latency_tracking.store(on, Ordering::Relaxed);
+                let text = if on { "yes" } else { "no" };
+                self.params.write().insert(name, text.to_string());
+                return Ok(());
+            }
+            "latency-tracking-info-percentiles" => {
+                let percentiles = parse_percentiles(value)?;
+                let text: Vec<String> = percentiles
+                    .iter()
+                    .map(|p| crate::latency::format_percentile(*p))
+                    .collect();
+                *self.latency_percentiles.write() = percentiles;
+                self.params.write().insert(name, text.join(" "));
+                return Ok(());
+            }
             "notify-keyspace-events" => {
                 let flags = crate::notify::parse(value).map_err(ConfigError::Invalid)?;
                 self.notify.store(flags);
@@ -441,6 +477,26 @@ impl Config {
     /// `slowlog-max-len`: how many entries the slow log keeps.
     pub(crate) fn slowlog_max_len(&self) -> u64 {
         self.slowlog_max_len.load(Ordering::Relaxed)
+    }
+
+    /// `latency-monitor-threshold` in milliseconds: 0 while the latency monitor is off.
+    pub(crate) fn latency_threshold_ms(&self) -> u64 {
+        self.latency_threshold_ms.load(Ordering::Relaxed)
+    }
+
+    /// `slowlog-log-slower-than`, in microseconds (negative: nothing is logged).
+    pub(crate) fn slowlog_slower_than(&self) -> i64 {
+        self.slowlog_slower_than.load(Ordering::Relaxed)
+    }
+
+    /// `latency-tracking`: whether commands' latency histograms are kept.
+    pub(crate) fn latency_tracking(&self) -> bool {
+        self.latency_tracking.load(Ordering::Relaxed)
+    }
+
+    /// `latency-tracking-info-percentiles`.
+    pub(crate) fn latency_percentiles(&self) -> Vec<f64> {
+        self.latency_percentiles.read().clone()
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).
@@ -616,10 +672,113 @@ pub(crate) fn memory_value(value: &str, min: u64) -> Result<u64, ConfigError> {
     Ok(n)
 }
 
+/// A boolean parameter: `yes` or `no`, in any case.
+fn yes_no(value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(ConfigError::Invalid(
+            "argument must be 'yes' or 'no'".into(),
+        )),
+    }
+}
+
+/// `latency-tracking-info-percentiles`: numbers from 0 to 100 separated by single spaces
+/// (Redis splits on each space, so two spaces make an empty, invalid, word), or nothing.
+fn parse_percentiles(value: &str) -> Result<Vec<f64>, ConfigError> {
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(' ')
+        .map(|word| {
+            let p = strtod_whole(word).ok_or_else(|| {
+                ConfigError::Invalid("Invalid latency-tracking-info-percentiles parameters".into())
+            })?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err(ConfigError::Invalid(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .into(),
+                ));
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
+/// A whole word read as Redis's `string2d` reads it (C's `strtod`, all of it): no leading
+/// blank, no NaN, and no value out of a double's range (an overflow to infinity or an
+/// underflow to zero), though `inf` itself is a number.
+fn strtod_whole(word: &str) -> Option<f64> {
+    if word.is_empty() || word.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    if lower.len() - unsigned.len() > 1 {
+        return None;
+    }
+    let negative = lower.starts_with('-');
+    if matches!(unsigned, "inf" | "infinity") {
+        return Some(if negative {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    if let Some(hex) = unsigned.strip_prefix("0x") {
+        let v = hex_float(hex)?;
+        return Some(if negative { -v } else { v });
+    }
+    if !unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        || unsigned.contains(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-')))
+    {
+        return None;
+    }
+    let v: f64 = lower.parse().ok()?;
+    let mantissa = unsigned.split('e').next().unwrap_or("");
+    let underflow = v == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c));
+    (v.is_finite() && !underflow).then_some(v)
+}
+
+/// The digits of a C hexadecimal float after its `0x`: `1f`, `1.8`, `1p4` (a power of two).
+fn hex_float(hex: &str) -> Option<f64> {
+    let (mantissa, exponent) = match hex.split_once('p') {
+        Some((m, e)) => (m, Some(e)),
+        None => (hex, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut v = 0f64;
+    for c in whole.chars() {
+        v = v * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for c in fraction.chars() {
+        v += f64::from(c.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    if let Some(e) = exponent {
+        let digits = e.trim_start_matches(['+', '-']);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        v *= 2f64.powi(e.parse::<i32>().ok()?);
+    }
+    v.is_finite().then_some(v)
+}
+
 fn int_value(value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
+    // Redis's `string2ll`: digits with an optional `-`, no `+`.
     let n: i64 = value
         .parse()
-        .map_err(|_| ConfigError::Invalid("argument couldn't be parsed into an integer".into()))?;
+        .ok()
+        .filter(|_| !value.starts_with('+'))
+        .ok_or_else(|| {
+            ConfigError::Invalid("argument couldn't be parsed into an integer".into())
+        })?;
     if n < min || n > max {
         return Err(ConfigError::Invalid(format!(
             "argument must be between {min} and {max} inclusive"

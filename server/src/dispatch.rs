@@ -39,8 +39,8 @@ pub(crate) async fn execute_spec(
     // See `crate::errorstats`.
     let counted = std::mem::take(&mut client.error_counted);
     shared.stats.errors.after_reply(&reply, counted);
-    if let Some(stat) = stat {
-        count_command(shared, &stat, client.handler_usec.take(), &reply);
+    if let (Some(stat), Some(spec)) = (stat, spec) {
+        count_command(shared, spec, &stat, client.handler_usec.take(), &reply);
     }
     reply
 }
@@ -48,8 +48,15 @@ pub(crate) async fn execute_spec(
 /// Counts a command in `INFO commandstats` (see [`crate::cmdstats`]): a call when its handler
 /// ran (`usec`), failed when it replied with an error; a refusal when it did not run and
 /// replied with an error. A command queued in `MULTI` counts when `EXEC` runs it; a
-/// subcommand its container did not know counts nowhere.
-fn count_command(shared: &Shared, stat: &StatKey, usec: Option<u64>, reply: &Frame) {
+/// subcommand its container did not know counts nowhere. A call also goes into the latency
+/// monitor and the command's latency histogram (see [`crate::latency`]).
+fn count_command(
+    shared: &Shared,
+    spec: &CommandSpec,
+    stat: &StatKey,
+    usec: Option<u64>,
+    reply: &Frame,
+) {
     let failed = matches!(reply, Frame::Error(_));
     let mut usec = usec;
     if let (StatKey::Subcommand(_), Frame::Error(e)) = (stat, reply) {
@@ -68,6 +75,29 @@ fn count_command(shared: &Shared, stat: &StatKey, usec: Option<u64>, reply: &Fra
         None => return,
     };
     shared.stats.commands.record(stat, outcome);
+    if let Some(usec) = usec {
+        record_latency(shared, spec, stat, usec);
+    }
+}
+
+/// A call's latency: a `command` (or `fast-command`) event when it reached
+/// `latency-monitor-threshold`, and a sample of its histogram while `latency-tracking` is on
+/// (two relaxed loads when both are off).
+fn record_latency(shared: &Shared, spec: &CommandSpec, stat: &StatKey, usec: u64) {
+    let threshold = shared.config.latency_threshold_ms();
+    let ms = usec / 1000;
+    if threshold > 0 && ms >= threshold {
+        let event = if spec.has(FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        let now_s = (shared.clock.now_ms() / 1000) as i64;
+        shared.stats.latency_events.add_sample(event, ms, now_s);
+    }
+    if shared.config.latency_tracking() {
+        shared.stats.latency_histograms.record(stat, usec);
+    }
 }
 
 /// Counts `spec` as refused in `INFO commandstats`: for the refusals of a command a script
@@ -226,7 +256,15 @@ async fn run_command(
             let _counted = spec
                 .has(BLOCKING)
                 .then(|| BlockedCount::start(&shared.stats.blocked_clients));
-            fut.await
+            let started = quanta::Instant::now();
+            let reply = fut.await;
+            // A command that waits as its work, not for a key or a replica (`DEBUG SLEEP`,
+            // which holds the whole server in Redis), ran for as long as it waited.
+            if !spec.has(BLOCKING) {
+                let waited = started.elapsed().as_micros() as u64;
+                client.handler_usec = client.handler_usec.map(|u| u + waited);
+            }
+            reply
         }
     };
     if spec.has(SUBSCRIBED_OK) {
@@ -350,7 +388,7 @@ pub(crate) fn call_spec(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) -
     // Counted as a call of its own; logged when slow, unless a script ran it (the script's
     // own command is what its client sent).
     if let Some(stat) = stat_key(spec, args) {
-        count_command(ctx.shared, &stat, Some(usec), &frame);
+        count_command(ctx.shared, spec, &stat, Some(usec), &frame);
     }
     if !ctx.in_script && !spec.has(SKIP_SLOWLOG) {
         log_if_slow(ctx.shared, ctx.client, args, usec);

@@ -106,28 +106,46 @@ fn shrink_tables(shared: &Shared, cursors: &mut [ShrinkCursor]) {
 /// One pass over every database, until no key is due. Replicas skip it: they wait for the
 /// master's deletes. So does a paused server (`CLIENT PAUSE`), and one whose cycle was switched off with
 /// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
+///
+/// The longest the pass kept its worker from clients (its steps' own work between two
+/// yields) is its `expire-cycle` latency event when it reaches `latency-monitor-threshold`
+/// (see [`crate::latency`]).
 pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
     let mut total = 0;
     // Work done since the cycle last let clients run, and how much it may do in this burst.
     let (mut spent, mut allowed, mut steps) = (Duration::ZERO, Duration::ZERO, 0);
+    // The steps' own work since the last yield, and the longest such stretch of the pass.
+    let (mut busy, mut longest) = (Duration::ZERO, Duration::ZERO);
     for (i, db) in shared.keyspace.iter() {
         // Checked again before each step: `DEBUG SET-ACTIVE-EXPIRE 0` or a `REPLICAOF`
         // stops a pass between two steps.
         while cycle_runs(shared) && db.has_due(shared.clock.now_ms()) {
             let started = Instant::now();
-            let Some(gone) = step(shared, i).await else {
+            let Some((gone, worked)) = step(shared, i).await else {
                 return total;
             };
             total += gone;
             spent += started.elapsed();
+            busy += worked;
             steps += 1;
             if spent < allowed && steps < MAX_BURST_STEPS {
                 continue;
             }
+            longest = longest.max(busy);
+            busy = Duration::ZERO;
             let away = yield_to_clients(spent).await;
             allowed = (away * BUSY_SHARE_PERCENT / (100 - BUSY_SHARE_PERCENT)).min(MAX_BURST);
             (spent, steps) = (Duration::ZERO, 0);
         }
+    }
+    let threshold = shared.config.latency_threshold_ms();
+    let ms = longest.max(busy).as_millis() as u64;
+    if threshold > 0 && ms >= threshold {
+        let now_s = (shared.clock.now_ms() / 1000) as i64;
+        shared
+            .stats
+            .latency_events
+            .add_sample("expire-cycle", ms, now_s);
     }
     total
 }
@@ -158,15 +176,18 @@ fn cycle_runs(shared: &Shared) -> bool {
 }
 
 /// Deletes up to [`STEP_KEYS`] due keys of database `i` and records their deletions. Returns
-/// how many it deleted, or `None` when the server is going away (the gate is closed).
-async fn step(shared: &Shared, i: usize) -> Option<usize> {
+/// how many it deleted and how long it worked once it had the gate, or `None` when the server
+/// is going away (the gate is closed).
+async fn step(shared: &Shared, i: usize) -> Option<(usize, Duration)> {
     let db = shared.keyspace.db(i);
+    let started;
     let gone = {
         // Never delete in the middle of a script or transaction; and feed the deletions
         // before any write to the same keys can (see `order_guard`).
         let Ok(_gate) = shared.gate.shared(Duration::MAX).await else {
             return None;
         };
+        started = Instant::now();
         let order = shared.order_guard();
         let now = shared.clock.now_ms();
         let gone = db.active_expire(now, STEP_KEYS);
@@ -190,7 +211,7 @@ async fn step(shared: &Shared, i: usize) -> Option<usize> {
     for (_, entry) in gone {
         crate::lazyfree::free_entry(entry);
     }
-    Some(n)
+    Some((n, started.elapsed()))
 }
 
 /// Resolves once no key whose deadline is at or before the current time is left for the

@@ -66,6 +66,7 @@ pub(crate) mod hll;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals;
+pub(crate) mod latency;
 pub(crate) mod lazyfree;
 pub(crate) mod list;
 pub(crate) mod long_double;

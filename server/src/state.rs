@@ -53,6 +53,10 @@ pub(crate) struct Stats {
     pub commands: crate::cmdstats::CommandStats,
     /// The slow commands (`SLOWLOG`).
     pub slowlog: crate::slowlog::SlowLog,
+    /// The latency monitor's events (`LATENCY LATEST`, `HISTORY`, ...).
+    pub latency_events: crate::latency::LatencyMonitor,
+    /// Per-command latency histograms (`INFO latencystats`, `LATENCY HISTOGRAM`).
+    pub latency_histograms: crate::latency::LatencyHistograms,
 }
 
 impl Stats {

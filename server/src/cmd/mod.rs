@@ -31,6 +31,7 @@ pub(crate) mod hll;
 pub(crate) mod hll_debug;
 pub(crate) mod hrandfield;
 pub(crate) mod keys;
+pub(crate) mod latency;
 pub(crate) mod lcs;
 pub(crate) mod list_multi;
 pub(crate) mod lists;
@@ -70,7 +71,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 46] {
+fn tables() -> [&'static [CommandSpec]; 47] {
     [
         replication::COMMANDS,
         cluster::COMMANDS,
@@ -87,6 +88,7 @@ fn tables() -> [&'static [CommandSpec]; 46] {
         object::COMMANDS,
         memory::COMMANDS,
         slowlog::COMMANDS,
+        latency::COMMANDS,
         geo::COMMANDS,
         geo_search::COMMANDS,
         relocate::COMMANDS,

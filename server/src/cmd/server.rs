@@ -147,6 +147,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             s.expired_keys.store(0, Ordering::Relaxed);
             s.errors.reset();
             s.commands.reset();
+            s.latency_histograms.reset();
             ctx.shared.evictor.evicted_keys.store(0, Ordering::Relaxed);
             ctx.shared.replication.reset_stats();
             Frame::ok()
@@ -475,6 +476,21 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
     }
     if want("errorstats") {
         section("Errorstats", shared.stats.errors.info_section());
+    }
+    // Not in the default set either: the percentiles of each command's latency histogram.
+    if all || wanted.iter().any(|w| w == "latencystats") {
+        let mut body = String::new();
+        if shared.config.latency_tracking() {
+            let percentiles = shared.config.latency_percentiles();
+            let histograms = shared
+                .stats
+                .latency_histograms
+                .merged(crate::command::stat_name);
+            for (name, h) in &histograms {
+                body.push_str(&crate::latency::percentiles_line(name, h, &percentiles));
+            }
+        }
+        section("Latencystats", body);
     }
     if want("cluster") {
         section("Cluster", "cluster_enabled:0\r\n".to_string());
