@@ -269,6 +269,13 @@ async fn release_is_idempotent<L: Locks>(t: L, _time: Time) {
     assert_eq!(lock.release(&lease).await, Released::Released);
     assert_eq!(lock.release(&lease).await, Released::AlreadyExpired);
     assert_eq!(lock.holder().await, None);
+    // Nor can a released lease be extended: it is gone, not someone else's.
+    let mut gone = lease.clone();
+    assert_eq!(
+        lock.extend(&mut gone, Duration::from_secs(5)).await,
+        Extended::AlreadyExpired
+    );
+    assert_eq!(lock.holder().await, None);
 }
 
 /// Awaits `fut`, failing the test if it never resolves: a hang guard, far longer than the
@@ -336,6 +343,9 @@ async fn watchdog_keeps_and_reports_loss<L: Locks>(t: L, time: Time) {
 async fn waiter_deadline_is_honoured<L: Locks>(t: L, _time: Time) {
     let lock = t.simple("busy");
     let _held = lock.try_acquire(Duration::from_secs(30)).await.unwrap();
+    // The transport's clock has been running longer than the deadline when the wait starts,
+    // so that a deadline counted from the transport's start, not the wait's, is noticed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let start = std::time::Instant::now();
     let got = lock
         .acquire_wait(
