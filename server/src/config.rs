@@ -3,9 +3,7 @@
 //! Values are kept as Redis prints them (strings). The few that the hot path reads on every
 //! command are mirrored in atomics.
 
-use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +46,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("masterauth", ""),
     ("masteruser", ""),
     ("slowlog-max-len", "128"),
+    ("acllog-max-len", "128"),
     (
         "client-output-buffer-limit",
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
@@ -138,8 +137,6 @@ pub(crate) struct Config {
     slowlog_slower_than: AtomicI64,
     /// `slowlog-max-len`.
     slowlog_max_len: AtomicU64,
-    /// Whether `requirepass` is set: read by every command of a client not authenticated.
-    auth_required: AtomicBool,
 }
 
 impl Default for Config {
@@ -169,7 +166,6 @@ impl Default for Config {
             notify: crate::notify::NotifyFlags::default(),
             slowlog_slower_than: AtomicI64::new(10_000),
             slowlog_max_len: AtomicU64::new(128),
-            auth_required: AtomicBool::new(false),
         }
     }
 }
@@ -285,15 +281,14 @@ impl Config {
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
-            "requirepass" => {
-                self.auth_required
-                    .store(!value.is_empty(), Ordering::Release);
-                self.params.write().insert(name, value.to_string());
-                return Ok(());
-            }
             "slowlog-log-slower-than" => {
                 let n = int_value(value, -1, i64::MAX)?;
                 self.slowlog_slower_than.store(n, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "acllog-max-len" => {
+                let n = int_value(value, 0, i64::MAX)?;
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
@@ -399,18 +394,11 @@ impl Config {
         self.encodings.set_max_intset_entries()
     }
 
-    /// Whether the default user has a password (`requirepass`): then a network client that
-    /// connects must authenticate before anything else.
-    pub(crate) fn auth_required(&self) -> bool {
-        self.auth_required.load(Ordering::Acquire)
-    }
-
-    /// Whether `password` opens the default user: any does while it has none.
-    pub(crate) fn password_matches(&self, password: &[u8]) -> bool {
-        match self.get("requirepass") {
-            Some(p) if !p.is_empty() => constant_time_eq(p.as_bytes(), password),
-            _ => true,
-        }
+    /// `acllog-max-len`: how many entries the ACL log keeps.
+    pub(crate) fn acllog_max_len(&self) -> usize {
+        self.get("acllog-max-len")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128)
     }
 
     /// Whether a command whose handler took `usec` goes into the slow log.
@@ -720,16 +708,4 @@ impl Limits {
     pub(crate) fn output_limit(&self, class: ClientClass) -> BufferLimit {
         self.output.lock()[class as usize]
     }
-}
-
-/// Compares two secrets in time that does not depend on where they first differ, as Redis's
-/// `time_independent_strcmp` does, so that a client cannot find a password byte by byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
 }

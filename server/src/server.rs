@@ -97,7 +97,7 @@ impl Builder {
         let scripting = crate::state::Plugged::new(crate::scripting::Scripting::default());
         let shared = Arc::new(Shared::new(self.clock, scripting));
         for (k, v) in &self.config {
-            shared.config.set(k, v).map_err(|e| {
+            shared.set_config(k, v).map_err(|e| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     format!("bad config {k}={v}: {e:?}"),

@@ -249,7 +249,7 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
             .map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned())
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user={} redir={} resp={}",
         h.id,
         addr,
         laddr,
@@ -264,6 +264,9 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
         info.multi,
         h.queued_push_bytes.load(std::sync::atomic::Ordering::Relaxed),
         if info.last_cmd.is_empty() { "NULL" } else { &info.last_cmd },
+        info.user
+            .as_ref()
+            .map_or(std::borrow::Cow::Borrowed("default"), |u| String::from_utf8_lossy(&u.name)),
         redir,
         info.resp,
     )

@@ -251,6 +251,16 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         if spec.has(cmd::NOSCRIPT) {
             return refused(fail("ERR This Redis command is not allowed from script"));
         }
+        // The script runs as its caller's ACL user (one load when that user may do anything).
+        if !ctx.client.user.unrestricted() {
+            let context = crate::acl::log::Context::Lua;
+            if let Err((denied, _)) =
+                crate::dispatch::acl_check(ctx.shared, ctx.client, &argv, context)
+            {
+                let text = format!("ERR The user executing the script {}", denied.message());
+                return refused(Outcome::Error(Bytes::from(text)));
+            }
+        }
         if spec.has(cmd::WRITE) {
             if run.read_only {
                 return refused(fail(
