@@ -132,16 +132,9 @@ async fn run_command(
     }
     // ACLs: one atomic load for a user allowed everything (the default user, normally).
     // Redis refuses a command not allowed in `MULTI` before asking the ACLs.
-    if !client.user.unrestricted() && !(client.multi.is_some() && spec.has(NO_MULTI)) {
-        let context = match client.multi {
-            Some(_) => AclContext::Multi,
-            None => AclContext::Toplevel,
-        };
-        if let Err((denied, name)) = acl_check(shared, client, &args, context) {
-            if let Some(m) = client.multi.as_mut() {
-                m.errored = true;
-            }
-            return Frame::error(denied.noperm(name));
+    if !client.user.unrestricted() {
+        if let Some(refusal) = acl_refusal(shared, client, spec, &args) {
+            return refusal;
         }
     }
     // A script that declared its flags is judged by them (see `CommandSpec::flags_of`).
@@ -434,6 +427,30 @@ fn may_replicate(client: &Client, spec: &CommandSpec) -> bool {
             .multi
             .as_ref()
             .is_some_and(|m| m.queue.iter().any(|args| lookup(&args[0]).is_some_and(one)))
+}
+
+/// The dispatcher's ACL check for a user not allowed everything: `-NOPERM`, which dooms a
+/// transaction being queued. Redis refuses a command not allowed in `MULTI` before asking
+/// the ACLs, so that one is left to its own refusal.
+#[cold]
+fn acl_refusal(
+    shared: &Shared,
+    client: &mut Client,
+    spec: &CommandSpec,
+    args: &[Bytes],
+) -> Option<Frame> {
+    if client.multi.is_some() && spec.has(NO_MULTI) {
+        return None;
+    }
+    let context = match client.multi {
+        Some(_) => AclContext::Multi,
+        None => AclContext::Toplevel,
+    };
+    let (denied, name) = acl_check(shared, client, args, context).err()?;
+    if let Some(m) = client.multi.as_mut() {
+        m.errored = true;
+    }
+    Some(Frame::error(denied.noperm(name)))
 }
 
 /// Checks `args` against the client's ACL user (Redis's `ACLCheckAllPerm`), logging a

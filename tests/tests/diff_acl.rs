@@ -451,6 +451,8 @@ fn acl_subcommands_and_their_errors() {
         "ACL DRYRUN default config get",
         "ACL DRYRUN default get k",
         "ACL DRYRUN default config get x",
+        "ACL DRYRUN default config|get x",
+        "ACL DRYRUN default CONFIG GET x",
     ]);
     // The categories, then one category's commands (as a set: Redis lists them in hash
     // order).
@@ -663,6 +665,16 @@ fn scripts_run_as_their_callers_user() {
         "EVAL \"return redis.call('append', 'w2', 'x')\" 0",
         "EVAL \"return redis.pcall('publish', 'ch', 'x')\" 0",
         "GET w2",
+        "EVAL \"return redis.acl_check_cmd('get', 'k')\" 0",
+        "EVAL \"return redis.acl_check_cmd('set', 'w1', 'x')\" 0",
+        "EVAL \"return redis.acl_check_cmd('append', 'k', 1)\" 0",
+        "EVAL \"return redis.acl_check_cmd('append', 'w3', 1)\" 0",
+        "EVAL \"return redis.acl_check_cmd('config', 'get', 'x')\" 0",
+        "EVAL \"return redis.acl_check_cmd('config', 'set', 'x', 'y')\" 0",
+        "EVAL \"return redis.acl_check_cmd('config', 'nosuch')\" 0",
+        "EVAL \"return redis.acl_check_cmd('nosuch')\" 0",
+        "EVAL \"return redis.acl_check_cmd()\" 0",
+        "EVAL \"return redis.acl_check_cmd({})\" 0",
     ]);
     let mut q = as_user(&mut d, "lua2", "+@all ~* resetchannels &ok");
     q.table(&[

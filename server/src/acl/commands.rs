@@ -85,20 +85,37 @@ pub(crate) fn subcommands(id: usize) -> impl Iterator<Item = usize> {
 }
 
 /// The id of the command `args` runs, as Redis's `lookupCommand` finds it: a container's
-/// subcommand by `args[1]`. `None` when Redis would not find it (an unknown subcommand), or
-/// when the subcommand's arity refuses `args`: the command itself then answers its error,
-/// which Redis gives before any ACL check.
-pub(crate) fn of_args(args: &[Bytes]) -> Option<usize> {
-    let name = std::str::from_utf8(&args[0]).ok()?.to_ascii_lowercase();
-    let id = *by_name().get(name.as_str())?;
-    if COMMANDS[id].flags & CONTAINER == 0 {
-        return Some(id);
+/// subcommand by `args[1]` (the container itself when there is no `args[1]`); `None` when
+/// Redis would not find it (an unknown command or subcommand).
+pub(crate) fn find(args: &[Bytes]) -> Option<usize> {
+    let name = std::str::from_utf8(args.first()?)
+        .ok()?
+        .to_ascii_lowercase();
+    if name.contains('|') {
+        return None;
     }
-    let sub = std::str::from_utf8(args.get(1)?).ok()?.to_ascii_lowercase();
-    let id = *by_name().get(format!("{name}|{sub}").as_str())?;
+    let id = *by_name().get(name.as_str())?;
+    let Some(sub) = args.get(1).filter(|_| COMMANDS[id].flags & CONTAINER != 0) else {
+        return Some(id);
+    };
+    let sub = std::str::from_utf8(sub).ok()?.to_ascii_lowercase();
+    if sub.contains('|') {
+        return None;
+    }
+    by_name().get(format!("{name}|{sub}").as_str()).copied()
+}
+
+/// Whether `args` has the number of arguments command `id` takes.
+pub(crate) fn arity_ok(id: usize, args: &[Bytes]) -> bool {
     let arity = COMMANDS[id].arity;
     let n = args.len() as i32;
-    ((arity > 0 && n == arity) || (arity < 0 && n >= -arity)).then_some(id)
+    (arity > 0 && n == arity) || (arity < 0 && n >= -arity)
+}
+
+/// [`find`] for the dispatcher: `None` also when the arity refuses `args` (Redis answers
+/// that error before any ACL check; the command itself answers it here).
+pub(crate) fn of_args(args: &[Bytes]) -> Option<usize> {
+    find(args).filter(|&id| arity_ok(id, args))
 }
 
 /// The keys `args` names for command `id` and the access each needs: Redis's key specs, or,

@@ -60,15 +60,12 @@ const HELP: &[&str] = &[
 fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     // Redis's dispatcher knows each subcommand's arity and refuses before the command runs.
-    match acl_commands::lookup(format!("acl|{sub}").as_bytes()) {
+    match acl_commands::find(args) {
         None => return unknown_subcommand(args, "acl"),
-        Some(id) => {
-            let arity = acl_commands::all()[id].arity;
-            let n = args.len() as i32;
-            if !((arity > 0 && n == arity) || (arity < 0 && n >= -arity)) {
-                return arity_error(&format!("acl|{sub}"));
-            }
+        Some(id) if !acl_commands::arity_ok(id, args) => {
+            return arity_error(&format!("acl|{sub}"));
         }
+        Some(_) => {}
     }
     let acl = &ctx.shared.acl;
     match sub.as_str() {
@@ -278,27 +275,14 @@ fn dryrun(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ));
     };
     let cmd = &args[3..];
-    let not_found = || {
-        Frame::error(format!(
+    let Some(id) = acl_commands::find(cmd) else {
+        return Frame::error(format!(
             "ERR Command '{}' not found",
             String::from_utf8_lossy(&cmd[0])
-        ))
-    };
-    let Some(mut id) = acl_commands::lookup(&cmd[0]).filter(|_| !cmd[0].contains(&b'|')) else {
-        return not_found();
+        ));
     };
     let all = acl_commands::all();
-    if let (true, Some(sub)) = (acl_commands::subcommands(id).next().is_some(), cmd.get(1)) {
-        let mut full = format!("{}|", all[id].name).into_bytes();
-        full.extend_from_slice(sub);
-        match acl_commands::lookup(&full).filter(|_| !sub.contains(&b'|')) {
-            Some(s) => id = s,
-            None => return not_found(),
-        }
-    }
-    let arity = all[id].arity;
-    let n = cmd.len() as i32;
-    if (arity > 0 && arity != n) || n < -arity {
+    if !acl_commands::arity_ok(id, cmd) {
         return Frame::error(format!(
             "ERR wrong number of arguments for '{}' command",
             all[id].name
