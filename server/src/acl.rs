@@ -863,6 +863,10 @@ impl ChannelsRevoked {
 pub(crate) struct Acl {
     users: RwLock<BTreeMap<Bytes, Arc<User>>>,
     default: Arc<User>,
+    /// What Redis's clients with no user run as (`c->user == NULL`): the link to our master
+    /// and the AOF's loader, which obey whatever they carry. In no list; `CLIENT LIST`
+    /// names it `(superuser)`, as Redis does.
+    superuser: Arc<User>,
     /// Whether a new connection must authenticate: the default user has a password or is
     /// off (Redis's `authRequired`).
     auth_required: AtomicBool,
@@ -876,12 +880,14 @@ impl Default for Acl {
         for r in ["+@all", "~*", "&*", "on", "nopass"] {
             rules.apply(r.as_bytes()).expect("the default user's rules");
         }
+        let superuser = Arc::new(User::new(Bytes::from_static(b"(superuser)"), rules.clone()));
         let default = Arc::new(User::new(Bytes::from_static(DEFAULT_USER), rules));
         let mut users = BTreeMap::new();
         users.insert(default.name.clone(), default.clone());
         Acl {
             users: RwLock::new(users),
             default,
+            superuser,
             auth_required: AtomicBool::new(false),
             log: Mutex::new(log::Log::default()),
         }
@@ -892,6 +898,11 @@ impl Acl {
     /// The `default` user.
     pub(crate) fn default_user(&self) -> &Arc<User> {
         &self.default
+    }
+
+    /// The user of the server's own clients (see [`Acl`]'s `superuser`).
+    pub(crate) fn superuser(&self) -> &Arc<User> {
+        &self.superuser
     }
 
     /// A user by name.

@@ -793,6 +793,73 @@ fn deleting_a_user_disconnects_its_clients_and_off_does_not() {
     b.table(&["ACL SETUSER stays on", "ACL DELUSER stays"]);
     b.assert_closed();
     d.table(&["ACL USERS", "ACL WHOAMI"]);
+    // CLIENT KILL USER closes the user's connections, and knows which users exist.
+    let mut k = as_user(&mut d, "killed", "+@all ~* &*");
+    d.table(&[
+        "CLIENT KILL USER nobody",
+        "CLIENT KILL USER killed",
+        "CLIENT KILL USER killed",
+    ]);
+    k.assert_closed();
+}
+
+/// The link to a master obeys what it carries, whatever the replica's default user may run
+/// (Redis's master client has no user); a replica logs in to its master as `masteruser`.
+#[test]
+fn replication_links_are_not_bound_by_the_acls() {
+    use latchkey_tests::pair::{cmd, until, wait_link_up};
+    use std::time::Duration;
+    let master = latchkey_server::Server::builder().start_blocking().unwrap();
+    let replica = latchkey_server::Server::builder().start_blocking().unwrap();
+    let ok = b"+OK\r\n".to_vec();
+    let on = |addr, line: &str| {
+        cmd(
+            addr,
+            &split_args(line)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        on(master.addr(), "ACL SETUSER repl on >rpw +@all ~* &*"),
+        ok
+    );
+    assert_eq!(on(master.addr(), "ACL SETUSER default resetpass >mpw"), ok);
+    for line in ["CONFIG SET masteruser repl", "CONFIG SET masterauth rpw"] {
+        assert_eq!(on(replica.addr(), line), ok);
+    }
+    let port = master.addr().port().to_string();
+    assert_eq!(cmd(replica.addr(), &["REPLICAOF", "127.0.0.1", &port]), ok);
+    wait_link_up(replica.addr());
+    // The replica's default user may run nothing; an admin reads what arrived.
+    let mut admin = RawConn::connect(replica.addr()).unwrap();
+    assert_eq!(
+        admin.cmd(&split_args("ACL SETUSER admin on >apw +@all ~* &*")),
+        ok
+    );
+    assert_eq!(admin.cmd(&split_args("AUTH admin apw")), ok);
+    assert_eq!(
+        admin.cmd(&split_args("ACL SETUSER default -@all resetkeys")),
+        ok
+    );
+    let mut m = RawConn::connect(master.addr()).unwrap();
+    assert_eq!(m.cmd(&split_args("AUTH mpw")), ok);
+    assert_eq!(m.cmd(&split_args("SET k v")), ok);
+    until("the write on the replica", Duration::from_secs(10), || {
+        admin.cmd(&split_args("GET k")) == b"$1\r\nv\r\n"
+    });
+    let list = String::from_utf8(admin.cmd(&split_args("CLIENT LIST"))).unwrap();
+    assert!(
+        list.lines()
+            .any(|l| l.contains(" flags=M ") && l.contains(" user=(superuser) ")),
+        "{list}"
+    );
+    let mut plain = RawConn::connect(replica.addr()).unwrap();
+    assert_eq!(
+        plain.cmd(&split_args("GET k")),
+        b"-NOPERM this user has no permissions to run the 'get' command\r\n"
+    );
 }
 
 #[test]
