@@ -359,6 +359,20 @@ fn setuser_rules_and_how_getuser_and_list_describe_them() {
         "ACL USERS",
     ]);
     d.table(&["ACL WHOAMI"]);
+    // No rule (a password among them) reaches the slow log.
+    d.table(&["CONFIG SET slowlog-log-slower-than 0", "SLOWLOG RESET"]);
+    d.both(&split_args("ACL SETUSER secretive on >hunter2 ~k"));
+    for reply in [
+        d.redis.cmd(&["SLOWLOG", "GET", "1"]),
+        d.latchkey.cmd(&["SLOWLOG", "GET", "1"]),
+    ] {
+        let text = String::from_utf8_lossy(&reply);
+        assert!(
+            !text.contains("hunter2") && !text.contains("secretive"),
+            "{text}"
+        );
+        assert_eq!(text.matches("(redacted)").count(), 4, "{text}");
+    }
 }
 
 #[test]
