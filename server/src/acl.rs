@@ -530,12 +530,15 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
-    /// A new user's rules: `off`, no password, nothing allowed.
-    fn new() -> Rules {
+    /// A new user's rules: `off`, no password, nothing allowed (but every channel when
+    /// `acl-pubsub-default` is `allchannels`).
+    fn new(pubsub_all: bool) -> Rules {
+        let mut root = Selector::new(true);
+        root.all_channels = pubsub_all;
         Rules {
             flags: DISABLED,
             passwords: Vec::new(),
-            selectors: vec![Selector::new(true)],
+            selectors: vec![root],
         }
     }
 
@@ -543,8 +546,9 @@ impl Rules {
         &mut self.selectors[0]
     }
 
-    /// Redis's `ACLSetUser`: one rule.
-    fn apply(&mut self, op: &[u8]) -> Result<(), RuleError> {
+    /// Redis's `ACLSetUser`: one rule. `pubsub_all`: `acl-pubsub-default` is `allchannels`
+    /// (what a new selector and `reset` start with).
+    fn apply(&mut self, op: &[u8], pubsub_all: bool) -> Result<(), RuleError> {
         if op.is_empty() {
             return Ok(());
         }
@@ -591,6 +595,7 @@ impl Rules {
             self.passwords.remove(at);
         } else if op[0] == b'(' && op[op.len() - 1] == b')' {
             let mut selector = Selector::new(false);
+            selector.all_channels = pubsub_all;
             for rule in split_args(&op[1..op.len() - 1]).ok_or(RuleError::Syntax)? {
                 selector.apply(&rule)?;
             }
@@ -605,8 +610,9 @@ impl Rules {
                 "off",
                 "sanitize-payload",
             ] {
-                self.apply(rule.as_bytes())?;
+                self.apply(rule.as_bytes(), pubsub_all)?;
             }
+            self.root().all_channels = pubsub_all;
             self.selectors.truncate(1);
             self.root().all(false);
         } else {
@@ -870,16 +876,15 @@ pub(crate) struct Acl {
     /// Whether a new connection must authenticate: the default user has a password or is
     /// off (Redis's `authRequired`).
     auth_required: AtomicBool,
+    /// `acl-pubsub-default` is `allchannels`.
+    pubsub_all: AtomicBool,
     /// The ACL log.
     pub log: Mutex<log::Log>,
 }
 
 impl Default for Acl {
     fn default() -> Self {
-        let mut rules = Rules::new();
-        for r in ["+@all", "~*", "&*", "on", "nopass"] {
-            rules.apply(r.as_bytes()).expect("the default user's rules");
-        }
+        let rules = default_rules(false);
         let superuser = Arc::new(User::new(Bytes::from_static(b"(superuser)"), rules.clone()));
         let default = Arc::new(User::new(Bytes::from_static(DEFAULT_USER), rules));
         let mut users = BTreeMap::new();
@@ -889,6 +894,7 @@ impl Default for Acl {
             default,
             superuser,
             auth_required: AtomicBool::new(false),
+            pubsub_all: AtomicBool::new(false),
             log: Mutex::new(log::Log::default()),
         }
     }
@@ -910,6 +916,16 @@ impl Acl {
         self.users.read().get(name).cloned()
     }
 
+    fn pubsub_all(&self) -> bool {
+        self.pubsub_all.load(Ordering::Relaxed)
+    }
+
+    /// `acl-pubsub-default`: whether new users and selectors (and `reset`) start with every
+    /// channel (`allchannels`) or none (`resetchannels`, 7.0's default).
+    pub(crate) fn set_pubsub_default(&self, all_channels: bool) {
+        self.pubsub_all.store(all_channels, Ordering::Relaxed);
+    }
+
     /// Whether a connection must authenticate before it runs commands.
     #[inline]
     pub(crate) fn auth_required(&self) -> bool {
@@ -926,13 +942,13 @@ impl Acl {
     /// `ACLUpdateDefaultUserPassword`.
     pub(crate) fn set_default_password(&self, password: &[u8]) {
         let mut rules = (*self.default.rules()).clone();
-        let _ = rules.apply(b"resetpass");
+        let _ = rules.apply(b"resetpass", false);
         if password.is_empty() {
-            let _ = rules.apply(b"nopass");
+            let _ = rules.apply(b"nopass", false);
         } else {
             let mut op = b">".to_vec();
             op.extend_from_slice(password);
-            let _ = rules.apply(&op);
+            let _ = rules.apply(&op, false);
         }
         self.default.replace(rules);
         self.refresh_auth_required();
@@ -972,10 +988,10 @@ impl Acl {
         let existing = self.user(name);
         let mut rules = match &existing {
             Some(u) => (*u.rules()).clone(),
-            None => Rules::new(),
+            None => Rules::new(self.pubsub_all()),
         };
         for op in &ops {
-            if let Err(e) = rules.apply(op) {
+            if let Err(e) = rules.apply(op, self.pubsub_all()) {
                 return Err(format!(
                     "Error in ACL SETUSER modifier '{}': {}",
                     String::from_utf8_lossy(op),
@@ -1000,6 +1016,120 @@ impl Acl {
         };
         self.refresh_auth_required();
         Ok(revoked)
+    }
+
+    /// Redis's `ACLLoadFromFile` (`ACL LOAD`, and `aclfile` at start): the users of the file
+    /// replace every user, all of them or none. `Ok` gives the users replaced (their clients
+    /// must go; the default user stays the same user, with the file's rules or its
+    /// defaults), `Err` the errors, as Redis words them.
+    pub(crate) fn load_file(&self, path: &str) -> Result<Vec<Arc<User>>, String> {
+        let text = std::fs::read(path).map_err(|e| {
+            format!(
+                "Error loading ACLs, opening file '{path}': {}",
+                strerror(&e)
+            )
+        })?;
+        let pubsub_all = self.pubsub_all();
+        let mut errors = String::new();
+        let mut loaded: BTreeMap<Bytes, Rules> = BTreeMap::new();
+        for (i, line) in text.split(|c| *c == b'\n').enumerate() {
+            let n = i + 1;
+            let line = trim(line, b" \t\r\n");
+            if line.is_empty() {
+                continue;
+            }
+            let argv: Vec<Bytes> = line
+                .split(|c| *c == b' ')
+                .map(Bytes::copy_from_slice)
+                .collect();
+            if &argv[0][..] != b"user" || argv.len() < 2 {
+                errors.push_str(&format!(
+                    "{path}:{n} should start with user keyword followed by the username. "
+                ));
+                continue;
+            }
+            let name = &argv[1];
+            if has_spaces(name) {
+                errors.push_str(&format!(
+                    "'{path}:{n}: username '{}' contains invalid characters. ",
+                    String::from_utf8_lossy(name)
+                ));
+                continue;
+            }
+            if loaded.contains_key(name) {
+                errors.push_str(&format!(
+                    "WARNING: Duplicate user '{}' found on line {n}. ",
+                    String::from_utf8_lossy(name)
+                ));
+                continue;
+            }
+            let mut rules = Rules::new(pubsub_all);
+            match merge_selectors(&argv[2..]) {
+                Err(_) => errors.push_str(&format!(
+                    "{path}:{n}: Unmatched parenthesis in selector definition."
+                )),
+                Ok(ops) => {
+                    let mut reported = false;
+                    for op in ops {
+                        let op = trim(&op, b"\t\r\n");
+                        match rules.apply(op, pubsub_all) {
+                            Ok(()) => {}
+                            Err(RuleError::NoEntry) => errors.push_str(&format!(
+                                "{path}:{n}: Error in applying operation '{}': {}. ",
+                                String::from_utf8_lossy(op),
+                                RuleError::NoEntry.text()
+                            )),
+                            Err(e) if !reported => {
+                                errors.push_str(&format!("{path}:{n}: {}. ", e.text()));
+                                reported = true;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            loaded.insert(name.clone(), rules);
+        }
+        if !errors.is_empty() {
+            errors.push_str(
+                "WARNING: ACL errors detected, no change to the previously active ACL rules was performed",
+            );
+            return Err(errors);
+        }
+        let default_rules = loaded
+            .remove(DEFAULT_USER)
+            .unwrap_or_else(|| default_rules(pubsub_all));
+        self.default.replace(default_rules);
+        let mut users: BTreeMap<Bytes, Arc<User>> = loaded
+            .into_iter()
+            .map(|(name, rules)| (name.clone(), Arc::new(User::new(name, rules))))
+            .collect();
+        users.insert(self.default.name.clone(), self.default.clone());
+        let old = std::mem::replace(&mut *self.users.write(), users);
+        self.refresh_auth_required();
+        Ok(old
+            .into_values()
+            .filter(|u| !Arc::ptr_eq(u, &self.default))
+            .collect())
+    }
+
+    /// Redis's `ACLSaveToFile` (`ACL SAVE`): every user as `ACL LIST` shows it, one a line,
+    /// written to a temporary file renamed over `path`.
+    pub(crate) fn save_file(&self, path: &str) -> std::io::Result<()> {
+        let mut text = String::new();
+        for u in self.users() {
+            text.push_str(&Acl::list_line(&u));
+            text.push('\n');
+        }
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let tmp = format!("{path}.tmp-{}-{millis}", std::process::id());
+        let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// `ACL DELUSER`: removes the users, returning those that existed.
@@ -1059,6 +1189,36 @@ impl Acl {
     }
 }
 
+/// `s` without the bytes of `set` at either end (Redis's `sdstrim`).
+fn trim<'a>(s: &'a [u8], set: &[u8]) -> &'a [u8] {
+    let start = s.iter().position(|c| !set.contains(c)).unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|c| !set.contains(c))
+        .map_or(start, |e| e + 1);
+    &s[start..end.max(start)]
+}
+
+/// The C library's text for an I/O error (`strerror`), as Redis prints it.
+fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// Redis's `ACLCreateDefaultUser`: `on nopass ~* &* +@all`.
+fn default_rules(pubsub_all: bool) -> Rules {
+    let mut rules = Rules::new(pubsub_all);
+    for r in ["+@all", "~*", "&*", "on", "nopass"] {
+        rules
+            .apply(r.as_bytes(), pubsub_all)
+            .expect("the default user's rules");
+    }
+    rules
+}
+
 /// Whether `new`'s channels cover every channel `old` allowed (then no subscriber loses).
 fn superset(new: &Rules, old: &Rules) -> bool {
     let upcoming: Vec<&Bytes> = new.selectors.iter().flat_map(|s| &s.channels).collect();
@@ -1113,9 +1273,9 @@ mod tests {
     use super::*;
 
     fn describe(rules: &[&str]) -> String {
-        let mut r = Rules::new();
+        let mut r = Rules::new(false);
         for op in rules {
-            r.apply(op.as_bytes()).unwrap();
+            r.apply(op.as_bytes(), false).unwrap();
         }
         r.describe()
     }

@@ -47,6 +47,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("masteruser", ""),
     ("slowlog-max-len", "128"),
     ("acllog-max-len", "128"),
+    ("acl-pubsub-default", "resetchannels"),
+    ("aclfile", ""),
     (
         "client-output-buffer-limit",
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
@@ -90,7 +92,7 @@ pub(crate) enum Runtime {
 /// The [`Runtime`] rule of a parameter (names lowercase).
 pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
-        "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
+        "databases" | "appendfilename" | "cluster-enabled" | "aclfile" => Runtime::Immutable,
         "bind" | "port" | "dir" | "appendonly" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
         }
@@ -285,6 +287,17 @@ impl Config {
                 let n = int_value(value, -1, i64::MAX)?;
                 self.slowlog_slower_than.store(n, Ordering::Relaxed);
                 self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "acl-pubsub-default" => {
+                let lower = value.to_ascii_lowercase();
+                if lower != "allchannels" && lower != "resetchannels" {
+                    return Err(ConfigError::Invalid(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    ));
+                }
+                self.params.write().insert(name, lower);
                 return Ok(());
             }
             "acllog-max-len" => {

@@ -104,6 +104,13 @@ impl Builder {
                 )
             })?;
         }
+        // `aclfile`: its users, before any client connects (Redis exits on an error in it).
+        if let Some(file) = shared.config.get("aclfile").filter(|f| !f.is_empty()) {
+            shared
+                .acl
+                .load_file(&file)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        }
         if shared.config.get("appendonly").as_deref() == Some("yes") {
             crate::restart::open_aof(&shared).await?;
         }

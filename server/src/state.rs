@@ -227,7 +227,7 @@ impl Shared {
 
     /// `CONFIG SET name value` (and a parameter given at start): the parameter, and what
     /// follows from it outside the configuration (`requirepass` is the default user's
-    /// password, as in Redis).
+    /// password, as in Redis; `acl-pubsub-default` what new users start with).
     pub(crate) fn set_config(
         &self,
         name: &str,
@@ -236,6 +236,9 @@ impl Shared {
         self.config.set(name, value)?;
         if name.eq_ignore_ascii_case("requirepass") {
             self.acl.set_default_password(value.as_bytes());
+        } else if name.eq_ignore_ascii_case("acl-pubsub-default") {
+            self.acl
+                .set_pubsub_default(value.eq_ignore_ascii_case("allchannels"));
         }
         Ok(())
     }

@@ -909,3 +909,126 @@ fn the_acl_log_records_refusals_and_failed_logins() {
     p.check_log("ACL LOG");
     d.table(&["ACL LOG RESET", "ACL LOG", "CONFIG SET acllog-max-len 128"]);
 }
+
+#[test]
+fn acl_pubsub_default_decides_the_channels_new_users_start_with() {
+    let mut d = Diff::new();
+    d.table(&[
+        "CONFIG GET acl-pubsub-default",
+        "CONFIG SET acl-pubsub-default nosuch",
+        "CONFIG SET acl-pubsub-default ALLCHANNELS",
+        "CONFIG GET acl-pubsub-default",
+        "ACL SETUSER fresh",
+        "ACL SETUSER fresh (+get)",
+        "ACL SETUSER older resetchannels &a",
+        "ACL SETUSER older reset",
+        "ACL LIST",
+        "CONFIG SET acl-pubsub-default resetchannels",
+        "ACL SETUSER later",
+        "ACL SETUSER older reset",
+        "ACL LIST",
+    ]);
+}
+
+/// Two servers reading and writing one ACL file, in turn.
+struct AclFile {
+    _dir: tempfile::TempDir,
+    path: String,
+}
+
+impl AclFile {
+    fn new(text: &str) -> AclFile {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("users.acl").to_str().unwrap().to_string();
+        std::fs::write(&path, text).unwrap();
+        AclFile { _dir: dir, path }
+    }
+
+    fn write(&self, text: &str) {
+        std::fs::write(&self.path, text).unwrap();
+    }
+
+    fn read(&self) -> String {
+        std::fs::read_to_string(&self.path).unwrap()
+    }
+
+    /// Both servers, started on this file.
+    fn diff(&self) -> Diff {
+        let redis_proc = latchkey_tests::RedisProcess::spawn(&["--aclfile", &self.path]);
+        let latchkey_server = latchkey_server::Server::builder()
+            .config("aclfile", self.path.clone())
+            .start_blocking()
+            .expect("start latchkey");
+        let redis = RawConn::connect(redis_proc.addr()).unwrap();
+        let latchkey = RawConn::connect(latchkey_server.addr()).unwrap();
+        Diff {
+            redis_proc,
+            latchkey_server,
+            redis,
+            latchkey,
+        }
+    }
+}
+
+#[test]
+fn the_acl_file_is_read_at_start_loaded_and_saved_as_redis_does() {
+    let file = AclFile::new(
+        "user default on nopass ~* &* +@all\n\n  user reader on #5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8 %R~* resetchannels -@all +@read\nuser writer on >wpw ~w* &* +@all -@dangerous\n",
+    );
+    let mut d = file.diff();
+    let mut p = Pair::open(&d);
+    p.table(&[
+        "ACL LIST",
+        "AUTH reader password",
+        "GET k",
+        "SET k v",
+        "CONFIG SET aclfile elsewhere",
+        "CONFIG GET aclfile",
+    ]);
+    // ACL SAVE writes what ACL LIST shows, one user a line.
+    d.table(&["ACL SETUSER added on >apw ~a* +get", "ACL SAVE"]);
+    let saved_by_redis = file.read();
+    d.both(&split_args("ACL SAVE"));
+    let saved_by_latchkey = file.read();
+    assert_eq!(saved_by_latchkey, saved_by_redis);
+    assert!(
+        saved_by_redis.starts_with("user added on #"),
+        "{saved_by_redis}"
+    );
+    // A file with errors changes nothing and says why, line by line.
+    file.write(concat!(
+        "user ok on nopass +@all\n",
+        "notauser x\n",
+        "user\n",
+        "user bad1 on +nosuch -alsonosuch\n",
+        "user bad2 on ~a allkeys ~b %X~c\n",
+        "user ok off\n",
+        "user bad3 (~a +get\n",
+        "user bad4 (~a +nosuch) <nopassword\n",
+        "user bad5\ton\n",
+    ));
+    d.table(&["ACL LOAD", "ACL USERS"]);
+    p.table(&["ACL WHOAMI", "GET k"]);
+    // A good file replaces every user: their clients go, the default user's stay.
+    let mut w = Pair::open(&d);
+    w.table(&["AUTH writer wpw", "SET w1 v"]);
+    let mut plain = Pair::open(&d);
+    plain.check("PING");
+    file.write("user writer on >new ~w* +@all\r\nuser default on nopass ~* &* -@all +ping +acl\n");
+    d.table(&["ACL LOAD", "ACL LIST", "ACL USERS"]);
+    p.assert_closed();
+    w.assert_closed();
+    plain.table(&["PING", "GET k", "ACL WHOAMI"]);
+    // No default user in the file: it gets Redis's defaults.
+    file.write("user only on nopass +@all\n");
+    d.table(&["ACL LOAD", "ACL LIST"]);
+    // A missing file.
+    file.write("");
+    std::fs::remove_file(&file.path).unwrap();
+    d.table(&["ACL LOAD", "ACL LIST"]);
+    // A server refuses to start on a file it cannot read, as redis-server exits.
+    assert!(latchkey_server::Server::builder()
+        .config("aclfile", file.path.clone())
+        .start_blocking()
+        .is_err());
+}

@@ -81,16 +81,47 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .map(|u| Frame::Bulk(Acl::list_line(u).into()))
                 .collect(),
         ),
-        "users" => Frame::Array(acl.users().iter().map(|u| Frame::Bulk(u.name.clone())).collect()),
-        "whoami" => Frame::Bulk(ctx.client.user.name.clone()),
-        "load" | "save" => Frame::error(
-            "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
+        "users" => Frame::Array(
+            acl.users()
+                .iter()
+                .map(|u| Frame::Bulk(u.name.clone()))
+                .collect(),
         ),
-        "cat" if args.len() == 2 => Frame::Array(CATEGORIES.iter().map(|c| Frame::bulk(*c)).collect()),
+        "whoami" => Frame::Bulk(ctx.client.user.name.clone()),
+        "load" | "save" => {
+            let file = ctx.shared.config.get("aclfile").unwrap_or_default();
+            if file.is_empty() {
+                Frame::error(
+                    "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
+                )
+            } else if sub == "load" {
+                match acl.load_file(&file) {
+                    Ok(replaced) => {
+                        disconnect(ctx, &replaced);
+                        Frame::ok()
+                    }
+                    Err(e) => Frame::error(format!("ERR {e}")),
+                }
+            } else {
+                match acl.save_file(&file) {
+                    Ok(()) => Frame::ok(),
+                    Err(e) => {
+                        tracing::warn!("ACL SAVE to {file}: {e}");
+                        Frame::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+                    }
+                }
+            }
+        }
+        "cat" if args.len() == 2 => {
+            Frame::Array(CATEGORIES.iter().map(|c| Frame::bulk(*c)).collect())
+        }
         "cat" if args.len() == 3 => match crate::acl::category(&args[2]) {
             Some(flag) => Frame::bulks(crate::acl::category_commands(flag)),
             None => {
-                let name: String = String::from_utf8_lossy(&args[2]).chars().take(128).collect();
+                let name: String = String::from_utf8_lossy(&args[2])
+                    .chars()
+                    .take(128)
+                    .collect();
                 Frame::error(format!("ERR Unknown category '{name}'"))
             }
         },
@@ -142,31 +173,36 @@ fn deluser(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         return Frame::error("ERR The 'default' user cannot be removed");
     }
     let deleted = ctx.shared.acl.delete(&args[2..]);
-    // Redis's `ACLFreeUserAndKillClients`: the users' connections go, this one after its
-    // reply, back to the default user and not authenticated meanwhile.
-    for user in &deleted {
-        for h in ctx.shared.clients.list() {
-            let theirs = h
-                .info
-                .lock()
-                .user
-                .as_ref()
-                .is_some_and(|u| Arc::ptr_eq(u, user));
-            if !theirs {
-                continue;
-            }
-            if h.id == ctx.client.handle.id {
-                let default = ctx.shared.acl.default_user().clone();
-                ctx.client.set_user(default);
-                ctx.client.handle.info.lock().user = None;
-                ctx.client.authenticated = false;
-                ctx.client.close_after_reply = true;
-            } else {
-                h.kill();
-            }
+    disconnect(ctx, &deleted);
+    Frame::Integer(deleted.len() as i64)
+}
+
+/// Redis's `ACLFreeUserAndKillClients`: the connections of users that are gone are closed,
+/// this one after its reply, back to the default user and not authenticated meanwhile.
+fn disconnect(ctx: &mut Ctx<'_>, users: &[Arc<User>]) {
+    if users.is_empty() {
+        return;
+    }
+    for h in ctx.shared.clients.list() {
+        let theirs = h
+            .info
+            .lock()
+            .user
+            .as_ref()
+            .is_some_and(|u| users.iter().any(|gone| Arc::ptr_eq(u, gone)));
+        if !theirs {
+            continue;
+        }
+        if h.id == ctx.client.handle.id {
+            let default = ctx.shared.acl.default_user().clone();
+            ctx.client.set_user(default);
+            ctx.client.handle.info.lock().user = None;
+            ctx.client.authenticated = false;
+            ctx.client.close_after_reply = true;
+        } else {
+            h.kill();
         }
     }
-    Frame::Integer(deleted.len() as i64)
 }
 
 fn selector_fields(s: SelectorView) -> Vec<(Frame, Frame)> {
