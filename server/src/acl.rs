@@ -821,6 +821,24 @@ impl User {
         self.rules().check(id, args)
     }
 
+    /// Whether some selector allows command `id` with these arguments and reading every key
+    /// (`allkeys`, `~*` or `%R~*`): Redis's `ACLUserCheckCmdWithUnrestrictedKeyAccess`, which
+    /// `SORT ... BY|GET` asks, since the keys its patterns read are not in the command.
+    pub(crate) fn all_keys_readable(&self, id: usize, args: &[Bytes]) -> bool {
+        if self.unrestricted() {
+            return true;
+        }
+        let rules = self.rules();
+        let mut keys = None;
+        rules.selectors.iter().any(|s| {
+            s.check(id, args, &mut keys).is_ok()
+                && (s.all_keys
+                    || s.keys
+                        .iter()
+                        .any(|k| k.access & R == R && &k.pattern[..] == b"*"))
+        })
+    }
+
     /// Whether the user needs no password (`nopass`).
     pub(crate) fn nopass(&self) -> bool {
         self.rules().flags & NOPASS != 0

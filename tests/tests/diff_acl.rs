@@ -607,6 +607,10 @@ fn keys_are_checked_for_reading_and_writing() {
         "SORT rl ALPHA",
         "SORT rl ALPHA STORE w5",
         "SORT rl ALPHA STORE r5",
+        "SORT rl BY nosort",
+        "SORT rl BY w* ALPHA",
+        "SORT rl GET # ALPHA",
+        "SORT_RO rl GET w* ALPHA",
         "BITFIELD w3 GET u8 0",
         "BITFIELD r3 GET u8 0",
         "BITFIELD r3 SET u8 0 1",
@@ -628,6 +632,15 @@ fn keys_are_checked_for_reading_and_writing() {
         "SET a1 v",
         "MSET b1 v b2 v",
         "DEL b1",
+    ]);
+    // SORT reads the keys of its BY and GET patterns only for a user who may read every key.
+    let mut r = as_user(&mut d, "sorter", "+sort ~rl (+sort %R~*)");
+    r.table(&["SORT rl BY w* ALPHA", "SORT rl GET # ALPHA"]);
+    let mut w = as_user(&mut d, "sorter2", "+sort ~rl (+sort ~rl %W~*)");
+    w.table(&[
+        "SORT rl BY w* ALPHA",
+        "SORT rl GET # ALPHA",
+        "SORT rl BY const ALPHA",
     ]);
 }
 
@@ -1014,7 +1027,7 @@ fn the_acl_file_is_read_at_start_loaded_and_saved_as_redis_does() {
     w.table(&["AUTH writer wpw", "SET w1 v"]);
     let mut plain = Pair::open(&d);
     plain.check("PING");
-    file.write("user writer on >new ~w* +@all\r\nuser default on nopass ~* &* -@all +ping +acl\n");
+    file.write("user writer on >new ~w* +@all\r\nuser default on nopass ~* &* +@all -flushall\n");
     d.table(&["ACL LOAD", "ACL LIST", "ACL USERS"]);
     p.assert_closed();
     w.assert_closed();
