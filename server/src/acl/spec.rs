@@ -68,6 +68,8 @@ pub(crate) enum Find {
 pub(crate) struct KeySpec {
     /// [`R`], [`W`], [`NOT_KEY`], [`INCOMPLETE`], [`VARIABLE`].
     pub access: u8,
+    /// Where the group starts.
     pub(crate) begin: Begin,
+    /// How many keys it has.
     pub(crate) find: Find,
 }
