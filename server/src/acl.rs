@@ -257,6 +257,11 @@ impl Selector {
                     }
                     offset += 1;
                 }
+                // `%~k` and `%` name no access (the Debian build of 7.0.15 compared against
+                // carries the fix of CVE-2024-51741, which refuses them).
+                if access == 0 {
+                    return Err(RuleError::Syntax);
+                }
             } else {
                 access = R | W;
             }
