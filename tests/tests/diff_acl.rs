@@ -905,6 +905,8 @@ fn the_acl_log_records_refusals_and_failed_logins() {
     let mut p = Pair::open(&d);
     p.table(&[
         "AUTH l wrong",
+        "auth l wrong",
+        "HELLO 2 AUTH l wrong",
         "AUTH nobody x",
         "AUTH l pw",
         "FLUSHALL",
