@@ -167,6 +167,9 @@ pub(crate) struct ClientInfo {
     pub ssub: usize,
     /// Commands queued in `MULTI`, or -1 outside a transaction.
     pub multi: i64,
+    /// The ACL user it is authenticated as, `None` for the default user (`CLIENT LIST`'s
+    /// `user=`; `ACL DELUSER` finds the user's clients by it).
+    pub user: Option<Arc<crate::acl::User>>,
 }
 
 impl ClientHandle {
@@ -371,6 +374,8 @@ pub(crate) struct Client {
     /// in-process clients and the server's own; a network client connecting while a
     /// password is set starts false, until `AUTH` or `HELLO ... AUTH`.
     pub authenticated: bool,
+    /// The ACL user the client runs commands as (the default user until `AUTH`).
+    pub user: Arc<crate::acl::User>,
     /// How long this command's handler ran, in microseconds, once it ran (`None`: it was
     /// refused or queued): for `INFO commandstats` and the slow log.
     pub handler_usec: Option<u64>,
@@ -390,6 +395,13 @@ impl Client {
             keyspace.db(db).unwatch(&key, &self.watch_flag);
         }
         self.watch_flag = Arc::new(WatchFlag::default());
+    }
+
+    /// Makes the client run as `user`, authenticated (`AUTH`, `HELLO ... AUTH`).
+    pub(crate) fn set_user(&mut self, user: Arc<crate::acl::User>) {
+        self.authenticated = true;
+        self.handle.info.lock().user = Some(user.clone());
+        self.user = user;
     }
 
     /// Whether the connection is in RESP2 subscribed mode, where only pub/sub commands run.
@@ -433,16 +445,27 @@ impl Client {
 }
 
 /// Every connected client, by id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Clients {
     next_id: AtomicU64,
     all: ClientDirectory,
+    /// The user a new connection starts as.
+    default_user: Arc<crate::acl::User>,
 }
 
 /// The clients by id, shareable: what the tracking table looks its targets up in.
 pub(crate) type ClientDirectory = Arc<DashMap<u64, Arc<ClientHandle>>>;
 
 impl Clients {
+    /// No clients yet; new ones start as `default_user`.
+    pub(crate) fn new(default_user: Arc<crate::acl::User>) -> Clients {
+        Clients {
+            next_id: AtomicU64::new(0),
+            all: ClientDirectory::default(),
+            default_user,
+        }
+    }
+
     /// Registers a new connection and returns its state plus the receiving end of its pushes.
     pub(crate) fn register(
         &self,
@@ -499,6 +522,7 @@ impl Clients {
             deny_blocking: false,
             error_counted: false,
             authenticated: true,
+            user: self.default_user.clone(),
             handler_usec: None,
             repl_offset: 0,
             replica_port: 0,

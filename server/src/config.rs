@@ -52,6 +52,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("latency-monitor-threshold", "0"),
     ("latency-tracking", "yes"),
     ("latency-tracking-info-percentiles", "50 99 99.9"),
+    ("acllog-max-len", "128"),
+    ("acl-pubsub-default", "resetchannels"),
+    ("aclfile", ""),
     (
         "client-output-buffer-limit",
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
@@ -98,7 +101,7 @@ pub(crate) enum Runtime {
 /// The [`Runtime`] rule of a parameter (names lowercase).
 pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
-        "databases" | "appendfilename" | "cluster-enabled" => Runtime::Immutable,
+        "databases" | "appendfilename" | "cluster-enabled" | "aclfile" => Runtime::Immutable,
         "dir" | "dbfilename" => Runtime::Protected,
         "bind" | "port" | "appendonly" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
@@ -152,8 +155,6 @@ pub(crate) struct Config {
     latency_tracking: AtomicBool,
     /// `latency-tracking-info-percentiles`: the percentiles `INFO latencystats` prints.
     latency_percentiles: RwLock<Vec<f64>>,
-    /// Whether `requirepass` is set: read by every command of a client not authenticated.
-    auth_required: AtomicBool,
 }
 
 impl Default for Config {
@@ -186,7 +187,6 @@ impl Default for Config {
             latency_threshold_ms: AtomicU64::new(0),
             latency_tracking: AtomicBool::new(true),
             latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
-            auth_required: AtomicBool::new(false),
         }
     }
 }
@@ -312,15 +312,25 @@ impl Config {
                 self.params.write().insert(name, value.to_string());
                 return Ok(());
             }
-            "requirepass" => {
-                self.auth_required
-                    .store(!value.is_empty(), Ordering::Release);
-                self.params.write().insert(name, value.to_string());
-                return Ok(());
-            }
             "slowlog-log-slower-than" => {
                 let n = int_value(value, -1, i64::MAX)?;
                 self.slowlog_slower_than.store(n, Ordering::Relaxed);
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "acl-pubsub-default" => {
+                let lower = value.to_ascii_lowercase();
+                if lower != "allchannels" && lower != "resetchannels" {
+                    return Err(ConfigError::Invalid(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    ));
+                }
+                self.params.write().insert(name, lower);
+                return Ok(());
+            }
+            "acllog-max-len" => {
+                let n = int_value(value, 0, i64::MAX)?;
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
@@ -454,18 +464,11 @@ impl Config {
         self.encodings.set_max_intset_entries()
     }
 
-    /// Whether the default user has a password (`requirepass`): then a network client that
-    /// connects must authenticate before anything else.
-    pub(crate) fn auth_required(&self) -> bool {
-        self.auth_required.load(Ordering::Acquire)
-    }
-
-    /// Whether `password` opens the default user: any does while it has none.
-    pub(crate) fn password_matches(&self, password: &[u8]) -> bool {
-        match self.get("requirepass") {
-            Some(p) if !p.is_empty() => constant_time_eq(p.as_bytes(), password),
-            _ => true,
-        }
+    /// `acllog-max-len`: how many entries the ACL log keeps.
+    pub(crate) fn acllog_max_len(&self) -> usize {
+        self.get("acllog-max-len")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(128)
     }
 
     /// Whether a command whose handler took `usec` goes into the slow log.
@@ -898,16 +901,4 @@ impl Limits {
     pub(crate) fn output_limit(&self, class: ClientClass) -> BufferLimit {
         self.output.lock()[class as usize]
     }
-}
-
-/// Compares two secrets in time that does not depend on where they first differ, as Redis's
-/// `time_independent_strcmp` does, so that a client cannot find a password byte by byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
 }

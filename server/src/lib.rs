@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+pub(crate) mod acl;
 pub(crate) mod aof;
 pub(crate) mod batch_remove;
 pub(crate) mod client;

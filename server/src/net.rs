@@ -44,7 +44,7 @@ pub(crate) async fn serve(
     let laddr = socket.local_addr().ok();
     let (mut client, mut pushes) = shared.clients.register(Some(peer), laddr);
     // A connection made while the default user has a password must authenticate first.
-    client.authenticated = !shared.config.auth_required();
+    client.authenticated = !shared.acl.auth_required();
     let handle = client.handle.clone();
     let (mut rd, mut wr) = socket.into_split();
     // Shutdown kills every registered client; one that registered just after sees the flag.

@@ -169,6 +169,28 @@ impl PubSub {
         self.patterns.read().len()
     }
 
+    /// The channels (plain and shard) and the patterns client `id` is subscribed to: what
+    /// `ACL SETUSER` checks when it takes channels from a user (a walk of every
+    /// subscription, as rare as that is).
+    pub(crate) fn subscriptions_of(&self, id: u64) -> (Vec<Bytes>, Vec<Bytes>) {
+        let mut channels: Vec<Bytes> = Vec::new();
+        for map in [&self.channels, &self.shard_channels] {
+            channels.extend(
+                map.iter()
+                    .filter(|e| e.value().contains_key(&id))
+                    .map(|e| e.key().clone()),
+            );
+        }
+        let patterns = self
+            .patterns
+            .read()
+            .iter()
+            .filter(|(_, subs)| subs.contains_key(&id))
+            .map(|(p, _)| p.clone())
+            .collect();
+        (channels, patterns)
+    }
+
     /// Drops every subscription of a departing client.
     pub(crate) fn remove_client(&self, client: &Client) {
         let id = client.handle.id;

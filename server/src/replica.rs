@@ -250,6 +250,7 @@ where
     crate::promote::failover_psync_answered(shared, &reply);
     let (mut link, _pushes) = shared.clients.register(None, None);
     link.is_replication_link = true;
+    link.set_user(shared.acl.superuser().clone());
     link.handle.info.lock().role = crate::client::ClientRole::Master;
     let result = async {
         if let Some(rest) = reply.strip_prefix("+CONTINUE") {

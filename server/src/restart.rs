@@ -187,6 +187,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
 pub(crate) async fn replay(shared: &Arc<Shared>, commands: Vec<Vec<Bytes>>) {
     let (mut loader, _pushes) = shared.clients.register(None, None);
     loader.is_replication_link = true;
+    loader.set_user(shared.acl.superuser().clone());
     loader.deny_blocking = true;
     for args in commands {
         crate::dispatch::execute(shared, &mut loader, args).await;

@@ -108,12 +108,19 @@ impl Builder {
         let scripting = crate::state::Plugged::new(crate::scripting::Scripting::default());
         let shared = Arc::new(Shared::new(self.clock, scripting));
         for (k, v) in &self.config {
-            shared.config.set(k, v).map_err(|e| {
+            shared.set_config(k, v).map_err(|e| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     format!("bad config {k}={v}: {e:?}"),
                 )
             })?;
+        }
+        // `aclfile`: its users, before any client connects (Redis exits on an error in it).
+        if let Some(file) = shared.config.get("aclfile").filter(|f| !f.is_empty()) {
+            shared
+                .acl
+                .load_file(&file)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         }
         if shared.config.get("appendonly").as_deref() == Some("yes") {
             crate::restart::open_aof(&shared).await?;

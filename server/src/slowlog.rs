@@ -117,8 +117,9 @@ impl SlowLog {
 }
 
 /// The arguments with the secrets in them replaced by `(redacted)`, as Redis's
-/// `redactClientCommandArgument` does: `AUTH`'s, `HELLO ... AUTH`'s, and the value of a
-/// `CONFIG SET` of `requirepass`, `masterauth` or `masteruser`.
+/// `redactClientCommandArgument` does: `AUTH`'s, `HELLO ... AUTH`'s, every argument of
+/// `ACL SETUSER` after the subcommand, and the value of a `CONFIG SET` of `requirepass`,
+/// `masterauth` or `masteruser`.
 fn redacted(args: &[Bytes]) -> Vec<Bytes> {
     let hidden = || Bytes::from_static(b"(redacted)");
     let mut out = args.to_vec();
@@ -136,6 +137,13 @@ fn redacted(args: &[Bytes]) -> Vec<Bytes> {
                     i += 1;
                 }
             }
+        }
+        Some(b"acl")
+            if args
+                .get(1)
+                .is_some_and(|s| s.eq_ignore_ascii_case(b"setuser")) =>
+        {
+            out.iter_mut().skip(2).for_each(|a| *a = hidden())
         }
         Some(b"config") if args.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"set")) => {
             let mut i = 2;

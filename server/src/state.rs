@@ -79,6 +79,8 @@ pub(crate) struct Shared {
     pub gate: Gate,
     /// Connected clients.
     pub clients: Clients,
+    /// The ACL users and the ACL log.
+    pub acl: crate::acl::Acl,
     /// Channel and pattern subscriptions.
     pub pubsub: PubSub,
     /// `CLIENT TRACKING`: the keys tracking clients read, their prefixes (see
@@ -206,7 +208,8 @@ impl Shared {
         let replication = crate::replication::Replication::new(hex40());
         replication.set_limits(config.limits.clone());
         let keyspace = Keyspace::with_limits(config.limits.clone());
-        let clients = Clients::default();
+        let acl = crate::acl::Acl::default();
+        let clients = Clients::new(acl.default_user().clone());
         let tracking = Arc::new(Tracking::new(
             keyspace.change_hook().armed(),
             clients.directory(),
@@ -222,6 +225,7 @@ impl Shared {
             config,
             gate: Gate::default(),
             clients,
+            acl,
             pubsub: PubSub::default(),
             tracking,
             scripting,
@@ -241,6 +245,24 @@ impl Shared {
             aof_flusher: AtomicBool::new(false),
             aof_durability: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// `CONFIG SET name value` (and a parameter given at start): the parameter, and what
+    /// follows from it outside the configuration (`requirepass` is the default user's
+    /// password, as in Redis; `acl-pubsub-default` what new users start with).
+    pub(crate) fn set_config(
+        &self,
+        name: &str,
+        value: &str,
+    ) -> Result<(), crate::config::ConfigError> {
+        self.config.set(name, value)?;
+        if name.eq_ignore_ascii_case("requirepass") {
+            self.acl.set_default_password(value.as_bytes());
+        } else if name.eq_ignore_ascii_case("acl-pubsub-default") {
+            self.acl
+                .set_pubsub_default(value.eq_ignore_ascii_case("allchannels"));
+        }
+        Ok(())
     }
 
     /// Whether this server is a replica (read-only, never expires keys itself).

@@ -49,8 +49,9 @@ fn another_value(name: &str, current: &str) -> String {
         }
         "loglevel" => "warning".into(),
         "bind" => "127.0.0.2".into(),
-        "dir" | "appendfilename" => "elsewhere".into(),
+        "dir" | "appendfilename" | "aclfile" => "elsewhere".into(),
         "dbfilename" => "other.rdb".into(),
+        "acl-pubsub-default" => "allchannels".into(),
         "appendfsync" => "always".into(),
         "save" => "900 1".into(),
         "notify-keyspace-events" => "KEA".into(),

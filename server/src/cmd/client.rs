@@ -249,7 +249,7 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
             .map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned())
     };
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user={} redir={} resp={}",
         h.id,
         addr,
         laddr,
@@ -267,6 +267,9 @@ fn client_line(ctx: &Ctx<'_>, h: &crate::client::ClientHandle) -> String {
         h.reply_buf.load(std::sync::atomic::Ordering::Relaxed),
         h.queued_push_bytes.load(std::sync::atomic::Ordering::Relaxed),
         if info.last_cmd.is_empty() { "NULL" } else { &info.last_cmd },
+        info.user
+            .as_ref()
+            .map_or(std::borrow::Cow::Borrowed("default"), |u| String::from_utf8_lossy(&u.name)),
         redir,
         info.resp,
     )
@@ -313,18 +316,20 @@ struct KillFilter {
     laddr: Option<String>,
     kind: Option<ClientType>,
     id: Option<u64>,
+    user: Option<std::sync::Arc<crate::acl::User>>,
     skipme: bool,
 }
 
 impl KillFilter {
     /// Parses the filter pairs of the Redis 7.0 form, option by option and in order, so the
     /// first bad option decides the error (as in Redis's `clientKillCommand`).
-    fn parse(args: &[Bytes]) -> Result<KillFilter, Frame> {
+    fn parse(args: &[Bytes], acl: &crate::acl::Acl) -> Result<KillFilter, Frame> {
         let mut f = KillFilter {
             addr: None,
             laddr: None,
             kind: None,
             id: None,
+            user: None,
             skipme: true,
         };
         let mut i = 0;
@@ -354,9 +359,9 @@ impl KillFilter {
             } else if is(opt, "laddr") {
                 f.laddr = Some(text());
             } else if is(opt, "user") {
-                // latchkey has one user, `default`, which every connection is.
-                if &value[..] != b"default" {
-                    return Err(Frame::error(format!("ERR No such user '{}'", text())));
+                match acl.user(value) {
+                    Some(u) => f.user = Some(u),
+                    None => return Err(Frame::error(format!("ERR No such user '{}'", text()))),
                 }
             } else if is(opt, "skipme") {
                 f.skipme = match super::util::lower(value).as_str() {
@@ -380,6 +385,13 @@ impl KillFilter {
             && self.laddr.as_ref().is_none_or(|a| *a == shown(h.laddr))
             && self.kind.is_none_or(|k| k == ClientType::of(h))
             && self.id.is_none_or(|i| i == h.id)
+            && self.user.as_ref().is_none_or(|u| {
+                let theirs = h.info.lock().user.clone();
+                match theirs {
+                    Some(t) => std::sync::Arc::ptr_eq(&t, u),
+                    None => &u.name[..] == crate::acl::DEFAULT_USER,
+                }
+            })
     }
 }
 
@@ -418,10 +430,11 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             laddr: None,
             kind: None,
             id: None,
+            user: None,
             skipme: false,
         }
     } else {
-        match KillFilter::parse(&args[2..]) {
+        match KillFilter::parse(&args[2..], &ctx.shared.acl) {
             Ok(f) => f,
             Err(e) => return e,
         }

@@ -203,9 +203,8 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 /// `COMMAND LIST FILTERBY MODULE name | PATTERN glob` (Redis's only form with arguments).
-/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: latchkey has
-/// no ACLs, and the categories `COMMAND INFO` shows are an approximation of Redis's, too rough
-/// to filter on.
+/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: Redis lists
+/// the subcommands of a category there too, which this `COMMAND LIST` does not name.
 fn command_list_filtered(args: &[Bytes]) -> Frame {
     if args.len() != 5 || !is(&args[2], "filterby") {
         return super::util::syntax_error();

@@ -120,7 +120,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.client.handle.info.lock().name = (!name.is_empty()).then(|| name.clone());
             i += 2;
         } else if is(opt, "auth") && i + 2 < args.len() {
-            if !authenticate(ctx, &args[i + 1], &args[i + 2]) {
+            if !authenticate(ctx, &args[0], &args[i + 1], &args[i + 2]) {
                 return Frame::error(WRONGPASS);
             }
             i += 3;
@@ -131,7 +131,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ));
         }
     }
-    if !ctx.client.authenticated && ctx.shared.config.auth_required() {
+    if !ctx.client.authenticated && ctx.shared.acl.auth_required() {
         return Frame::error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
         );
@@ -169,21 +169,38 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// Redis's refusal of a user name or password.
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// Authenticates the client as `user` with `password`. latchkey has no ACL users but
-/// `default`, whose password is `requirepass` (any password opens it while that is empty).
-fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], password: &[u8]) -> bool {
-    let ok = user == b"default" && ctx.shared.config.password_matches(password);
-    if ok {
-        ctx.client.authenticated = true;
+/// Authenticates the client as `user` with `password` (Redis's `ACLAuthenticateUser`); a
+/// failure goes into the ACL log, under the command that tried (`command`, as sent).
+fn authenticate(ctx: &mut Ctx<'_>, command: &Bytes, user: &[u8], password: &[u8]) -> bool {
+    match ctx.shared.acl.authenticate(user, password) {
+        Some(u) => {
+            ctx.client.set_user(u);
+            true
+        }
+        None => {
+            let context = if ctx.in_exec || ctx.client.multi.is_some() {
+                crate::acl::log::Context::Multi
+            } else {
+                crate::acl::log::Context::Toplevel
+            };
+            crate::dispatch::acl_log(
+                ctx.shared,
+                ctx.client,
+                crate::acl::log::Reason::Auth,
+                context,
+                command.clone(),
+                Some(Bytes::copy_from_slice(user)),
+            );
+            false
+        }
     }
-    ok
 }
 
 /// `AUTH [username] password`.
 fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let (user, password) = match args.len() {
         2 => {
-            if !ctx.shared.config.auth_required() {
+            if ctx.shared.acl.default_user().nopass() {
                 return Frame::error(
                     "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
                 );
@@ -193,7 +210,7 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         3 => (&args[1][..], &args[2]),
         _ => return super::util::syntax_error(),
     };
-    if authenticate(ctx, user, password) {
+    if authenticate(ctx, &args[0], user, password) {
         Frame::ok()
     } else {
         Frame::error(WRONGPASS)
@@ -218,8 +235,10 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     client.handle.info.lock().name = None;
     // Back to the default user as a new connection gets it: unauthenticated while it has a
     // password (in-process clients, trusted by the embedder, stay authenticated).
+    client.user = shared.acl.default_user().clone();
+    client.handle.info.lock().user = None;
     if client.handle.addr.is_some() {
-        client.authenticated = !shared.config.auth_required();
+        client.authenticated = !shared.acl.auth_required();
     }
     Frame::simple("RESET")
 }

@@ -13,6 +13,7 @@
 pub(crate) use crate::command::*;
 pub(crate) use crate::dispatch::{call_spec, execute};
 
+pub(crate) mod acl;
 pub(crate) mod bitfield;
 pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
@@ -71,8 +72,9 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 47] {
+fn tables() -> [&'static [CommandSpec]; 48] {
     [
+        acl::COMMANDS,
         replication::COMMANDS,
         cluster::COMMANDS,
         connection::COMMANDS,

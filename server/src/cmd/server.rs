@@ -120,7 +120,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).into_owned();
                 let value = String::from_utf8_lossy(&pair[1]).into_owned();
-                match ctx.shared.config.set(&name, &value) {
+                match ctx.shared.set_config(&name, &value) {
                     Ok(()) => {}
                     Err(ConfigError::Unknown) => {
                         return Frame::error(format!(

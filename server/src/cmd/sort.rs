@@ -120,8 +120,10 @@ struct Options {
     store: Option<Bytes>,
 }
 
-/// Reads the options in order; the first bad one is the reply.
-fn parse(args: &[Bytes], readonly: bool) -> Result<Options, Frame> {
+/// Reads the options in order; the first bad one is the reply. `full_key_access`: the ACL
+/// user may read every key (the keys `BY` and `GET` patterns read are not named in the
+/// command, so Redis refuses them to anyone else).
+fn parse(args: &[Bytes], readonly: bool, full_key_access: bool) -> Result<Options, Frame> {
     let mut o = Options {
         desc: false,
         alpha: false,
@@ -153,10 +155,19 @@ fn parse(args: &[Bytes], readonly: bool) -> Result<Options, Frame> {
             let p = Pattern::parse(&args[j + 1]);
             if !matches!(p, Pattern::Key { .. }) {
                 o.dont_sort = true;
+            } else if !full_key_access {
+                return Err(Frame::error(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                ));
             }
             o.by = Some(p);
             j += 1;
         } else if is(a, "get") && left >= 1 {
+            if !full_key_access {
+                return Err(Frame::error(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             o.gets.push(Pattern::parse(&args[j + 1]));
             j += 1;
         } else {
@@ -284,7 +295,10 @@ fn compare(a: &Item, b: &Item, alpha: bool, by: bool, store: bool) -> Ordering {
 }
 
 fn run(ctx: &mut Ctx<'_>, args: &[Bytes], readonly: bool) -> Frame {
-    let mut o = match parse(args, readonly) {
+    let user = &ctx.client.user;
+    let full_key_access = user.unrestricted()
+        || crate::acl::commands::find(args).is_some_and(|id| user.all_keys_readable(id, args));
+    let mut o = match parse(args, readonly, full_key_access) {
         Ok(o) => o,
         Err(e) => return e,
     };

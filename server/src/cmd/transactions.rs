@@ -161,7 +161,19 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     for (args, spec) in state.queue.iter().zip(specs) {
         crate::hand_off::if_long();
         // Queued commands were looked up, arity-checked and prechecked when queued.
+        // The ACLs are asked again: the user's rules may have changed since the queueing.
+        let denied = match ctx.client.user.unrestricted() {
+            true => None,
+            false => {
+                let context = crate::acl::log::Context::Multi;
+                crate::dispatch::acl_check(ctx.shared, ctx.client, args, context).err()
+            }
+        };
         let reply = match spec {
+            Some(_) if denied.is_some() => {
+                let reason = denied.map_or("no permission", |(d, _)| d.exec_reason());
+                Frame::error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}"))
+            }
             Some(spec) => call_spec(ctx, spec, args),
             None => super::unknown_command_error(args),
         };

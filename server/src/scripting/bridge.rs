@@ -251,6 +251,16 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         if spec.has(cmd::NOSCRIPT) {
             return refused(fail("ERR This Redis command is not allowed from script"));
         }
+        // The script runs as its caller's ACL user (one load when that user may do anything).
+        if !ctx.client.user.unrestricted() {
+            let context = crate::acl::log::Context::Lua;
+            if let Err((denied, _)) =
+                crate::dispatch::acl_check(ctx.shared, ctx.client, &argv, context)
+            {
+                let text = format!("ERR The user executing the script {}", denied.message());
+                return refused(Outcome::Error(Bytes::from(text)));
+            }
+        }
         if spec.has(cmd::WRITE) {
             if run.read_only {
                 return refused(fail(
@@ -294,6 +304,33 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
             other => Outcome::Reply(other, resp3),
         }
     })
+}
+
+/// `redis.acl_check_cmd(...)`: whether the ACL user of the script's caller may run the
+/// command (Redis's `luaRedisAclCheckCmdPermissionsCommand`); `Err` with the text to raise.
+pub(super) fn acl_check_cmd(argv: &[Bytes]) -> Result<bool, &'static str> {
+    RUN.with(|r| {
+        let guard = r.borrow();
+        let Some(run) = guard.as_ref() else {
+            return Err("redis.acl_check_cmd can only be called inside a script invocation");
+        };
+        // SAFETY: see `Scripting::execute`: the context outlives the run record.
+        let ctx: &cmd::Ctx<'static> = unsafe { &*run.ctx };
+        let id = crate::acl::commands::find(argv)
+            .ok_or("Invalid command passed to redis.acl_check_cmd()")?;
+        Ok(ctx.client.user.check(id, argv).is_ok())
+    })
+}
+
+/// A script's argument (a string, or a number written as Redis writes it), `None` for any
+/// other type.
+pub(super) fn lua_argument(v: &mlua::Value) -> Option<Bytes> {
+    match v {
+        mlua::Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+        mlua::Value::Integer(i) => Some(number_argument(*i as f64)),
+        mlua::Value::Number(n) => Some(number_argument(*n)),
+        _ => None,
+    }
 }
 
 /// A number passed as an argument, as text: as Redis 7.0 writes it, with `%.17g`. Whole

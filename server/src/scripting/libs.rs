@@ -100,6 +100,26 @@ pub(crate) fn install_redis_table(lua: &Lua, redis: &Table) -> mlua::Result<()> 
             Ok(())
         })?,
     )?;
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(|_, args: MultiValue| {
+            if args.is_empty() {
+                return Err(mlua::Error::RuntimeError(
+                    "Please specify at least one argument for this redis lib call".into(),
+                ));
+            }
+            let argv = args
+                .iter()
+                .map(super::bridge::lua_argument)
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    mlua::Error::RuntimeError(
+                        "Lua redis lib command arguments must be strings or integers".into(),
+                    )
+                })?;
+            super::bridge::acl_check_cmd(&argv).map_err(|e| mlua::Error::RuntimeError(e.into()))
+        })?,
+    )?;
     // Redis 7 always replicates effects: this is a no-op kept for old scripts.
     redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     for (name, v) in [
