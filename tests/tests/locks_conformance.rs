@@ -745,3 +745,44 @@ async fn a_simple_lock_names_its_key_and_counts_into_shared_metrics() {
     let counted = lock.metrics().snapshot();
     assert_eq!((counted.acquisitions, counted.releases), (2, 2));
 }
+
+/// A fenced and a fair waiter give up at their deadline, counted from the start of their wait
+/// (the transport's clock has run longer than the deadline by then), not before it. (Native
+/// only: the wasm legs' fenced and fair waits are the same code, run by the guest.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_and_fair_waiters_keep_their_deadline() {
+    use latchkey_client::locks::{FairLock, FencedLock};
+    let (_keep, t, _time) = in_process().await;
+    let fenced = FencedLock::new(t.0.clone(), "fenced-deadline");
+    let _f = fenced
+        .try_acquire(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("free");
+    let fair = FairLock::new(t.0.clone(), "fair-deadline", Duration::from_millis(50));
+    assert!(fair
+        .acquire_wait(Duration::from_secs(30), Duration::from_secs(1))
+        .await
+        .unwrap()
+        .is_some());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = Duration::from_millis(200);
+    let start = std::time::Instant::now();
+    let got = fenced
+        .acquire_wait(Duration::from_secs(1), deadline, Backoff::default())
+        .await
+        .unwrap();
+    assert!(got.is_none(), "acquired a held fenced lock");
+    assert!(
+        start.elapsed() >= deadline,
+        "the fenced waiter gave up early"
+    );
+    let start = std::time::Instant::now();
+    let other = FairLock::new(t.0.clone(), "fair-deadline", Duration::from_millis(50));
+    let got = other
+        .acquire_wait(Duration::from_secs(1), deadline)
+        .await
+        .unwrap();
+    assert!(got.is_none(), "acquired a held fair lock");
+    assert!(start.elapsed() >= deadline, "the fair waiter gave up early");
+}
