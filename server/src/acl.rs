@@ -601,7 +601,10 @@ impl Rules {
         } else if op[0] == b'(' && op[op.len() - 1] == b')' {
             let mut selector = Selector::new(false);
             selector.all_channels = pubsub_all;
-            for rule in split_args(&op[1..op.len() - 1]).ok_or(RuleError::Syntax)? {
+            // A selector's rules are split as Redis splits them (`sdssplitargs`); an
+            // unbalanced quote splits into nothing there, which leaves the selector empty.
+            let rules = crate::codec::split_args(&op[1..op.len() - 1]).unwrap_or_default();
+            for rule in rules {
                 selector.apply(&rule)?;
             }
             self.selectors.push(selector);
@@ -675,83 +678,6 @@ impl Rules {
             }
         }
         Err(relevant)
-    }
-}
-
-/// Redis's `sdssplitargs` for a selector's rules: words separated by spaces, with quotes.
-/// `None` for unbalanced quotes.
-fn split_args(s: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < s.len() && s[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == s.len() {
-            return Some(out);
-        }
-        let mut word = Vec::new();
-        let (mut dq, mut sq) = (false, false);
-        loop {
-            if dq {
-                let c = *s.get(i)?;
-                if c == b'\\'
-                    && i + 3 < s.len()
-                    && s[i + 1] == b'x'
-                    && s[i + 2].is_ascii_hexdigit()
-                    && s[i + 3].is_ascii_hexdigit()
-                {
-                    let h = std::str::from_utf8(&s[i + 2..i + 4]).ok()?;
-                    word.push(u8::from_str_radix(h, 16).ok()?);
-                    i += 3;
-                } else if c == b'\\' && i + 1 < s.len() {
-                    i += 1;
-                    word.push(match s[i] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        other => other,
-                    });
-                } else if c == b'"' {
-                    if i + 1 < s.len() && !s[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    dq = false;
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                }
-            } else if sq {
-                let c = *s.get(i)?;
-                if c == b'\\' && s.get(i + 1) == Some(&b'\'') {
-                    i += 1;
-                    word.push(b'\'');
-                } else if c == b'\'' {
-                    if i + 1 < s.len() && !s[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    sq = false;
-                    i += 1;
-                    break;
-                } else {
-                    word.push(c);
-                }
-            } else {
-                match s.get(i) {
-                    None => break,
-                    Some(c) if c.is_ascii_whitespace() => break,
-                    Some(b'"') => dq = true,
-                    Some(b'\'') => sq = true,
-                    Some(c) => word.push(*c),
-                }
-            }
-            i += 1;
-        }
-        let _ = (dq, sq);
-        out.push(word);
     }
 }
 
@@ -1342,11 +1268,15 @@ mod tests {
     }
 
     #[test]
-    fn split_args_reads_quotes() {
+    fn a_selector_s_rules_are_split_as_redis_splits_them() {
         assert_eq!(
-            split_args(b" a \"b c\" 'd'").unwrap(),
-            vec![b"a".to_vec(), b"b c".to_vec(), b"d".to_vec()]
+            describe(&["on", "(~a* \"+get\" '+set')"]),
+            "on resetchannels -@all (~a* resetchannels -@all +get +set)"
         );
-        assert!(split_args(b"\"open").is_none());
+        // An unbalanced quote: Redis 7.0.15 adds an empty selector.
+        assert_eq!(
+            describe(&["(\"+get)"]),
+            "off resetchannels -@all (resetchannels -@all)"
+        );
     }
 }

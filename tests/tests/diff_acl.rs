@@ -328,6 +328,10 @@ fn setuser_rules_and_how_getuser_and_list_describe_them() {
         "ACL SETUSER alice off",
         "ACL SETUSER alice (~sel:* +get) (%R~r* &ch +@read -@all +hget)",
         "ACL SETUSER alice (~x +set",
+        // A selector's rules split as sdssplitargs splits them: quotes, and an unbalanced
+        // quote that splits into nothing (an empty selector).
+        r#"ACL SETUSER alice "(~q* \"+get\" '+set')""#,
+        r#"ACL SETUSER alice "(\"+get)""#,
         "ACL SETUSER alice clearselectors",
         "ACL SETUSER alice reset",
         "ACL SETUSER alice ON NOPASS ALLKEYS ALLCHANNELS ALLCOMMANDS",
