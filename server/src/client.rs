@@ -272,12 +272,25 @@ pub(crate) struct PushReceiver {
 impl PushReceiver {
     /// Waits for the next push message.
     pub(crate) async fn recv(&mut self) -> Option<Frame> {
-        self.rx.recv().await
+        let f = self.rx.recv().await;
+        self.seen(f.as_ref());
+        f
     }
 
     /// Takes a push message if one is ready.
     pub(crate) fn try_recv(&mut self) -> Option<Frame> {
-        self.rx.try_recv().ok()
+        let f = self.rx.try_recv().ok();
+        self.seen(f.as_ref());
+        f
+    }
+
+    /// A [`ClientHandle::poke`] taken off the queue, wherever it is taken (it writes
+    /// nothing), lets the cron poke again: one drained between two commands must not leave
+    /// the client unpoked for good.
+    fn seen(&self, f: Option<&Frame>) {
+        if f.is_some_and(is_poke) {
+            self.handle.poke_pending.store(false, Ordering::Release);
+        }
     }
 
     /// A receiver fed by nothing (for a client whose real receiver was handed elsewhere).
@@ -570,5 +583,31 @@ impl Clients {
         for h in self.all.iter() {
             h.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A poke drained between two commands (where the connection writes what is queued
+    /// without looking at it) still lets the cron poke the client again.
+    #[test]
+    fn a_poke_taken_anywhere_allows_the_next() {
+        let acl = crate::acl::Acl::default();
+        let clients = Clients::new(acl.default_user().clone());
+        let (client, mut pushes) = clients.register(None, None);
+        client.handle.poke();
+        client.handle.poke();
+        assert!(pushes.try_recv().is_some_and(|f| is_poke(&f)));
+        assert!(
+            pushes.try_recv().is_none(),
+            "a second poke while one was on its way"
+        );
+        client.handle.poke();
+        assert!(
+            pushes.try_recv().is_some_and(|f| is_poke(&f)),
+            "no poke after one was taken"
+        );
     }
 }

@@ -242,7 +242,6 @@ pub(crate) async fn serve(
             Some(f) = pushes.recv() => {
                 // The clients' cron asks for a look at the buffers and the idle `timeout`.
                 if crate::client::is_poke(&f) {
-                    handle.poke_pending.store(false, Ordering::Release);
                     let idle = crate::clients_cron::idle_for(&shared, &handle);
                     if crate::clients_cron::timed_out(&shared, &handle, idle) {
                         tracing::debug!(client = handle.id, "closing a client idle past `timeout`");
