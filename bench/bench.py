@@ -336,6 +336,133 @@ def wait_latency(opts, pins):
             ("WAIT 1 after a SET, p99 (lower is better)", (r99,) * 3, "")]
 
 
+def online(master, kind):
+    """Waits until `master` lists an online replica."""
+    deadline = time.time() + 30
+    while b"state=online" not in master.cmd("INFO", "replication"):
+        if time.time() > deadline:
+            raise RuntimeError(f"{kind}: the replica never came online")
+        time.sleep(0.05)
+
+
+def replication(opts, pins):
+    """Writes per second that reach a replica: `redis-benchmark SET -P 16` against a master
+    with one replica (both on the servers' core), timed from the first write until the
+    replica's offset equals the master's, so a replica that falls behind costs its lag."""
+    ratios, last = [], {}
+    for _rep in range(opts.reps):
+        rate = {}
+        for kind in ("latchkey", "redis"):
+            master = Server(kind, opts.binary[kind], pins["server"])
+            replica = Server(kind, opts.binary[kind], pins["server"],
+                             extra=["--replicaof", "127.0.0.1", str(master.port)])
+            try:
+                online(master, kind)
+                start = time.perf_counter()
+                bench_rps(master, ["-t", "set"], 16, opts.requests, 50, pins["load"])
+                target = int(master.info("replication")["master_repl_offset"])
+                deadline = time.time() + 120
+                while int(replica.info("replication").get("slave_repl_offset", "0")) < target:
+                    if time.time() > deadline:
+                        raise RuntimeError(f"{kind}: the replica never caught up")
+                    time.sleep(0.001)
+                rate[kind] = opts.requests / (time.perf_counter() - start)
+            finally:
+                replica.close()
+                master.close()
+        ratios.append(rate["latchkey"] / rate["redis"])
+        last = rate
+    detail = f"latchkey {last['latchkey']:,.0f}/s, redis {last['redis']:,.0f}/s (last repetition)"
+    r = median_spread(ratios)
+    print(f"  replication: {fmt_ratio(r)} ({detail})", flush=True)
+    rows = [("SET -P 16 writes/s, counted when the replica has them", r, detail)]
+    rows += wait_under_load(opts, pins)
+    return rows
+
+
+def wait_under_load(opts, pins):
+    """`WAIT 1 0` after a `SET`, while `redis-benchmark` writes at -P 1 with 20 clients to
+    the same master (its writes replicate too)."""
+    per = {}
+    for kind in ("latchkey", "redis"):
+        master = Server(kind, opts.binary[kind], pins["server"])
+        replica = Server(kind, opts.binary[kind], pins["server"],
+                         extra=["--replicaof", "127.0.0.1", str(master.port)])
+        load = None
+        try:
+            online(master, kind)
+            args = ["redis-benchmark", "-p", str(master.port), "-c", "20", "-n", "100000000",
+                    "-P", "1", "-r", "100000", "-q", "-t", "set"]
+            if pins["load"] is not None:
+                args = ["taskset", "-c", pins["load"]] + args
+            load = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            samples = []
+            with socket.create_connection(("127.0.0.1", master.port), timeout=10) as s:
+                for i in range(opts.wait_samples):
+                    s.sendall(encode(("SET", f"w:{i}", "v")))
+                    read_reply(s)
+                    t = time.perf_counter()
+                    s.sendall(encode(("WAIT", "1", "0")))
+                    reply = read_reply(s)
+                    samples.append(time.perf_counter() - t)
+                    if reply != b":1\r\n":
+                        raise RuntimeError(f"{kind}: WAIT answered {reply!r}")
+            samples.sort()
+            per[kind] = (samples[len(samples) // 2], samples[int(len(samples) * 0.99)])
+        finally:
+            if load is not None:
+                load.kill()
+                load.wait()
+            replica.close()
+            master.close()
+    r50 = per["latchkey"][0] / per["redis"][0]
+    r99 = per["latchkey"][1] / per["redis"][1]
+    detail = (f"p50 latchkey {per['latchkey'][0] * 1e6:.0f} µs, redis {per['redis'][0] * 1e6:.0f} µs; "
+              f"p99 latchkey {per['latchkey'][1] * 1e6:.0f} µs, redis {per['redis'][1] * 1e6:.0f} µs")
+    print(f"  WAIT 1 0 under load: p50 {r50:.2f}×, p99 {r99:.2f}× ({detail})", flush=True)
+    return [("WAIT 1 0 under a write load, p50 (lower is better)", (r50,) * 3, detail),
+            ("WAIT 1 0 under a write load, p99 (lower is better)", (r99,) * 3, "")]
+
+
+def all_cores(opts, pins):
+    """Every core for the server: latchkey's worker threads against redis-server with
+    `io-threads` set to the core count (reads too), and against redis-server as it runs by
+    default (one thread for commands and I/O). Nothing is pinned, so the load generator
+    (`redis-benchmark --threads` the core count) shares the cores with the server: on a
+    machine with few cores, redis's I/O threads, which spin while they wait for work, compete
+    with it."""
+    n = cores()
+    variants = (("latchkey", "latchkey", []),
+                ("redis-io", "redis", ["--io-threads", str(n), "--io-threads-do-reads", "yes"]),
+                ("redis", "redis", []))
+    rows = []
+    for name, test in (("SET", ["-t", "set"]), ("GET", ["-t", "get"])):
+        for pipeline in (1, 16):
+            rates = {v: [] for v, _, _ in variants}
+            vs_io, vs_plain = [], []
+            for _rep in range(opts.reps):
+                pair = {}
+                for variant, kind, extra in variants:
+                    srv = Server(kind, opts.binary[kind], None, extra=extra)
+                    try:
+                        pair[variant] = bench_rps(srv, test + ["--threads", str(n)], pipeline,
+                                                  opts.requests, 50, None)
+                    finally:
+                        srv.close()
+                    rates[variant].append(pair[variant])
+                vs_io.append(pair["latchkey"] / pair["redis-io"])
+                vs_plain.append(pair["latchkey"] / pair["redis"])
+            med = {v: statistics.median(r) for v, r in rates.items()}
+            detail = (f"latchkey {med['latchkey']:,.0f}/s, redis io-threads {n} "
+                      f"{med['redis-io']:,.0f}/s, redis default {med['redis']:,.0f}/s")
+            for label, r in ((f"{name}, -P {pipeline}, {n} cores, vs redis io-threads {n}", vs_io),
+                             (f"{name}, -P {pipeline}, {n} cores, vs redis default", vs_plain)):
+                rows.append((label, median_spread(r), detail))
+                print(f"  {label}: {fmt_ratio(median_spread(r))} ({detail})", flush=True)
+    return rows
+
+
 # -------------------------------------------------------------------------------------------
 # Report
 # -------------------------------------------------------------------------------------------
@@ -386,7 +513,7 @@ def main():
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--wait-samples", type=int, default=2_000)
-    ap.add_argument("--only", default="throughput,memory,startup,wait",
+    ap.add_argument("--only", default="throughput,memory,startup,wait,replication,allcores",
                     help="comma-separated sections")
     ap.add_argument("--extra", action="append", default=[],
                     help="a file of further results to include verbatim (e.g. host_bench)")
@@ -404,7 +531,9 @@ def main():
     runs = [("throughput", "Throughput: redis-benchmark, 50 clients (rate ratio; higher is better)", throughput),
             ("memory", f"Memory: {opts.keys:,} elements (RSS ratio; lower is better)", memory),
             ("startup", "Start-up", startup),
-            ("wait", "Replication: WAIT 1 with one replica, no other load (latency ratio)", wait_latency)]
+            ("wait", "Replication: WAIT 1 with one replica, no other load (latency ratio)", wait_latency),
+            ("replication", "Replication under load: one replica", replication),
+            ("allcores", f"Every core ({cores()}): latchkey's threads vs redis-server's io-threads", all_cores)]
     for key, title, fn in runs:
         if key in wanted:
             print(f"== {title}", flush=True)

@@ -2,7 +2,12 @@
 //! instantiation per tenant with and without the pool, memory per live tenant, the host path of
 //! one command, and an acquire+release cycle inside wasm against the native client over the
 //! same server, for three servers: latchkey in-process, latchkey over TCP, and a real
-//! `redis-server` (spawned on a free port, persistence off) over TCP.
+//! `redis-server` (spawned on a free port, persistence off) over TCP. Then many tenants at
+//! once (`BENCH_TENANTS`, default 10 000): instantiated together, each doing one lock cycle
+//! (time and memory), and each keeping one lease that the host's keeper renews every ttl/3
+//! (renewals per second, the process's CPU, and how late renewals come, measured from the
+//! server's `expire` keyspace events); and how long an embedded server takes to answer its
+//! first command.
 //!
 //! ```text
 //! cargo build -p latchkey-client --target wasm32-wasip2 --release
@@ -21,9 +26,12 @@ use latchkey_client::locks::SimpleLock;
 use latchkey_client::native::{LocalTransport, RedisTransport};
 use latchkey_client::Transport;
 use latchkey_plugin::{component_path, Backend, Host, HostConfig, Instance, Limits};
-use latchkey_server::Server;
+use latchkey_server::{Server, ServerHandle};
 
 const TENANTS: u32 = 1_000;
+
+/// The TTL of each kept lease in the many-tenants run: renewed every second.
+const KEPT_TTL_MS: u64 = 3_000;
 
 /// Resident memory of this process, in bytes (Linux).
 fn rss() -> u64 {
@@ -34,6 +42,143 @@ fn rss() -> u64 {
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
     pages * 4096
+}
+
+/// The `expire` events seen: the key each names, and when it arrived.
+type Events = std::sync::Arc<std::sync::Mutex<Vec<(Vec<u8>, Instant)>>>;
+
+/// CPU time this process has used (user + system), from `/proc/self/stat` (Linux; clock
+/// ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// `n` tenants at once against an embedded server: each instantiated and doing one lock
+/// cycle, then each keeping one lease renewed by the host. Prints time, memory, renewals per
+/// second, CPU and renewal lateness.
+async fn many_tenants(
+    server: &ServerHandle,
+    path: &Path,
+    config: &dyn Fn(u32) -> HostConfig,
+    n: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let host = Host::new(<dyn Backend>::local(server), config(n))?;
+    let plugin = host.load(path)?;
+    let before = rss();
+    let t = Instant::now();
+    let mut live = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut inst = host.tenant(&format!("m{i}")).instantiate(&plugin).await?;
+        let lease = inst
+            .try_lock("x", Duration::from_secs(60))
+            .await?
+            .map_err(|e| e.to_string())?
+            .expect("free");
+        inst.unlock("x", lease).await?.map_err(|e| e.to_string())?;
+        live.push(inst);
+    }
+    let took = t.elapsed();
+    let grown = rss().saturating_sub(before);
+    println!(
+        "{n} tenants at once       {took:.2?} to instantiate each and run a lock cycle \
+         ({} per tenant), {:.0} MiB resident for all ({:.1} KiB each), pooled: {}",
+        per(took, n),
+        grown as f64 / (1 << 20) as f64,
+        grown as f64 / 1024.0 / f64::from(n),
+        host.pooled()
+    );
+
+    // Each tenant now keeps one lease (a watched lock, TTL 3 s, renewed every second by the
+    // host). The server announces each renewal's PEXPIRE, and the acquisition's SET ... PX,
+    // as an `expire` event naming the key: the time between two events of one key, less
+    // ttl/3, is how late that renewal came.
+    server_command(server, &["CONFIG", "SET", "notify-keyspace-events", "Eg"]).await?;
+    let client = redis::Client::open(server.url())?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe("__keyevent@0__:expire").await?;
+    let seen: Events = Default::default();
+    let collector = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            use futures_util::StreamExt;
+            let mut messages = pubsub.on_message();
+            while let Some(m) = messages.next().await {
+                let key: Vec<u8> = m.get_payload().unwrap_or_default();
+                seen.lock().unwrap().push((key, Instant::now()));
+            }
+        })
+    };
+    for inst in &mut live {
+        inst.run(|(store, _, l)| {
+            Box::pin(async move {
+                let w = l
+                    .expect("lock client")
+                    .latchkey_locks_watchdog()
+                    .watched_lock();
+                let lock = w.call_constructor(&mut *store, "kept").await?;
+                let took = w.call_acquire(&mut *store, lock, KEPT_TTL_MS).await?;
+                assert!(took.map_err(wasmtime::Error::msg)?, "the lock is free");
+                Ok(())
+            })
+        })
+        .await?;
+    }
+    let kept: usize = live.iter().map(|i| i.kept_leases()).sum();
+    // Settle, then measure a 10 s window.
+    tokio::time::sleep(Duration::from_millis(KEPT_TTL_MS)).await;
+    let (cpu0, t0, seen0) = (cpu_time(), Instant::now(), seen.lock().unwrap().len());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (cpu, wall) = (cpu_time() - cpu0, t0.elapsed());
+    let events = seen.lock().unwrap().len() - seen0;
+    collector.abort();
+    let mut last: std::collections::HashMap<Vec<u8>, Instant> = Default::default();
+    let mut late = Vec::new();
+    let period = Duration::from_millis(KEPT_TTL_MS / 3);
+    for (key, at) in seen.lock().unwrap().iter() {
+        if let Some(prev) = last.insert(key.clone(), *at) {
+            late.push(at.saturating_duration_since(prev).saturating_sub(period));
+        }
+    }
+    late.sort();
+    let q = |p: f64| late[((late.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{kept} kept leases         {:.0} renewals/s (ttl {KEPT_TTL_MS} ms: {:.0}/s due); \
+         process CPU {:.0} % of a core (server, keeper and tenants together); renewal \
+         lateness p50 {:?}, p99 {:?}, max {:?} ({} renewals)",
+        events as f64 / wall.as_secs_f64(),
+        kept as f64 * 1000.0 / (KEPT_TTL_MS / 3) as f64,
+        100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
+        q(0.5),
+        q(0.99),
+        late.last().copied().unwrap_or_default(),
+        late.len()
+    );
+    drop(live);
+    Ok(())
+}
+
+/// Runs one command on `server` over its socket.
+async fn server_command(
+    server: &ServerHandle,
+    args: &[&str],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let client = redis::Client::open(server.url())?;
+    let mut c = client.get_multiplexed_async_connection().await?;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async::<()>(&mut c).await?;
+    Ok(())
 }
 
 /// The release component when it was built, else whatever [`component_path`] finds.
@@ -345,6 +490,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (label, times) in tcp {
         print_row(label, tcp_cycles, times);
     }
+
+    // An embedded server from nothing to its first reply, in-process.
+    let mut firsts = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let s = Server::builder().no_listener().start().await?;
+        LocalTransport::new(&s)
+            .command(vec![b"PING".to_vec()])
+            .await?;
+        firsts.push(t.elapsed());
+        drop(s);
+    }
+    firsts.sort();
+    println!(
+        "embedded start to PONG    {:?} (median of 20)",
+        firsts[firsts.len() / 2]
+    );
+
+    let many: u32 = env_or("BENCH_TENANTS", 10_000);
+    let listening = Server::builder().start().await?;
+    many_tenants(&listening, &path, &config, many).await?;
+
     let _ = std::fs::remove_dir_all(&cache);
     std::thread::spawn(move || drop(tcp_server))
         .join()
