@@ -167,7 +167,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "REWRITE",
                 "    Rewrite the configuration file.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|l| Frame::simple(l))
@@ -252,6 +252,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             Frame::ok()
         }
+        "object" if args.len() == 3 => super::debug_object::debug_object(ctx, args),
         "populate" if (3..=5).contains(&args.len()) => super::populate::populate(ctx, args),
         "set-active-expire" if args.len() == 3 => {
             // Redis reads the flag with C's atoi: leading spaces, a sign, then digits; any
@@ -272,6 +273,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("SLEEP <seconds>"),
             Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
+            Frame::simple("OBJECT <key>"),
+            Frame::simple("    Show low level info about `key` and associated value."),
             Frame::simple("POPULATE <count> [<prefix>] [<size>]"),
             Frame::simple(
                 "    Make <count> string keys <prefix>:<n> (prefix 'key') holding value:<n>,",
