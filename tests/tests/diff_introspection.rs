@@ -1,14 +1,17 @@
 //! Introspection commands against a real redis-server 7.0, in RESP2 and RESP3: `DEBUG OBJECT`,
 //! `MEMORY STATS|DOCTOR|MALLOC-STATS|PURGE|HELP`, `COMMAND LIST FILTERBY ACLCAT|PATTERN`,
-//! and the per-subcommand script flags of `LATENCY`, `CONFIG` and the other containers.
+//! the per-subcommand script flags of `LATENCY`, `CONFIG` and the other containers, and the
+//! `save` parameter (its validation, `CONFIG GET`, and the save points acting on it).
 //!
 //! What is a pointer, a clock reading or a count of bytes that depends on the allocator is
 //! masked, and only there.
 
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
+use latchkey_server::Server;
 use latchkey_tests::raw::show;
-use latchkey_tests::Diff;
+use latchkey_tests::{Diff, RawConn, RedisProcess};
 
 /// A `Diff` with `DEBUG` enabled on redis-server (7.0 refuses it by default).
 fn diff() -> Diff {
@@ -335,4 +338,88 @@ fn scripts_may_run_what_each_subcommand_s_flags_allow() {
     script_flags(&mut d);
     resp3(&mut d);
     script_flags(&mut d);
+}
+
+fn save_config(d: &mut Diff) {
+    d.table(&[
+        "CONFIG GET save",
+        "CONFIG SET save '1 x'",
+        "CONFIG SET save '0 1'",
+        "CONFIG SET save '5 -1'",
+        "CONFIG SET save '5 1 7'",
+        "CONFIG SET save '5  1'",
+        "CONFIG SET save ' 5 1'",
+        "CONFIG SET save '0x10 1'",
+        "CONFIG SET save '+5 -0 3600 4294967297'",
+        "CONFIG GET save",
+        "CONFIG SET save '3600 1 300 100 60 10000'",
+        "CONFIG GET save",
+        "CONFIG SET save ''",
+        "CONFIG GET save",
+    ]);
+}
+
+#[test]
+fn the_save_parameter_is_read_and_printed_as_redis_does() {
+    let mut d = diff();
+    save_config(&mut d);
+    resp3(&mut d);
+    save_config(&mut d);
+}
+
+/// A field of `INFO persistence` on `c`.
+fn persistence(c: &mut RawConn, field: &str) -> String {
+    let info = String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+/// Sets a save point of one change in one second on the server at `addr`, writes, and waits
+/// (at most a minute) until a background save wrote the file.
+fn save_point_fires(addr: SocketAddr, dir: &std::path::Path) {
+    let mut c = RawConn::connect(addr).unwrap();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "save", "1 1"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "k2", "v"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while persistence(&mut c, "rdb_changes_since_last_save") != "0"
+        || persistence(&mut c, "rdb_bgsave_in_progress") != "0"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no background save within a minute on {addr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(persistence(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert!(dir.join("dump.rdb").exists(), "no dump.rdb in {dir:?}");
+}
+
+#[test]
+fn a_save_point_starts_a_background_save_on_both_servers() {
+    let redis = RedisProcess::spawn(&[]);
+    save_point_fires(redis.addr(), &redis_dir(&redis));
+    let dir = tempfile::Builder::new()
+        .prefix("latchkey-save-points-")
+        .tempdir()
+        .unwrap();
+    let latchkey = Server::builder()
+        .config("dir", dir.path().to_str().unwrap())
+        .start_blocking()
+        .unwrap();
+    save_point_fires(latchkey.addr(), dir.path());
+    // The file is one redis-server loads: the keys are there.
+    let check = RedisProcess::spawn(&["--dir", dir.path().to_str().unwrap()]);
+    let mut c = RawConn::connect(check.addr()).unwrap();
+    assert_eq!(c.cmd(&["DBSIZE"]), b":2\r\n");
+}
+
+/// Where the `RedisProcess` keeps its files (`CONFIG GET dir`).
+fn redis_dir(redis: &RedisProcess) -> std::path::PathBuf {
+    let mut c = RawConn::connect(redis.addr()).unwrap();
+    let reply = String::from_utf8_lossy(&c.cmd(&["CONFIG", "GET", "dir"])).into_owned();
+    let dir = reply.split("\r\n").nth(4).expect("a dir").to_string();
+    std::path::PathBuf::from(dir)
 }

@@ -46,6 +46,7 @@ pub(crate) mod pubsub;
 pub(crate) mod relocate;
 pub(crate) mod replication;
 pub(crate) mod save;
+pub(crate) mod save_points;
 pub(crate) mod scripting;
 pub(crate) mod server;
 pub(crate) mod sets;

@@ -316,9 +316,10 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if abort {
         return Frame::error("ERR No shutdown in progress.");
     }
-    // `SAVE` writes the snapshot file first (latchkey has no save points, so nothing else
-    // does); as in Redis a failed save stops the shutdown unless `FORCE` says to go on.
-    if save {
+    // `SAVE` writes the snapshot file first, and so does a plain `SHUTDOWN` while save points
+    // are set (Redis's rule); as in Redis a failed save stops the shutdown unless `FORCE`
+    // says to go on.
+    if save || (!nosave && !super::save_points::points(ctx.shared).is_empty()) {
         let (data, dirty) = crate::rdb::file::take(ctx.shared);
         let path = crate::rdb::file::path(ctx.shared);
         match crate::rdb::file::write(&path, &data) {
