@@ -160,6 +160,33 @@ impl std::fmt::Debug for CommandSpec {
 }
 
 impl CommandSpec {
+    /// Why a script may not run `args` (this spec's command), as Redis 7.0's `scriptCall`
+    /// refuses it, or `None` when it may. A container's subcommand is judged on its own, as
+    /// Redis judges it: an unknown one is an unknown command, a wrong count of arguments is
+    /// the subcommand's, and a container refused in scripts (`CONFIG`, `LATENCY`, `ACL`,
+    /// `CLIENT`, `FUNCTION`, `SCRIPT`) still lets a script ask for its `HELP`, the one
+    /// subcommand Redis 7.0.15 does not flag `noscript`.
+    pub(crate) fn script_refusal(&self, args: &[Bytes]) -> Option<&'static str> {
+        use crate::acl::commands as table;
+        if self.has(CONTAINER) && args.len() >= 2 {
+            if let Some(parent) = table::lookup(self.name.as_bytes()) {
+                if table::subcommands(parent).next().is_some() {
+                    let Some(id) = table::find(args) else {
+                        return Some("ERR Unknown Redis command called from script");
+                    };
+                    if !table::arity_ok(id, args) {
+                        return Some("ERR Wrong number of args calling Redis command from script");
+                    }
+                    if self.has(NOSCRIPT) && args[1].eq_ignore_ascii_case(b"help") {
+                        return None;
+                    }
+                }
+            }
+        }
+        self.has(NOSCRIPT)
+            .then_some("ERR This Redis command is not allowed from script")
+    }
+
     /// Whether the spec has flag `f`.
     pub(crate) fn has(&self, f: u32) -> bool {
         self.flags & f != 0

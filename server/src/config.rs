@@ -106,7 +106,6 @@ pub(crate) fn runtime_rule(name: &str) -> Runtime {
         "bind" | "port" | "appendonly" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
         }
-        "save" => Runtime::Fixed("latchkey writes a snapshot only on SAVE and BGSAVE"),
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
         "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
         "replica-read-only" | "slave-read-only" => {
@@ -300,6 +299,14 @@ impl Config {
                 };
                 slot.store(n, Ordering::Release);
                 self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "save" => {
+                let points = crate::save_params::parse(value)
+                    .map_err(|why| ConfigError::Invalid(why.into()))?;
+                self.params
+                    .write()
+                    .insert(name, crate::save_params::render(&points));
                 return Ok(());
             }
             "dbfilename" => {

@@ -86,6 +86,7 @@ pub(crate) mod rdb;
 pub(crate) mod replica;
 pub(crate) mod replication;
 pub(crate) mod restart;
+pub(crate) mod save_params;
 pub(crate) mod scan;
 pub(crate) mod scripting;
 pub(crate) mod server;

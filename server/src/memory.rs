@@ -157,6 +157,69 @@ pub(crate) fn allocated_bytes() -> Option<usize> {
         .then(|| ALLOCATED.load(Ordering::Relaxed).max(0) as usize)
 }
 
+/// jemalloc's own statistics report (`malloc_stats_print`, what `MEMORY MALLOC-STATS`
+/// answers), when the process allocates through [`CountingAllocator`] on jemalloc; `None`
+/// otherwise (the system's allocator, or an embedder's own).
+pub(crate) fn allocator_report() -> Option<String> {
+    #[cfg(feature = "jemalloc")]
+    if INSTALLED.load(Ordering::Relaxed) {
+        unsafe extern "C" fn write(out: *mut std::ffi::c_void, text: *const std::ffi::c_char) {
+            // SAFETY: `out` is the `String` passed below, alive for the whole call, and
+            // jemalloc hands a NUL-terminated string.
+            let (out, text) =
+                unsafe { (&mut *(out as *mut String), std::ffi::CStr::from_ptr(text)) };
+            out.push_str(&text.to_string_lossy());
+        }
+        let mut out = String::new();
+        // SAFETY: the callback only appends to `out`; no options string (NULL) is allowed.
+        unsafe {
+            tikv_jemalloc_sys::malloc_stats_print(
+                Some(write),
+                &mut out as *mut String as *mut std::ffi::c_void,
+                std::ptr::null(),
+            );
+        }
+        return Some(out);
+    }
+    None
+}
+
+/// Asks the allocator to give its dirty pages back to the system (`MEMORY PURGE`): jemalloc's
+/// `arena.<narenas>.purge` (every arena) when the process runs on it, as Redis asks it; on any
+/// other allocator there is nothing to ask, as in a Redis built without jemalloc. `false` when
+/// jemalloc refused.
+pub(crate) fn purge() -> bool {
+    #[cfg(feature = "jemalloc")]
+    if INSTALLED.load(Ordering::Relaxed) {
+        let mut narenas: u32 = 0;
+        let mut size = std::mem::size_of::<u32>();
+        // SAFETY: the names are NUL-terminated; `narenas` is the `unsigned` the first call
+        // reads into, with its size; the purge reads and writes nothing.
+        unsafe {
+            if tikv_jemalloc_sys::mallctl(
+                c"arenas.narenas".as_ptr(),
+                &mut narenas as *mut u32 as *mut std::ffi::c_void,
+                &mut size,
+                std::ptr::null_mut(),
+                0,
+            ) != 0
+            {
+                return false;
+            }
+            let name = std::ffi::CString::new(format!("arena.{narenas}.purge"))
+                .expect("no NUL in a number");
+            return tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            ) == 0;
+        }
+    }
+    true
+}
+
 /// What an allocation of `n` bytes costs with glibc's malloc: the request plus an 8-byte
 /// header, rounded up to 16, at least 32. Close enough for other allocators too.
 pub(crate) fn alloc_size(n: usize) -> usize {

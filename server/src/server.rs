@@ -140,6 +140,7 @@ impl Builder {
             None
         };
         tokio::spawn(crate::clients_cron::run(shared.clone(), done_tx.clone()));
+        tokio::spawn(cmd::save_points::run(shared.clone(), done_tx.clone()));
         tokio::spawn(crate::expire::active_expiry(shared.clone(), done_tx));
         Ok(ServerHandle {
             shared,

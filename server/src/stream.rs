@@ -69,8 +69,8 @@ struct Node {
 }
 
 /// The size of one listpack element holding `b`: a string that reads as an integer is
-/// stored as one, as a listpack does.
-fn lp_elem(b: &[u8]) -> u64 {
+/// stored as one, as a listpack does. (`DEBUG OBJECT` models a list's quicklist with it.)
+pub(crate) fn lp_elem(b: &[u8]) -> u64 {
     match crate::codec::parse_int(b) {
         Some(v) => lp_int(v),
         None => lp_str(b.len()),

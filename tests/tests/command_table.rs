@@ -82,12 +82,16 @@ async fn group(c: &RedisTransport, name: &str) -> String {
         .unwrap_or_else(|| panic!("COMMAND DOCS {name}: no group"))
 }
 
-/// Every command name `COMMAND LIST` gives on `c`.
+/// Every command name `COMMAND LIST` gives on `c` (its subcommands, `config|get`, left out).
 async fn names(c: &RedisTransport) -> Vec<String> {
     let Reply::Array(all) = call(c, &["COMMAND", "LIST"]).await else {
         panic!("COMMAND LIST: not an array");
     };
-    let mut names: Vec<String> = all.iter().map(|n| text(n).to_ascii_lowercase()).collect();
+    let mut names: Vec<String> = all
+        .iter()
+        .map(|n| text(n).to_ascii_lowercase())
+        .filter(|n| !n.contains('|'))
+        .collect();
     names.sort();
     names
 }

@@ -92,6 +92,9 @@ fn main() -> std::io::Result<()> {
             .port(args.port)
             .bind(args.bind.clone())
             .load_snapshot(true);
+        // redis-server's save points when no `--save` says otherwise, as it writes and loads
+        // `dir`/`dbfilename` like redis-server (an embedded server has none by default).
+        b = b.config("save", "3600 1 300 100 60 10000");
         if let Some(m) = args.maxclients {
             b = b.config("maxclients", m.to_string());
         }

@@ -154,7 +154,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "NO-EVICT (ON|OFF)",
                 "    Protect current client connection from eviction.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|l| Frame::simple(l))

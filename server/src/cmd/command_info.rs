@@ -1,4 +1,4 @@
-//! `COMMAND` and its subcommands (`COUNT`, `LIST [FILTERBY]`, `INFO`, `DOCS`, `GETKEYS`): the
+//! `COMMAND` and its subcommands (`COUNT`, `LIST [FILTERBY MODULE|ACLCAT|PATTERN]`, `INFO`, `DOCS`, `GETKEYS`): the
 //! command table as client libraries read it when they connect, to learn each command's arity,
 //! flags and which arguments are keys (cluster clients route by them).
 //!
@@ -138,8 +138,7 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
         "count" if args.len() == 2 => Frame::Integer(all_commands().len() as i64),
-        "list" if args.len() == 2 => Frame::bulks(all_commands().into_iter().map(|s| s.name)),
-        "list" => command_list_filtered(args),
+        "list" => command_list(args),
         "info" => {
             if args.len() == 2 {
                 return Frame::Array(all_commands().into_iter().map(command_info).collect());
@@ -202,21 +201,62 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     }
 }
 
-/// `COMMAND LIST FILTERBY MODULE name | PATTERN glob` (Redis's only form with arguments).
-/// latchkey loads no modules, so a module has no commands. `ACLCAT` is refused: Redis lists
-/// the subcommands of a category there too, which this `COMMAND LIST` does not name.
-fn command_list_filtered(args: &[Bytes]) -> Frame {
+/// Every name `COMMAND LIST` gives, with its ACL category bits: each of latchkey's commands,
+/// followed, for a container of Redis's table (`CONFIG`, `MEMORY`, `COMMAND`, ...), by its
+/// subcommands as Redis 7.0's own table names them (`config|get`), as Redis lists them. A command's categories are those
+/// `COMMAND INFO` shows; a subcommand's are Redis's (latchkey's containers run Redis's
+/// subcommands).
+fn listed() -> Vec<(&'static str, u32)> {
+    use crate::acl::commands as table;
+    let mut out = Vec::new();
+    for spec in all_commands() {
+        let bits = categories(spec)
+            .iter()
+            .filter_map(|c| crate::acl::category(c.trim_start_matches('@').as_bytes()))
+            .fold(0, |a, b| a | b);
+        out.push((spec.name, bits));
+        // Redis's table says which commands are containers (`COMMAND` is one there, though
+        // latchkey's `COMMAND` reads its subcommand itself).
+        if let Some(id) = table::lookup(spec.name.as_bytes()) {
+            out.extend(table::subcommands(id).map(|sub| {
+                let c = &table::all()[sub];
+                (c.name, c.categories)
+            }));
+        }
+    }
+    out
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`, Redis's forms.
+/// latchkey loads no modules, so a module has no commands; an unknown category has none
+/// either (Redis's answer too, not an error); a pattern matches full names (`config|*`),
+/// without regard to case.
+fn command_list(args: &[Bytes]) -> Frame {
+    let names = listed();
+    if args.len() == 2 {
+        return Frame::bulks(names.into_iter().map(|(n, _)| n));
+    }
     if args.len() != 5 || !is(&args[2], "filterby") {
         return super::util::syntax_error();
     }
     if is(&args[3], "module") {
         Frame::Array(vec![])
+    } else if is(&args[3], "aclcat") {
+        let Some(bit) = crate::acl::category(&args[4]) else {
+            return Frame::Array(vec![]);
+        };
+        Frame::bulks(
+            names
+                .into_iter()
+                .filter(|(_, cats)| cats & bit != 0)
+                .map(|(n, _)| n),
+        )
     } else if is(&args[3], "pattern") {
         Frame::bulks(
-            all_commands()
+            names
                 .into_iter()
-                .filter(|s| crate::glob::matches(&args[4], s.name.as_bytes(), true))
-                .map(|s| s.name),
+                .filter(|(n, _)| crate::glob::matches(&args[4], n.as_bytes(), true))
+                .map(|(n, _)| n),
         )
     } else {
         super::util::syntax_error()

@@ -1,8 +1,7 @@
 //! `MEMORY USAGE`: how many bytes a key takes, from the estimate the `maxmemory` accounting
 //! keeps (see [`crate::memory`]), so an application's or a test suite's size checks get a
-//! number that grows with the value as Redis's does. The allocator's own reports (`MEMORY
-//! STATS`, `DOCTOR`, `MALLOC-STATS`, `PURGE`) are Redis internals latchkey does not have: they
-//! are answered as unknown subcommands.
+//! number that grows with the value as Redis's does. `MEMORY STATS`, `DOCTOR`, `MALLOC-STATS`
+//! and `PURGE` live in [`super::memory_stats`].
 
 use crate::command::CONTAINER;
 use bytes::Bytes;
@@ -18,6 +17,14 @@ pub(crate) const COMMANDS: &[CommandSpec] =
 
 const HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
     "USAGE <key> [SAMPLES <count>]",
     "    Return memory in bytes used by <key> and its value. Nested values are",
     "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -29,8 +36,16 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
         "help" if args.len() == 2 => Frame::Array(HELP.iter().map(|l| Frame::simple(l)).collect()),
+        "help" => arity_error("memory|help"),
         "usage" if args.len() < 3 => arity_error("memory|usage"),
         "usage" => usage(ctx, args),
+        "stats" | "doctor" | "malloc-stats" | "purge" if args.len() != 2 => {
+            arity_error(&format!("memory|{sub}"))
+        }
+        "stats" => super::memory_stats::stats(ctx),
+        "doctor" => super::memory_stats::doctor(ctx),
+        "malloc-stats" => super::memory_stats::malloc_stats(),
+        "purge" => super::memory_stats::purge(),
         _ => unknown_subcommand(args, "memory"),
     }
 }

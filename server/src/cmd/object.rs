@@ -62,6 +62,18 @@ pub(crate) fn encoding(ctx: &Ctx<'_>, v: &Value) -> &'static str {
     }
 }
 
+/// What `OBJECT REFCOUNT` answers for `v`: Redis shares the objects of small integers, whose
+/// count it reports as `INT_MAX`; every other value has one reference.
+pub(crate) fn refcount(v: &Value) -> i64 {
+    let shared_int = matches!(v, Value::Str(s)
+        if parse_int(s).is_some_and(|i| (0..SHARED_INTEGERS).contains(&i)));
+    if shared_int {
+        i32::MAX as i64
+    } else {
+        1
+    }
+}
+
 fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     if sub == "help" && args.len() == 2 {
@@ -88,11 +100,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let lfu = limits.policy().lfu();
     match sub.as_str() {
         "encoding" => Frame::bulk(encoding(ctx, &e.value)),
-        "refcount" => {
-            let shared_int = matches!(&e.value, Value::Str(s)
-                if parse_int(s).is_some_and(|i| (0..SHARED_INTEGERS).contains(&i)));
-            Frame::Integer(if shared_int { i32::MAX as i64 } else { 1 })
-        }
+        "refcount" => Frame::Integer(refcount(&e.value)),
         "idletime" if lfu => Frame::error(
             "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ),

@@ -80,23 +80,27 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if ctx.in_exec {
         // Redis saves once the transaction is over, and says it is scheduled: the snapshot is
         // taken when `EXEC` lets the gate go, so it holds the whole transaction.
-        let shared = ctx.shared.clone();
-        tokio::spawn(async move {
-            let guard = loop {
-                match shared.gate.exclusive(std::time::Duration::MAX).await {
-                    Ok(g) => break g,
-                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-                }
-            };
-            let (data, dirty) = file::take(&shared);
-            drop(guard);
-            write_in_background(shared, data, dirty);
-        });
+        tokio::spawn(snapshot_when_alone(ctx.shared.clone()));
         return Frame::simple("Background saving scheduled");
     }
     let (data, dirty) = file::take(ctx.shared);
     write_in_background(ctx.shared.clone(), data, dirty);
     Frame::simple("Background saving started")
+}
+
+/// Takes a snapshot as soon as no other command runs (the execution gate held exclusively),
+/// then writes it on a thread of its own: a `BGSAVE` scheduled by a transaction, or one a save
+/// point started ([`super::save_points`]). The caller has set `bgsave_in_progress`.
+pub(crate) async fn snapshot_when_alone(shared: std::sync::Arc<crate::state::Shared>) {
+    let guard = loop {
+        match shared.gate.exclusive(std::time::Duration::MAX).await {
+            Ok(g) => break g,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    };
+    let (data, dirty) = file::take(&shared);
+    drop(guard);
+    write_in_background(shared, data, dirty);
 }
 
 /// Writes a taken snapshot on a thread of its own, then records how it went.

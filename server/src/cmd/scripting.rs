@@ -183,7 +183,7 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "LOAD <script>",
                 "    Load a script into the scripts cache without executing it.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|l| Frame::simple(l))
@@ -230,6 +230,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
     }
     match sub.as_str() {
+        "help" if args.len() == 2 => super::function_help::help(),
         "load" if args.len() >= 3 => {
             let (replace, code) = match args.len() {
                 3 => (false, &args[2]),

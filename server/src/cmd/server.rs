@@ -167,7 +167,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "REWRITE",
                 "    Rewrite the configuration file.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|l| Frame::simple(l))
@@ -252,6 +252,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             Frame::ok()
         }
+        "object" if args.len() == 3 => super::debug_object::debug_object(ctx, args),
         "populate" if (3..=5).contains(&args.len()) => super::populate::populate(ctx, args),
         "set-active-expire" if args.len() == 3 => {
             // Redis reads the flag with C's atoi: leading spaces, a sign, then digits; any
@@ -272,6 +273,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Frame::simple("SLEEP <seconds>"),
             Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
+            Frame::simple("OBJECT <key>"),
+            Frame::simple("    Show low level info about `key` and associated value."),
             Frame::simple("POPULATE <count> [<prefix>] [<size>]"),
             Frame::simple(
                 "    Make <count> string keys <prefix>:<n> (prefix 'key') holding value:<n>,",
@@ -313,9 +316,10 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if abort {
         return Frame::error("ERR No shutdown in progress.");
     }
-    // `SAVE` writes the snapshot file first (latchkey has no save points, so nothing else
-    // does); as in Redis a failed save stops the shutdown unless `FORCE` says to go on.
-    if save {
+    // `SAVE` writes the snapshot file first, and so does a plain `SHUTDOWN` while save points
+    // are set (Redis's rule); as in Redis a failed save stops the shutdown unless `FORCE`
+    // says to go on.
+    if save || (!nosave && !super::save_points::points(ctx.shared).is_empty()) {
         let (data, dirty) = crate::rdb::file::take(ctx.shared);
         let path = crate::rdb::file::path(ctx.shared);
         match crate::rdb::file::write(&path, &data) {

@@ -248,8 +248,8 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         if kill.is_killed() {
             return Outcome::Killed;
         }
-        if spec.has(cmd::NOSCRIPT) {
-            return refused(fail("ERR This Redis command is not allowed from script"));
+        if let Some(refusal) = spec.script_refusal(&argv) {
+            return refused(fail(refusal));
         }
         // The script runs as its caller's ACL user (one load when that user may do anything).
         if !ctx.client.user.unrestricted() {
