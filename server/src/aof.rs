@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -19,6 +19,38 @@ use crate::clock::Clock;
 use crate::codec::{Decoder, Parsed};
 use crate::durability::Durability;
 pub(crate) use crate::durability::Fsync;
+
+/// Where the server keeps its append-only file, when one is open: the file behind a lock,
+/// and beside it a flag saying whether there is one. Every write asks "is anything
+/// recording?" before it encodes itself for the AOF and the replicas; the flag answers
+/// with one relaxed load, where taking the read lock would be two atomic read-modify-writes
+/// on a line every worker shares, twice per write.
+#[derive(Debug, Default)]
+pub(crate) struct AofSlot {
+    file: parking_lot::RwLock<Option<Aof>>,
+    open: AtomicBool,
+}
+
+impl AofSlot {
+    /// The file, for appending to it (`None` when `appendonly` is off).
+    pub(crate) fn read(&self) -> parking_lot::RwLockReadGuard<'_, Option<Aof>> {
+        self.file.read()
+    }
+
+    /// Opens (`Some`) or closes (`None`) the server's AOF.
+    pub(crate) fn set(&self, aof: Option<Aof>) {
+        let mut file = self.file.write();
+        self.open.store(aof.is_some(), Ordering::Relaxed);
+        *file = aof;
+    }
+
+    /// Whether an AOF is open: the answer [`read`](AofSlot::read) would give, without the
+    /// lock. A write that raced with the file being opened or closed sees either answer,
+    /// as it would with the lock (the lock was let go before the write recorded anyway).
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Relaxed)
+    }
+}
 
 /// An open append-only file.
 #[derive(Debug)]

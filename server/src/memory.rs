@@ -124,6 +124,13 @@ fn flush(n: isize) {
     ALLOCATED.fetch_add(n, Ordering::Relaxed);
 }
 
+/// Counts an allocation of `n` bytes, and notes that the counting allocator is in use.
+///
+/// Out of line, as [`count`] is: the allocator's methods are inlined into every place that
+/// allocates or frees, and a copy of this bookkeeping (a thread-local with a destructor)
+/// at each of them made the hot paths longer than the instruction cache (issue 17: a
+/// pipelined `SET` ran a dozen copies of it). One call to one shared copy is cheaper.
+#[inline(never)]
 fn count_alloc(n: usize) {
     count(n as isize);
     if !INSTALLED.load(Ordering::Relaxed) {
@@ -133,7 +140,8 @@ fn count_alloc(n: usize) {
 
 /// Counts `n` bytes allocated (negative: freed) on this thread's own count, and moves it to
 /// the process's once it passes [`LOCAL_SLACK`]. A thread whose count is gone (it is ending)
-/// counts on the process's directly.
+/// counts on the process's directly. Out of line, see [`count_alloc`].
+#[inline(never)]
 fn count(n: isize) {
     let counted = LOCAL.try_with(|local| {
         let v = local.0.get() + n;
@@ -386,14 +394,20 @@ impl DbMemory {
 
     /// Applies the change of an entry: `before` is what [`measure`](DbMemory::measure) said
     /// of it then.
+    ///
+    /// A change that leaves a count as it was (a value overwritten by one of the same size,
+    /// a key that keeps its TTL or its lack of one: most writes) skips that count's atomic
+    /// read-modify-write, which would add nothing.
     pub(crate) fn changed(&self, before: Measure, key: &[u8], e: &Entry) {
         let after = DbMemory::measure(key, e);
-        self.bytes
-            .fetch_add(after.bytes as i64 - before.bytes as i64, Ordering::Relaxed);
-        self.volatile.fetch_add(
-            after.volatile as i64 - before.volatile as i64,
-            Ordering::Relaxed,
-        );
+        let bytes = after.bytes as i64 - before.bytes as i64;
+        if bytes != 0 {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        let volatile = after.volatile as i64 - before.volatile as i64;
+        if volatile != 0 {
+            self.volatile.fetch_add(volatile, Ordering::Relaxed);
+        }
     }
 
     /// Applies the removal of an entry measured as `before`.

@@ -89,7 +89,7 @@ async fn crash_process(shared: &Arc<Shared>) -> std::io::Result<Option<(String, 
     let master = crate::promote::reset_for_restart(shared);
     // The file itself stays: every byte was written to it (to the page cache, at least) as it
     // was appended.
-    *shared.aof.write() = None;
+    shared.aof.set(None);
     // The old keyspace is freed in the background: the restart does not wait for it.
     shared.keyspace.clear_all_async();
     shared.scripting().flush();
@@ -154,12 +154,12 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
         }
         slot.clone().expect("set above")
     };
-    *shared.aof.write() = Some(crate::aof::Aof::open(
+    shared.aof.set(Some(crate::aof::Aof::open(
         path.clone(),
         fsync,
         shared.clock.clone(),
         durability,
-    )?);
+    )?));
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());
     if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
         let weak = Arc::downgrade(shared);

@@ -91,7 +91,7 @@ pub(crate) struct Shared {
     /// Replication: the stream to replicas, or the link to a master.
     pub replication: crate::replication::Replication,
     /// The append-only file, when `appendonly yes`.
-    pub aof: parking_lot::RwLock<Option<crate::aof::Aof>>,
+    pub aof: crate::aof::AofSlot,
     /// `INFO stats` counters.
     pub stats: Stats,
     /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
@@ -230,7 +230,7 @@ impl Shared {
             tracking,
             scripting,
             replication,
-            aof: parking_lot::RwLock::new(None),
+            aof: crate::aof::AofSlot::default(),
             stats: Stats::default(),
             evictor: Evictor::default(),
             pause,

@@ -175,16 +175,16 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     };
     let value = args[2].clone();
     let reply = ctx.update_key(&args[1], |current| {
-        // SET ... GET on a key of another type is refused, and changes nothing.
-        let old = match string_of(current) {
-            Ok(old) => old.cloned(),
-            Err(e) if get_old => return (Update::Keep, e),
-            Err(_) => None,
-        };
-        let reply = match (get_old, old) {
-            (true, Some(v)) => Frame::Bulk(v),
-            (true, None) => Frame::Null,
-            (false, _) => Frame::ok(),
+        // SET ... GET on a key of another type is refused, and changes nothing. The old
+        // value is copied (a reference count taken on its bytes) only for `GET`, which
+        // replies with it: a plain SET leaves the old value's memory untouched.
+        let reply = match get_old {
+            false => Frame::ok(),
+            true => match string_of(current) {
+                Ok(Some(v)) => Frame::Bulk(v.clone()),
+                Ok(None) => Frame::Null,
+                Err(e) => return (Update::Keep, e),
+            },
         };
         let exists = current.is_some();
         if (nx && exists) || (xx && !exists) {

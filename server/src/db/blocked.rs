@@ -102,10 +102,19 @@ impl Db {
 
     /// Wakes the clients watching `key` for changes. Called for every change of a key (with
     /// nobody watching, one atomic load).
+    #[inline]
     pub(crate) fn key_changed(&self, key: &[u8]) {
         if self.change_watcher_count.load(Ordering::Acquire) == 0 {
             return;
         }
+        self.wake_change_watchers_of(key);
+    }
+
+    /// The slow part of [`key_changed`](Db::key_changed), out of line: it runs only while
+    /// some client waits for a change, and every write passes `key_changed`.
+    #[cold]
+    #[inline(never)]
+    fn wake_change_watchers_of(&self, key: &[u8]) {
         if let Some(list) = self.change_watchers.get(key) {
             for n in list.iter() {
                 n.notify_one();
