@@ -42,9 +42,10 @@ class Server:
         self.kind = kind
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix=f"latchkey-bench-{kind}-")
-        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-        if kind == "redis":
-            args += ["--save", "", "--appendonly", "no", "--dir", self.dir]
+        # Persistence off on both: latchkey-server, like redis-server, saves a snapshot by
+        # default once enough writes happened, which would land in the middle of a row.
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", self.dir]
         args += list(extra)
         if pin is not None:
             args = ["taskset", "-c", pin] + args

@@ -173,9 +173,9 @@ async fn spawn(kind: &str, bin: &str, core: u32) -> Proc {
     let mut c = Command::new("taskset");
     c.arg("-c").arg(core.to_string()).arg(bin);
     c.args(["--port", &port.to_string()]);
-    if kind == "redis" {
-        c.args(["--save", "", "--appendonly", "no"]);
-    } else {
+    // Persistence off on both (each saves a snapshot by default after enough writes).
+    c.args(["--save", "", "--appendonly", "no"]);
+    if kind != "redis" {
         c.args(["--loglevel", "warn"]);
     }
     let child = c

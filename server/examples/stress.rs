@@ -355,6 +355,9 @@ fn main() {
             "127.0.0.1",
             "--loglevel",
             "error",
+            // No snapshot in the working folder (the binary's default save points).
+            "--save",
+            "",
         ])
         .stdout(Stdio::null())
         .spawn()
