@@ -7,8 +7,13 @@
 //! when the embedder calls into the guest, and only then: neither a host call nor a re-entry of
 //! the guest from inside one (its allocator, called to hold a returned list) restarts it. The
 //! same time is charged to the tenant's per-second bucket ([`CpuBucket`]).
+//!
+//! A crossing happens several times per host call, so it is kept cheap: one clock read, no
+//! lock. The shared bucket is charged in batches ([`BUCKET_BATCH`] of running time, or when
+//! the guest returns, or at a tick), so the per-second share is judged at most that late.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::CallHook;
@@ -20,14 +25,64 @@ use crate::limits::CpuBucket;
 /// scheduled only now and then on a starved machine.
 pub(crate) const WALL_CEILING: u32 = 20;
 
+/// Running time gathered before it is charged to the tenant's shared per-second bucket (a
+/// lock): the share is judged at most this late, the budget of one call not at all.
+const BUCKET_BATCH: Duration = Duration::from_millis(1);
+
+/// Times as nanoseconds after one instant: a crossing subtracts and compares integers.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    base: Instant,
+}
+
+impl Clock {
+    fn now(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        self.base + Duration::from_nanos(ns)
+    }
+}
+
+/// When a yielded guest was resumed, written by the yield outside the store and taken by the
+/// next charge: nanoseconds on the instance's [`Clock`], plus one (zero: not resumed since).
+#[derive(Debug, Clone)]
+pub(crate) struct Resumed {
+    clock: Clock,
+    at: Arc<AtomicU64>,
+}
+
+impl Resumed {
+    /// Notes that the guest runs again from now.
+    pub(crate) fn now(&self) {
+        self.at.store(self.clock.now() + 1, Ordering::Release);
+    }
+
+    /// The resumption noted since the last call, if any.
+    fn take(&self) -> Option<u64> {
+        match self.at.swap(0, Ordering::Acquire) {
+            0 => None,
+            ns => Some(ns - 1),
+        }
+    }
+
+    /// Forgets a resumption noted before a new call.
+    fn clear(&self) {
+        self.at.store(0, Ordering::Relaxed);
+    }
+}
+
 /// The CPU accounting of one instance.
 #[derive(Debug)]
 pub(crate) struct CpuClock {
+    /// The instance's time line (nanoseconds since it was made).
+    clock: Clock,
     /// When the guest's current stretch of running began; `None` while it is in the host.
-    since: Option<Instant>,
+    since: Option<u64>,
     /// When the guest, yielded at an epoch tick, was resumed: set by the yield itself, which
     /// runs outside the store.
-    pub(crate) resumed_at: Arc<Mutex<Option<Instant>>>,
+    pub(crate) resumed_at: Resumed,
     /// Host calls the guest is inside of (a guest re-entered from a host call is at depth 1).
     depth: u32,
     /// Running time of the current call into the guest.
@@ -36,46 +91,68 @@ pub(crate) struct CpuClock {
     pub(crate) wall: Duration,
     /// The tenant's per-second bucket.
     bucket: CpuBucket,
+    /// Running time not yet charged to `bucket` (see [`BUCKET_BATCH`]).
+    unbilled: Duration,
     /// Set once the tenant used more than its per-second share.
     pub(crate) over_rate: bool,
 }
 
 impl CpuClock {
     pub(crate) fn new(bucket: CpuBucket) -> CpuClock {
+        let clock = Clock {
+            base: Instant::now(),
+        };
         CpuClock {
+            clock,
             since: None,
-            resumed_at: Arc::default(),
+            resumed_at: Resumed {
+                clock,
+                at: Arc::default(),
+            },
             depth: 0,
             busy: Duration::ZERO,
             wall: Duration::ZERO,
             bucket,
+            unbilled: Duration::ZERO,
             over_rate: false,
         }
     }
 
     /// Adds the stretch from `since` (or from the resumption after a yield, if later) to `now`.
-    fn charge(&mut self, now: Instant) {
-        let resumed = self.resumed_at.lock().expect("resume time").take();
+    fn charge(&mut self, now: u64) {
+        let resumed = self.resumed_at.take();
         let Some(since) = self.since else { return };
         let start = resumed.map_or(since, |r| r.max(since));
-        let ran = now.saturating_duration_since(start);
+        let ran = Duration::from_nanos(now.saturating_sub(start));
         self.busy += ran;
-        self.wall += now.saturating_duration_since(since);
-        if !self.bucket.charge(ran, now) {
+        self.wall += Duration::from_nanos(now.saturating_sub(since));
+        self.unbilled += ran;
+        if self.unbilled >= BUCKET_BATCH {
+            self.bill(now);
+        }
+    }
+
+    /// Charges the running time gathered so far to the tenant's per-second bucket.
+    fn bill(&mut self, now: u64) {
+        if self.unbilled.is_zero() {
+            return;
+        }
+        let now = self.clock.instant(now);
+        if !self.bucket.charge(std::mem::take(&mut self.unbilled), now) {
             self.over_rate = true;
         }
     }
 
     /// A crossing between host and guest.
     pub(crate) fn hook(&mut self, hook: CallHook) {
-        let now = Instant::now();
+        let now = self.clock.now();
         match hook {
             CallHook::CallingWasm => {
                 if self.depth == 0 {
                     // The embedder calls in: a new call, a new budget.
                     self.busy = Duration::ZERO;
                     self.wall = Duration::ZERO;
-                    *self.resumed_at.lock().expect("resume time") = None;
+                    self.resumed_at.clear();
                 } else {
                     self.charge(now);
                 }
@@ -92,6 +169,10 @@ impl CpuClock {
             }
             CallHook::ReturningFromWasm => {
                 self.charge(now);
+                if self.depth == 0 {
+                    // Back to the embedder: the whole call is billed.
+                    self.bill(now);
+                }
                 self.since = None;
             }
         }
@@ -99,8 +180,9 @@ impl CpuClock {
 
     /// An epoch tick while the guest runs.
     pub(crate) fn tick(&mut self) {
-        let now = Instant::now();
+        let now = self.clock.now();
         self.charge(now);
+        self.bill(now);
         if self.since.is_some() {
             self.since = Some(now);
         }
@@ -128,5 +210,49 @@ impl CpuClock {
             ));
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_time_counts_from_entry_to_host_call_and_excludes_a_yield() {
+        let mut c = CpuClock::new(CpuBucket::new(Duration::from_secs(100)));
+        c.hook(CallHook::CallingWasm);
+        std::thread::sleep(Duration::from_millis(5));
+        c.hook(CallHook::CallingHost);
+        assert!(c.busy >= Duration::from_millis(5), "{:?}", c.busy);
+        let before = c.busy;
+        // Time inside the host is not the guest's.
+        std::thread::sleep(Duration::from_millis(5));
+        c.hook(CallHook::ReturningFromHost);
+        // Yielded at a tick for 50 ms, then resumed: that stretch counts as wall time only.
+        std::thread::sleep(Duration::from_millis(50));
+        c.resumed_at.now();
+        c.hook(CallHook::ReturningFromWasm);
+        let ran = c.busy - before;
+        let outside_host = c.wall - before;
+        assert!(
+            outside_host >= ran + Duration::from_millis(50),
+            "ran {ran:?}, wall outside host calls {outside_host:?}"
+        );
+        // A new call from the embedder starts from zero.
+        c.hook(CallHook::CallingWasm);
+        assert_eq!(c.busy, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_share_per_second_is_charged_by_the_end_of_the_call() {
+        // 1 ms a second: a call of 3 ms goes over, even though every stretch is billed late.
+        let mut c = CpuClock::new(CpuBucket::new(Duration::from_millis(1)));
+        c.hook(CallHook::CallingWasm);
+        std::thread::sleep(Duration::from_millis(3));
+        c.hook(CallHook::ReturningFromWasm);
+        assert!(c.over_rate);
+        assert!(c
+            .over(Duration::from_secs(1), Duration::from_millis(1))
+            .is_some_and(|why| why.contains("per second")));
     }
 }

@@ -132,7 +132,7 @@ impl Tenant {
                 1,
                 Box::pin(async move {
                     tokio::task::yield_now().await;
-                    *resumed_at.lock().expect("resume time") = Some(std::time::Instant::now());
+                    resumed_at.now();
                 }),
             ))
         });
