@@ -811,3 +811,51 @@ fn consumer_groups_reach_the_stream_as_redis_sends_them() {
     let expected: Vec<&str> = expected.iter().map(|s| s.as_str()).collect();
     same_stream_as_redis(group_effects, &expected);
 }
+
+/// `MIGRATE`s to a fresh redis-server target, and what the stream carried for them.
+fn migrate_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let target = RedisProcess::spawn(&[]);
+    let port = target.addr().port().to_string();
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for args in [
+        &["MSET", "a", "1", "b", "2", "c", "3", "d", "4"][..],
+        &["MIGRATE", "127.0.0.1", &port, "a", "0", "5000"],
+        &["MIGRATE", "127.0.0.1", &port, "b", "0", "5000", "COPY"],
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "b",
+            "c",
+            "d",
+            "e",
+        ],
+        &["SET", "end", "1"],
+    ] {
+        c.cmd(args);
+    }
+    let mut got = Vec::new();
+    loop {
+        let cmd = stream.next();
+        if cmd[0] == "SET" && cmd[1] == "end" {
+            return got;
+        }
+        got.push(cmd);
+    }
+}
+
+/// `MIGRATE` reaches replicas and the AOF as the `DEL` of the keys the target took (the one
+/// the target refused, `b` already there after the `COPY`, stays), never as itself; a `COPY`
+/// sends nothing.
+#[test]
+fn migrate_reaches_the_stream_as_the_del_of_the_moved_keys() {
+    same_stream_as_redis(
+        migrate_effects,
+        &["MSET a 1 b 2 c 3 d 4", "DEL a", "DEL c d"],
+    );
+}

@@ -40,6 +40,8 @@ pub(crate) mod list_multi;
 pub(crate) mod lists;
 pub(crate) mod memory;
 pub(crate) mod memory_stats;
+pub(crate) mod migrate;
+mod migrate_link;
 pub(crate) mod object;
 pub(crate) mod populate;
 pub(crate) mod pubsub;
@@ -76,7 +78,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 48] {
+fn tables() -> [&'static [CommandSpec]; 49] {
     [
         acl::COMMANDS,
         replication::COMMANDS,
@@ -99,6 +101,7 @@ fn tables() -> [&'static [CommandSpec]; 48] {
         geo_search::COMMANDS,
         relocate::COMMANDS,
         dump::COMMANDS,
+        migrate::COMMANDS,
         swapdb::COMMANDS,
         hashes::COMMANDS,
         hrandfield::COMMANDS,

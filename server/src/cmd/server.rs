@@ -436,14 +436,13 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         );
     }
     if want("stats") {
-        // `migrate_cached_sockets` is 0: latchkey has no `MIGRATE`, so it keeps no sockets open
-        // to other servers (clients such as Redis's own dump tests read the field).
+        // `migrate_cached_sockets`: the connections `MIGRATE` keeps open to its targets.
         let s = &shared.stats;
         let (_, tracking_keys, tracking_items, tracking_prefixes) = shared.tracking.counts();
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 s.connections_received.load(Ordering::Relaxed),
                 s.commands_processed.load(Ordering::Relaxed),
                 s.rejected_connections.load(Ordering::Relaxed),
@@ -451,6 +450,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
                 shared.evictor.evicted_keys.load(Ordering::Relaxed),
                 shared.pubsub.channel_count(),
                 shared.pubsub.pattern_count(),
+                super::migrate::cached_sockets(shared),
                 tracking_keys,
                 tracking_items,
                 tracking_prefixes,
