@@ -110,10 +110,10 @@ fn prefetch_line(p: *const u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
+    use crate::value::{Str, Value};
 
     fn entry(deadline: Option<u64>) -> Entry {
-        Entry::with_expiry(Value::Str(Bytes::from_static(b"v")), deadline)
+        Entry::with_expiry(Value::Str(Str::from(&b"v"[..])), deadline)
     }
 
     #[test]

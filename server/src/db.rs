@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
-pub(crate) use crate::value::{key_bytes, Entry, Key, Value};
+pub(crate) use crate::value::{key_bytes, Entry, Key, Str, Value};
 
 mod blocked;
 mod swap;

@@ -68,7 +68,7 @@ pub(crate) fn free_value(value: Value) {
 
 /// Frees a deleted entry's value (see [`free_value`]).
 pub(crate) fn free_entry(entry: Entry) {
-    free_value(entry.value);
+    free_value(entry.into_value());
 }
 
 /// Hands anything (a whole flushed database, say) to the background freer.
@@ -104,6 +104,9 @@ mod tests {
 
     #[test]
     fn small_values_cost_one_step() {
-        assert_eq!(effort(&Value::Str(Bytes::from_static(b"token"))), 1);
+        assert_eq!(
+            effort(&Value::Str(crate::value::Str::from(&b"token"[..]))),
+            1
+        );
     }
 }

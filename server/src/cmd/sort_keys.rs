@@ -105,7 +105,7 @@ impl Pattern {
         key.extend_from_slice(suffix);
         let entry = ctx.db().get(&key, ctx.now_ms, ctx.lazy_delete())?;
         match (&entry.value, field) {
-            (Value::Str(s), None) => Some(s.clone()),
+            (Value::Str(s), None) => Some(s.to_bytes()),
             (Value::Hash(h), Some(f)) => h.get(&f[..]).cloned(),
             _ => None,
         }

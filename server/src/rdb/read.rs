@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 
 use super::reader::{err, parse_score, score, Reader};
 use super::{kind, opcode, packed, RdbError, CRC64};
-use crate::db::{Entry, Value, NUM_DBS};
+use crate::db::{Entry, Str, Value, NUM_DBS};
 use crate::list::List;
 use crate::set::Set;
 use crate::state::Shared;
@@ -61,7 +61,7 @@ fn pairs_to_zset(items: Vec<Bytes>) -> Result<Value, RdbError> {
 /// Reads the value of a key of type `t`.
 fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
     Ok(match t {
-        kind::STRING => Value::Str(r.string()?),
+        kind::STRING => Value::Str(Str::from(r.string()?)),
         kind::LIST => {
             let n = r.len()?;
             let mut l = List::new();
