@@ -222,12 +222,17 @@ pub(crate) fn value_size(v: &Value) -> usize {
         }
         Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
-            // A hash map member -> score and a B-tree of (score, member), sharing the member.
-            let per_member = (32 + 8 + 1) * 8 / 7 + (8 + 32) * 3 / 2 + 32;
+            // A table member -> score (a bucket of hash, member and score, and an index) and a
+            // B-tree of (score, member), each holding its own copy of the member: inline when
+            // short (see `Str`), else a boxed `Bytes` sharing the bytes.
+            let per_member = (8 + 32 + 8) + (8 + 1) * 8 / 7 + (8 + 32) * 3 / 2;
             let sample: Vec<usize> = z
                 .iter()
                 .take(SAMPLES)
-                .map(|(m, _)| alloc_size(m.len()))
+                .map(|(m, _)| match m.is_inline() {
+                    true => 0,
+                    false => alloc_size(32) + str_size(m),
+                })
                 .collect();
             let members = if sample.is_empty() {
                 0
