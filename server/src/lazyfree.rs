@@ -90,7 +90,10 @@ mod tests {
     fn a_big_hash_is_freed_in_the_background_and_the_count_returns_to_zero() {
         let mut h = IndexMap::new();
         for i in 0..10_000u32 {
-            h.insert(Bytes::from(i.to_string()), Bytes::from_static(b"v"));
+            h.insert(
+                Bytes::from(i.to_string()).into(),
+                Bytes::from_static(b"v").into(),
+            );
         }
         assert!(effort(&Value::Hash(Box::new(h.clone()))) > THRESHOLD);
         free_value(Value::Hash(Box::new(h)));

@@ -216,8 +216,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
             boxed(&**h)
                 + tables
                 + extrapolate(h.len(), |i| {
-                    h.get_index(i)
-                        .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
+                    h.get_index(i).map_or(0, |(k, v)| str_size(k) + str_size(v))
                 })
         }
         Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),

@@ -24,7 +24,7 @@ pub(crate) enum Value {
     /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match. Boxed,
     /// like the sorted set and the set: every key's slot in the keyspace table is as large as
     /// the largest variant, and most keys hold strings.
-    Hash(Box<IndexMap<Bytes, Bytes>>),
+    Hash(Box<IndexMap<Str, Str>>),
     /// A list (chunks of packed elements, see [`List`]; boxed, see `Hash`).
     List(Box<List>),
     /// A sorted set (boxed, see `Hash`).

@@ -41,7 +41,7 @@ fn pairs_to_hash(items: Vec<Bytes>) -> Result<Value, RdbError> {
     let mut h = IndexMap::with_capacity(items.len() / 2);
     let mut it = items.into_iter();
     while let (Some(f), Some(v)) = (it.next(), it.next()) {
-        h.insert(f, v);
+        h.insert(Str::from(f), Str::from(v));
     }
     Ok(Value::Hash(Box::new(h)))
 }

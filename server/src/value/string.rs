@@ -110,6 +110,14 @@ impl Borrow<[u8]> for Str {
     }
 }
 
+impl indexmap::Equivalent<Str> for Bytes {
+    /// Lets a table keyed by `Str` (a hash's fields) be searched with a command's `Bytes`
+    /// argument as it is; `Bytes` hashes as its `[u8]`, as a `Str` does.
+    fn equivalent(&self, key: &Str) -> bool {
+        self[..] == key[..]
+    }
+}
+
 impl From<Bytes> for Str {
     /// Keeps a short `b` inline (a copy) and a long one as it is (no copy).
     fn from(b: Bytes) -> Str {
