@@ -12,18 +12,17 @@ use crate::set::Set;
 use crate::stream::Stream;
 use crate::zset::ZSet;
 
-mod string;
-
-pub(crate) use string::Str;
+pub(crate) use crate::string::Str;
 
 /// A stored value.
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
     /// A string (also what `INCR` works on): short ones inline (see [`Str`]).
     Str(Str),
-    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match. Boxed,
-    /// like the sorted set and the set: every key's slot in the keyspace table is as large as
-    /// the largest variant, and most keys hold strings.
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match; short
+    /// fields and values inline (see [`Str`]). Boxed, like the sorted set and the set: every
+    /// key's [`Fields`] allocation is as large as the largest variant, and most keys hold
+    /// strings.
     Hash(Box<IndexMap<Str, Str>>),
     /// A list (chunks of packed elements, see [`List`]; boxed, see `Hash`).
     List(Box<List>),

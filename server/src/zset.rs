@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use crate::value::Str;
+use crate::string::Str;
 
 /// A score with a total order (scores are never NaN: commands reject NaN before storing).
 #[derive(Clone, Copy, Debug, PartialEq)]
