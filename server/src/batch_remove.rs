@@ -3,7 +3,7 @@
 //!
 //! Why not one `remove_if` per key? A profile of a million keys expiring together showed
 //! almost all of a deletion's time spent waiting on memory: the map's table holds a million
-//! 120-byte slots, the cycle visits them in deadline order (random order for the table), so
+//! slots, the cycle visits them in deadline order (random order for the table), so
 //! each deletion misses the cache (and the TLB) twice, once on the control bytes and once on
 //! the slot, and a per-key `remove_if` takes and lets go of the shard's lock around each
 //! lookup, whose locked instructions keep the processor from starting the next key's loads
@@ -110,10 +110,10 @@ fn prefetch_line(p: *const u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
+    use crate::value::{Str, Value};
 
     fn entry(deadline: Option<u64>) -> Entry {
-        Entry::with_expiry(Value::Str(Bytes::from_static(b"v")), deadline)
+        Entry::with_expiry(Value::Str(Str::from(&b"v"[..])), deadline)
     }
 
     #[test]

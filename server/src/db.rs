@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use dashmap::mapref::one::Ref;
-use dashmap::DashMap;
+use dashmap::{DashMap, SharedValue};
 
 /// The hasher of every keyspace map: aHash, seeded randomly per process (fast, and still
 /// resistant to hash flooding), instead of the standard library's slower SipHash.
@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
-pub(crate) use crate::value::{key_bytes, Entry, Key, Value};
+pub(crate) use crate::value::{key_bytes, Entry, Key, Str, Value};
 
 mod blocked;
 mod swap;
@@ -277,74 +277,86 @@ impl Db {
         lazy_delete: bool,
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
     ) -> R {
-        use dashmap::mapref::entry::Entry as Slot;
+        // The key's shard is locked and its table searched by the key's bytes, as dashmap's
+        // own `entry` does, but without first making the boxed key that `entry` takes: only a
+        // key that is absent gets one, when it is inserted. (A `SET` of a key that exists, an
+        // `INCR`, an `APPEND`, ... allocate nothing for the key.)
+        let hash = self.map.hash_usize(&&key[..]) as u64;
+        let shard = &self.map.shards()[self.map.determine_shard(hash as usize)];
+        let mut table = shard.write();
+        let same_key = |(k, _): &(Key, _)| k[..] == key[..];
         // `dropped`: a replaced or deleted entry, freed once the shard is let go.
-        let (r, old_deadline, new_deadline, changed, dropped) =
-            match self.map.entry(Key::from(&key[..])) {
-                Slot::Occupied(mut slot) => {
-                    let expired = slot.get().is_expired(now_ms);
-                    if !expired {
-                        slot.get().access.touch(now_ms, &self.limits);
-                    }
-                    let before = DbMemory::measure(key, slot.get());
-                    let (update, r) = decide((!expired).then(|| slot.get()));
-                    // Charged as the entry is now, whatever happened to it (removal, nothing).
-                    let after = |e: Option<&Entry>| match e {
-                        Some(e) => self.mem.changed(before, key, e),
-                        None => self.mem.changed_to_nothing(before),
-                    };
-                    if expired && lazy_delete {
-                        self.note_lazily_expired(key.clone());
-                    }
-                    match update {
-                        Update::Put(entry) => {
-                            let new = entry.expires_at();
-                            entry.access.init(now_ms, &self.limits);
-                            after(Some(&entry));
-                            let old = slot.insert(entry);
-                            if expired {
-                                self.note_created(key);
-                            }
-                            (r, old.expires_at(), new, true, Some(old))
-                        }
-                        Update::Remove => {
-                            after(None);
-                            let old = slot.remove();
-                            (r, old.expires_at(), None, true, Some(old))
-                        }
-                        // `decide` was shown no entry: nothing of it is kept. A master deletes the
-                        // expired key; a replica hides it and waits for its master's DEL.
-                        Update::Keep | Update::Expire(_) if expired && lazy_delete => {
-                            after(None);
-                            let old = slot.remove();
-                            (r, old.expires_at(), None, true, Some(old))
-                        }
-                        Update::Keep | Update::Expire(_) if expired => (r, None, None, false, None),
-                        Update::Expire(deadline) => {
-                            let old = slot.get_mut().set_expires_at(deadline);
-                            after(Some(slot.get()));
-                            (r, old, deadline, true, None)
-                        }
-                        Update::Keep => (r, None, None, false, None),
-                    }
+        let (r, old_deadline, new_deadline, changed, dropped) = match table.get_mut(hash, same_key)
+        {
+            Some((_, slot)) => {
+                let slot = slot.get_mut();
+                let expired = slot.is_expired(now_ms);
+                if !expired {
+                    slot.access.touch(now_ms, &self.limits);
                 }
-                Slot::Vacant(slot) => {
-                    let (update, r) = decide(None);
-                    match update {
-                        Update::Put(entry) => {
-                            let new = entry.expires_at();
-                            entry.access.init(now_ms, &self.limits);
-                            self.mem.added(key, &entry);
-                            slot.insert(entry);
+                let before = DbMemory::measure(key, slot);
+                let (update, r) = decide((!expired).then_some(&*slot));
+                // Charged as the entry is now, whatever happened to it (removal, nothing).
+                let after = |e: Option<&Entry>| match e {
+                    Some(e) => self.mem.changed(before, key, e),
+                    None => self.mem.changed_to_nothing(before),
+                };
+                if expired && lazy_delete {
+                    self.note_lazily_expired(key.clone());
+                }
+                // `decide` was shown no entry: nothing of it is kept. A master deletes the
+                // expired key; a replica hides it and waits for its master's DEL.
+                let update = match update {
+                    Update::Keep | Update::Expire(_) if expired && lazy_delete => Update::Remove,
+                    Update::Keep | Update::Expire(_) if expired => Update::Keep,
+                    update => update,
+                };
+                match update {
+                    Update::Put(entry) => {
+                        let new = entry.expires_at();
+                        entry.access.init(now_ms, &self.limits);
+                        after(Some(&entry));
+                        let old = std::mem::replace(slot, entry);
+                        if expired {
                             self.note_created(key);
-                            (r, None, new, true, None)
                         }
-                        Update::Remove | Update::Keep | Update::Expire(_) => {
-                            (r, None, None, false, None)
-                        }
+                        (r, old.expires_at(), new, true, Some(old))
+                    }
+                    Update::Remove => {
+                        after(None);
+                        let (_, old) = table
+                            .remove_entry(hash, same_key)
+                            .expect("the key was found under this same lock");
+                        let old = old.into_inner();
+                        (r, old.expires_at(), None, true, Some(old))
+                    }
+                    Update::Expire(deadline) => {
+                        let old = slot.set_expires_at(deadline);
+                        after(Some(slot));
+                        (r, old, deadline, true, None)
+                    }
+                    Update::Keep => (r, None, None, false, None),
+                }
+            }
+            None => {
+                let (update, r) = decide(None);
+                match update {
+                    Update::Put(entry) => {
+                        let new = entry.expires_at();
+                        entry.access.init(now_ms, &self.limits);
+                        self.mem.added(key, &entry);
+                        let pair = (Key::from(&key[..]), SharedValue::new(entry));
+                        table.insert(hash, pair, |(k, _)| self.map.hash_usize(k) as u64);
+                        self.note_created(key);
+                        (r, None, new, true, None)
+                    }
+                    Update::Remove | Update::Keep | Update::Expire(_) => {
+                        (r, None, None, false, None)
                     }
                 }
-            };
+            }
+        };
+        drop(table);
         self.reindex(key, old_deadline, new_deadline);
         if changed {
             self.signal_modified(key);

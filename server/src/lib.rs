@@ -97,6 +97,7 @@ pub(crate) mod state;
 pub(crate) mod stream;
 pub(crate) mod stream_group;
 pub(crate) mod stream_id;
+pub(crate) mod string;
 pub(crate) mod tracking;
 pub(crate) mod value;
 pub(crate) mod walk;

@@ -267,28 +267,42 @@ fn boxed<T>(_: &T) -> usize {
     alloc_size(std::mem::size_of::<T>())
 }
 
+/// The bytes a [`Str`](crate::value::Str) holds outside itself: none when short (inline),
+/// else a boxed `Bytes` (32 bytes) and the bytes.
+fn str_size(s: &crate::value::Str) -> usize {
+    if s.is_inline() {
+        0
+    } else {
+        alloc_size(32) + alloc_size(s.len())
+    }
+}
+
 /// Estimated bytes of one value, including its collection's own tables.
 pub(crate) fn value_size(v: &Value) -> usize {
     match v {
-        Value::Str(s) => alloc_size(s.len()),
+        Value::Str(s) => str_size(s),
         Value::Hash(h) => {
             // IndexMap: a vector of (hash, key, value) buckets plus a table of indices.
             let tables = h.capacity() * (8 + 32 + 32) + h.capacity() * 8 / 7 * (8 + 1);
             boxed(&**h)
                 + tables
                 + extrapolate(h.len(), |i| {
-                    h.get_index(i)
-                        .map_or(0, |(k, v)| alloc_size(k.len()) + alloc_size(v.len()))
+                    h.get_index(i).map_or(0, |(k, v)| str_size(k) + str_size(v))
                 })
         }
         Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
-            // A hash map member -> score and a B-tree of (score, member), sharing the member.
-            let per_member = (32 + 8 + 1) * 8 / 7 + (8 + 32) * 3 / 2 + 32;
+            // A table member -> score (a bucket of hash, member and score, and an index) and a
+            // B-tree of (score, member), each holding its own copy of the member: inline when
+            // short (see `Str`), else a boxed `Bytes` sharing the bytes.
+            let per_member = (8 + 32 + 8) + (8 + 1) * 8 / 7 + (8 + 32) * 3 / 2;
             let sample: Vec<usize> = z
                 .iter()
                 .take(SAMPLES)
-                .map(|(m, _)| alloc_size(m.len()))
+                .map(|(m, _)| match m.is_inline() {
+                    true => 0,
+                    false => alloc_size(32) + str_size(m),
+                })
                 .collect();
             let members = if sample.is_empty() {
                 0
@@ -346,8 +360,12 @@ pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     } else {
         0
     };
-    key_size(key) + value_size(&e.value) + ttl
+    key_size(key) + FIELDS + value_size(&e.value) + ttl
 }
+
+/// The allocation an entry points to: its value, deadline and access stamp (see
+/// [`Entry`]).
+const FIELDS: usize = std::mem::size_of::<crate::value::Fields>();
 
 /// One database's running estimate: bytes of its entries, and how many have a TTL (the keys
 /// `volatile-*` eviction may choose from).
@@ -571,8 +589,8 @@ mod tests {
         let small = value_size(&Value::Hash(Box::new(h.clone())));
         for i in 0..1000u32 {
             h.insert(
-                Bytes::from(format!("field{i}")),
-                Bytes::from(vec![b'x'; 100]),
+                Bytes::from(format!("field{i}")).into(),
+                Bytes::from(vec![b'x'; 100]).into(),
             );
         }
         let big = value_size(&Value::Hash(Box::new(h)));

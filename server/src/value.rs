@@ -12,15 +12,18 @@ use crate::set::Set;
 use crate::stream::Stream;
 use crate::zset::ZSet;
 
+pub(crate) use crate::string::Str;
+
 /// A stored value.
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
-    /// A string (also what `INCR` works on).
-    Str(Bytes),
-    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match. Boxed,
-    /// like the sorted set and the set: every key's slot in the keyspace table is as large as
-    /// the largest variant, and most keys hold strings.
-    Hash(Box<IndexMap<Bytes, Bytes>>),
+    /// A string (also what `INCR` works on): short ones inline (see [`Str`]).
+    Str(Str),
+    /// A hash; insertion-ordered like Redis's small-hash encoding, so replies match; short
+    /// fields and values inline (see [`Str`]). Boxed, like the sorted set and the set: every
+    /// key's [`Fields`] allocation is as large as the largest variant, and most keys hold
+    /// strings.
+    Hash(Box<IndexMap<Str, Str>>),
     /// A list (chunks of packed elements, see [`List`]; boxed, see `Hash`).
     List(Box<List>),
     /// A sorted set (boxed, see `Hash`).
@@ -93,15 +96,22 @@ pub(crate) fn key_bytes(key: &[u8]) -> Bytes {
     Bytes::copy_from_slice(key)
 }
 
-/// A value and its absolute expiry time (Unix milliseconds), if it has one.
+/// A value and its absolute expiry time (Unix milliseconds), if it has one: what the
+/// keyspace table holds for each key.
 ///
-/// Every key's slot in the keyspace table holds one, so its size is paid for each key (about
-/// twice over, the table being half empty right after it grows): the deadline is a plain
-/// `u64` with [`NO_DEADLINE`] for "no TTL" rather than an `Option<u64>`, which would take 16
-/// bytes. Read and write it through [`expires_at`](Entry::expires_at) and
-/// [`set_expires_at`](Entry::set_expires_at).
+/// Every key's slot in the table holds one, and the table runs about half empty right after
+/// it grows, so each byte of the slot is paid about twice per key. An `Entry` is therefore one
+/// pointer to its [`Fields`] (value, deadline, access stamp) in a single allocation of 48
+/// bytes, which a short string fills with its bytes inline (see [`Str`]): 8 bytes in the slot
+/// instead of the 56 the fields took there. Read and write the fields through `Deref`.
 #[derive(Clone, Debug)]
-pub(crate) struct Entry {
+pub(crate) struct Entry(Box<Fields>);
+
+/// What an [`Entry`] holds. The deadline is a plain `u64` with [`NO_DEADLINE`] for "no TTL"
+/// rather than an `Option<u64>`, which would take 16 bytes; read and write it through
+/// [`expires_at`](Fields::expires_at) and [`set_expires_at`](Fields::set_expires_at).
+#[derive(Clone, Debug)]
+pub(crate) struct Fields {
     /// The stored value.
     pub value: Value,
     /// When the key stops existing, in Unix milliseconds; [`NO_DEADLINE`] when it has no TTL.
@@ -112,7 +122,7 @@ pub(crate) struct Entry {
 
 /// The stored deadline of a key without a TTL. No real deadline reaches it: commands refuse
 /// times past `i64::MAX` milliseconds, and a larger one read from a file is clamped just
-/// below it (see [`Entry::set_expires_at`]), which still means "not in the next 500 million
+/// below it (see [`Fields::set_expires_at`]), which still means "not in the next 500 million
 /// years".
 const NO_DEADLINE: u64 = u64::MAX;
 
@@ -132,13 +142,36 @@ impl Entry {
 
     /// An entry that expires at `expires_at` (Unix milliseconds), if given.
     pub(crate) fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
-        Entry {
+        Entry(Box::new(Fields {
             value,
             deadline: pack(expires_at),
             access: Access::default(),
-        }
+        }))
     }
 
+    /// The value, taking the entry apart.
+    pub(crate) fn into_value(self) -> Value {
+        self.0.value
+    }
+}
+
+impl std::ops::Deref for Entry {
+    type Target = Fields;
+
+    #[inline]
+    fn deref(&self) -> &Fields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Entry {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Fields {
+        &mut self.0
+    }
+}
+
+impl Fields {
     /// When the key stops existing, in Unix milliseconds (`None`: it has no TTL).
     #[inline]
     pub(crate) fn expires_at(&self) -> Option<u64> {
@@ -289,33 +322,32 @@ fn log_incr(counter: u32, limits: &Limits) -> u32 {
 mod tests {
     use super::*;
 
-    /// Every key pays for an `Entry` (and its key) in the keyspace table's slot, about twice
-    /// over since the table runs half empty after it grows: a variant that makes `Value`
-    /// bigger costs every key, so the big, rarer ones are boxed. This fails when one is not.
+    /// Every key pays for its `Fields` in one allocation: a variant that makes `Value` bigger
+    /// than a [`Str`] costs every key, so the big, rarer ones are boxed, and the other
+    /// variants fit around the string's tag. This fails when one does not.
     #[test]
     fn a_value_is_no_bigger_than_a_string() {
-        assert_eq!(
-            std::mem::size_of::<Value>(),
-            40,
-            "a 32-byte Bytes and the tag"
-        );
+        assert_eq!(std::mem::size_of::<Value>(), 32, "a 32-byte Str, no tag");
     }
 
-    /// The entry around it: the value, an 8-byte deadline, the 4-byte access stamp.
+    /// The fields of an entry: the value, an 8-byte deadline, the 4-byte access stamp, 44
+    /// bytes in all, which the allocator's 48-byte size class holds (the 16-byte deadline
+    /// of an `Option<u64>` would push it to 64).
     #[test]
-    fn an_entry_is_a_value_a_deadline_and_a_stamp() {
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
+    fn the_fields_fill_a_48_byte_allocation() {
+        assert_eq!(std::mem::size_of::<Fields>(), 48);
     }
 
-    /// A slot of the keyspace table: a boxed key (16 bytes) and the entry.
+    /// A slot of the keyspace table: a boxed key (16 bytes) and the entry's pointer.
     #[test]
-    fn a_slot_is_a_boxed_key_and_an_entry() {
-        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 72);
+    fn a_slot_is_a_boxed_key_and_a_pointer() {
+        assert_eq!(std::mem::size_of::<Entry>(), 8);
+        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 24);
     }
 
     #[test]
     fn a_deadline_round_trips() {
-        let mut e = Entry::new(Value::Str(Bytes::new()));
+        let mut e = Entry::new(Value::Str(Str::new()));
         assert_eq!(e.expires_at(), None);
         assert!(!e.is_expired(u64::MAX), "no TTL: never expires");
         assert_eq!(e.set_expires_at(Some(10)), None);

@@ -13,7 +13,7 @@ use super::strings::read_string;
 use super::util::{is, not_integer, parse_i64, syntax_error};
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
-use crate::db::{Entry, Update, Value};
+use crate::db::{Entry, Str, Update, Value};
 use crate::frame::Frame;
 
 /// The bitmap commands.
@@ -280,7 +280,7 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             };
             return (update, Frame::Integer(0));
         }
-        let entry = Entry::with_expiry(Value::Str(Bytes::from(result)), None);
+        let entry = Entry::with_expiry(Value::Str(Str::from(result)), None);
         (Update::Put(entry), Frame::Integer(len))
     });
     ctx.notify_update(crate::notify::STRING, "set", &args[2]);

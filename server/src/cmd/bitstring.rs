@@ -5,7 +5,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::util::wrongtype;
 use super::Ctx;
-use crate::db::Value;
+use crate::db::{Str, Value};
 use crate::frame::Frame;
 
 /// Redis's error for a bit offset that is not an integer, negative, or past the largest
@@ -72,14 +72,14 @@ pub(crate) fn with_grown_string<R>(
     }
     let mut entry = match db.get_mut(key, now, lazy) {
         Some(e) => e,
-        None => db.get_or_create(key, now, lazy, || Value::Str(Bytes::new())),
+        None => db.get_or_create(key, now, lazy, || Value::Str(Str::new())),
     };
     // Looked at again under the key's lock: another client may have changed it meanwhile.
     let Value::Str(s) = &mut entry.value else {
         return Err(wrongtype());
     };
     let created = s.is_empty() && current.is_none();
-    let mut buf = match std::mem::take(s).try_into_mut() {
+    let mut buf = match std::mem::take(s).into_bytes().try_into_mut() {
         Ok(b) => b,
         Err(shared) => BytesMut::from(&shared[..]),
     };
@@ -93,7 +93,7 @@ pub(crate) fn with_grown_string<R>(
         }
     }
     let (r, changed) = f(&mut buf, grew);
-    *s = buf.freeze();
+    *s = Str::from(buf.freeze());
     drop(entry);
     if changed {
         ctx.modified(key);

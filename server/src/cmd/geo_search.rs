@@ -362,7 +362,7 @@ fn collect(z: &ZSet, search: &Search, limit: usize) -> Vec<Found> {
             let (long, lat) = geo::position(score);
             if let Some(dist) = search.within(long, lat) {
                 found.push(Found {
-                    member: member.clone(),
+                    member: member.to_bytes(),
                     score,
                     dist,
                     long,

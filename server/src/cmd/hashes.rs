@@ -40,7 +40,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     spec("hscan", -3, READONLY | WALKS_VALUE, 1, 1, 1, hscan),
 ];
 
-type Hash = IndexMap<Bytes, Bytes>;
+type Hash = IndexMap<Str, Str>;
+
+use crate::value::Str;
 
 /// Runs `f` on the hash at `key`: `Ok(None)` when the key is absent, WRONGTYPE for another type.
 fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&Hash) -> R) -> Result<Option<R>, Frame> {
@@ -65,7 +67,9 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame
     let h = hash_of(&mut e);
     let mut added = 0;
     for pair in args[2..].chunks(2) {
-        if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
+        if h.insert(pair[0].clone().into(), pair[1].clone().into())
+            .is_none()
+        {
             added += 1;
         }
     }
@@ -93,7 +97,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if h.contains_key(&args[2]) {
         return Frame::Integer(0);
     }
-    h.insert(args[2].clone(), args[3].clone());
+    h.insert(args[2].clone().into(), args[3].clone().into());
     drop(e);
     ctx.modified(key);
     ctx.notify(HASH, "hset", key);
@@ -101,7 +105,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    match read(ctx, &args[1], |h| h.get(&args[2]).cloned()) {
+    match read(ctx, &args[1], |h| h.get(&args[2]).map(Str::to_bytes)) {
         Ok(Some(Some(v))) => Frame::Bulk(v),
         Ok(_) => Frame::Null,
         Err(e) => e,
@@ -113,7 +117,7 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     match read(ctx, &args[1], |h| {
         fields
             .iter()
-            .map(|f| h.get(f).cloned().map_or(Frame::Null, Frame::Bulk))
+            .map(|f| h.get(f).map_or(Frame::Null, |v| Frame::Bulk(v.to_bytes())))
             .collect::<Vec<_>>()
     }) {
         Ok(Some(v)) => Frame::Array(v),
@@ -198,7 +202,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let Some(n) = current.checked_add(by) else {
         return Frame::error("ERR increment or decrement would overflow");
     };
-    h.insert(args[2].clone(), super::util::int_bytes(n));
+    h.insert(args[2].clone().into(), super::util::int_bytes(n).into());
     drop(e);
     ctx.modified(key);
     ctx.notify(HASH, "hincrby", key);
@@ -223,7 +227,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(IncrError::Current) => return Frame::error("ERR hash value is not a float"),
         Err(_) => return Frame::error("ERR increment would produce NaN or Infinity"),
     };
-    h.insert(args[2].clone(), text.clone());
+    h.insert(args[2].clone().into(), text.clone().into());
     drop(e);
     ctx.modified(key);
     ctx.notify(HASH, "hincrbyfloat", key);
@@ -233,7 +237,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     match read(ctx, &args[1], |h| {
         h.iter()
-            .map(|(k, v)| (Frame::Bulk(k.clone()), Frame::Bulk(v.clone())))
+            .map(|(k, v)| (Frame::Bulk(k.to_bytes()), Frame::Bulk(v.to_bytes())))
             .collect::<Vec<_>>()
     }) {
         Ok(v) => Frame::Map(v.unwrap_or_default()),
@@ -286,8 +290,8 @@ fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .as_ref()
             .is_none_or(|p| crate::glob::matches(p, &k, false))
         {
-            out.push(Frame::Bulk(k));
-            out.push(Frame::Bulk(v));
+            out.push(Frame::Bulk(k.into()));
+            out.push(Frame::Bulk(v.into()));
         }
     }
     Frame::Array(vec![

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::strings::read_string;
 use super::util::wrongtype;
 use super::{spec, CommandSpec, Ctx, DENYOOM, FAST, MAY_RECORD, MULTI_KEY, READONLY, WRITE};
-use crate::db::Value;
+use crate::db::{Str, Value};
 use crate::frame::Frame;
 use crate::hll::{self, Encoding, CORRUPT_ERROR, NOT_HLL_ERROR, REGISTERS};
 use crate::memory::EntryMut;
@@ -52,12 +52,12 @@ pub(crate) fn take_sketch(entry: &mut EntryMut<'_>) -> Result<Vec<u8>, Frame> {
     };
     check(s)?;
     // In place when no reader shares the bytes (the usual case), else one copy.
-    Ok(Vec::from(std::mem::take(s)))
+    Ok(Vec::from(std::mem::take(s).into_bytes()))
 }
 
 /// Stores `v` back into the entry [`take_sketch`] took it from.
 pub(crate) fn put_back(entry: &mut EntryMut<'_>, v: Vec<u8>) {
-    entry.value = Value::Str(Bytes::from(v));
+    entry.value = Value::Str(Str::from(v));
 }
 
 /// The live entry at `key` for change, created as an empty sketch when absent; says whether
@@ -70,7 +70,7 @@ fn entry_or_new<'a>(ctx: &Ctx<'a>, key: &Bytes) -> (EntryMut<'a>, bool) {
     let mut created = false;
     let e = db.get_or_create(key, now, lazy, || {
         created = true;
-        Value::Str(Bytes::from(hll::empty()))
+        Value::Str(Str::from(hll::empty()))
     });
     (e, created)
 }

@@ -21,7 +21,7 @@ pub(crate) const COMMANDS: &[CommandSpec] =
 /// for `SRANDMEMBER`.
 const MAX_REPEATED_PICKS: u64 = 1 << 24;
 
-type Hash = IndexMap<Bytes, Bytes>;
+type Hash = IndexMap<crate::value::Str, crate::value::Str>;
 
 fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let (db, now, lazy) = (ctx.db(), ctx.now_ms, ctx.lazy_delete());
@@ -31,7 +31,7 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             h.get_index(i).map(|(k, _)| k.clone())
         });
         return match picked {
-            Ok(Some(Some(field))) => Frame::Bulk(field),
+            Ok(Some(Some(field))) => Frame::Bulk(field.into()),
             Ok(_) => Frame::Null,
             Err(e) => e,
         };
@@ -87,16 +87,19 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Ok(Some(Err(e))) | Err(e) => return e,
     };
     let reply = if !with_values {
-        pairs.into_iter().map(|(k, _)| Frame::Bulk(k)).collect()
+        pairs
+            .into_iter()
+            .map(|(k, _)| Frame::Bulk(k.into()))
+            .collect()
     } else if resp3 {
         pairs
             .into_iter()
-            .map(|(k, v)| Frame::Array(vec![Frame::Bulk(k), Frame::Bulk(v)]))
+            .map(|(k, v)| Frame::Array(vec![Frame::Bulk(k.into()), Frame::Bulk(v.into())]))
             .collect()
     } else {
         pairs
             .into_iter()
-            .flat_map(|(k, v)| [Frame::Bulk(k), Frame::Bulk(v)])
+            .flat_map(|(k, v)| [Frame::Bulk(k.into()), Frame::Bulk(v.into())])
             .collect()
     };
     Frame::Array(reply)

@@ -81,7 +81,7 @@ pub(super) fn populate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         };
         ctx.db().update(&key, now, lazy, |old| match old {
             Some(_) => (Update::Keep, ()),
-            None => (Update::Put(Entry::new(Value::Str(value))), ()),
+            None => (Update::Put(Entry::new(Value::Str(value.into()))), ()),
         });
     }
     Frame::ok()

@@ -222,8 +222,8 @@ fn load(ctx: &Ctx<'_>, key: &[u8], o: &Options) -> Result<(Input, bool), Frame> 
     let input = match &entry.value {
         Value::List(l) if o.dont_sort => Input::Window(list_window(l, start, n, o.desc)),
         Value::ZSet(z) if o.dont_sort => {
-            let members = |it: &mut dyn Iterator<Item = (&Bytes, f64)>| {
-                it.skip(start).take(n).map(|(m, _)| m.clone()).collect()
+            let members = |it: &mut dyn Iterator<Item = (&crate::value::Str, f64)>| {
+                it.skip(start).take(n).map(|(m, _)| m.to_bytes()).collect()
             };
             Input::Window(if o.desc {
                 members(&mut z.iter().rev())
@@ -232,7 +232,7 @@ fn load(ctx: &Ctx<'_>, key: &[u8], o: &Options) -> Result<(Input, bool), Frame> 
             })
         }
         Value::List(l) => Input::All(l.iter().map(Bytes::copy_from_slice).collect()),
-        Value::ZSet(z) => Input::All(z.iter().map(|(m, _)| m.clone()).collect()),
+        Value::ZSet(z) => Input::All(z.iter().map(|(m, _)| m.to_bytes()).collect()),
         Value::Set(s) => Input::All(s.members()),
         _ => unreachable!("checked above"),
     };

@@ -105,8 +105,8 @@ impl Pattern {
         key.extend_from_slice(suffix);
         let entry = ctx.db().get(&key, ctx.now_ms, ctx.lazy_delete())?;
         match (&entry.value, field) {
-            (Value::Str(s), None) => Some(s.clone()),
-            (Value::Hash(h), Some(f)) => h.get(&f[..]).cloned(),
+            (Value::Str(s), None) => Some(s.to_bytes()),
+            (Value::Hash(h), Some(f)) => h.get(&f[..]).map(|v| v.to_bytes()),
             _ => None,
         }
     }

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::codec::parse_int;
 use crate::command::WALKS_VALUE;
-use crate::db::{Entry, Update, Value};
+use crate::db::{Entry, Str, Update, Value};
 use crate::frame::Frame;
 use crate::long_double::IncrError;
 use crate::notify::{GENERIC, STRING};
@@ -54,14 +54,14 @@ pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Fr
     match ctx.db().get(key, ctx.now_ms, ctx.lazy_delete()) {
         None => Ok(None),
         Some(e) => match &e.value {
-            Value::Str(s) => Ok(Some(s.clone())),
+            Value::Str(s) => Ok(Some(s.to_bytes())),
             _ => Err(wrongtype()),
         },
     }
 }
 
 /// The string in an entry: `Ok(None)` for no entry, `Err(WRONGTYPE)` for another type.
-fn string_of(current: Option<&Entry>) -> Result<Option<&Bytes>, Frame> {
+fn string_of(current: Option<&Entry>) -> Result<Option<&Str>, Frame> {
     match current.map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -71,7 +71,7 @@ fn string_of(current: Option<&Entry>) -> Result<Option<&Bytes>, Frame> {
 
 /// A string entry.
 fn string_entry(value: Bytes, expires_at: Option<u64>) -> Entry {
-    Entry::with_expiry(Value::Str(value), expires_at)
+    Entry::with_expiry(Value::Str(Str::from(value)), expires_at)
 }
 
 /// The deadline a write with `expiry` leaves on a key whose current entry is `current`.
@@ -176,12 +176,12 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
     let reply = ctx.update_key(&args[1], |current| {
         // SET ... GET on a key of another type is refused, and changes nothing. The old
-        // value is copied (a reference count taken on its bytes) only for `GET`, which
-        // replies with it: a plain SET leaves the old value's memory untouched.
+        // value is copied only for `GET`, which replies with it: a plain SET leaves the old
+        // value's memory untouched.
         let reply = match get_old {
             false => Frame::ok(),
             true => match string_of(current) {
-                Ok(Some(v)) => Frame::Bulk(v.clone()),
+                Ok(Some(v)) => Frame::Bulk(v.to_bytes()),
                 Ok(None) => Frame::Null,
                 Err(e) => return (Update::Keep, e),
             },
@@ -249,7 +249,7 @@ fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let value = args[2].clone();
     let reply = ctx.update_key(&args[1], |current| match string_of(current) {
         Ok(old) => {
-            let reply = old.cloned().map_or(Frame::Null, Frame::Bulk);
+            let reply = old.map_or(Frame::Null, |v| Frame::Bulk(v.to_bytes()));
             (Update::Put(string_entry(value, None)), reply)
         }
         Err(e) => (Update::Keep, e),
@@ -260,7 +260,7 @@ fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let reply = ctx.update_key(&args[1], |current| match string_of(current) {
-        Ok(Some(v)) => (Update::Remove, Frame::Bulk(v.clone())),
+        Ok(Some(v)) => (Update::Remove, Frame::Bulk(v.to_bytes())),
         Ok(None) => (Update::Keep, Frame::Null),
         Err(e) => (Update::Keep, e),
     });
@@ -315,7 +315,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let persisting = matches!(change, Some(Ok(None)));
     let reply = ctx.update_key(&args[1], |current| {
         let value = match string_of(current) {
-            Ok(Some(v)) => v.clone(),
+            Ok(Some(v)) => v.to_bytes(),
             Ok(None) => return (Update::Keep, Frame::Null),
             Err(e) => return (Update::Keep, e),
         };
@@ -348,7 +348,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             .iter()
             .map(|k| match db.get(k, ctx.now_ms, ctx.lazy_delete()) {
                 Some(e) => match &e.value {
-                    Value::Str(s) => Frame::Bulk(s.clone()),
+                    Value::Str(s) => Frame::Bulk(s.to_bytes()),
                     _ => Frame::Null,
                 },
                 None => Frame::Null,

@@ -82,7 +82,7 @@ pub(crate) trait Container: Sized {
     fn empty() -> Value;
 }
 
-impl Container for indexmap::IndexMap<Bytes, Bytes> {
+impl Container for indexmap::IndexMap<crate::value::Str, crate::value::Str> {
     fn of(v: &Value) -> Option<&Self> {
         match v {
             Value::Hash(h) => Some(h),

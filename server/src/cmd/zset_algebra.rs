@@ -153,7 +153,7 @@ fn plan(
         let members = match db.get(key, ctx.now_ms, ctx.lazy_delete()) {
             None => Vec::new(),
             Some(e) => match &e.value {
-                Value::ZSet(z) => z.iter().map(|(m, s)| (m.clone(), s)).collect(),
+                Value::ZSet(z) => z.iter().map(|(m, s)| (m.to_bytes(), s)).collect(),
                 Value::Set(s) => s.members().into_iter().map(|m| (m, 1.0)).collect(),
                 _ => return Err(super::util::wrongtype()),
             },
@@ -304,7 +304,7 @@ fn algebra(ctx: &mut Ctx<'_>, args: &[Bytes], at: usize, op: Op, out: Output, na
     if out == Output::Store {
         return store(ctx, &args[1], result, name);
     }
-    let items = result.iter().map(|(m, s)| (m.clone(), s)).collect();
+    let items = result.iter().map(|(m, s)| (m.to_bytes(), s)).collect();
     with_scores(items, p.scores, ctx.client.protocol)
 }
 

@@ -116,7 +116,7 @@ impl LexRange {
         } else {
             limit as usize
         };
-        let pick = |(m, s): (&Bytes, f64)| (m.clone(), s);
+        let pick = |(m, s): (&crate::value::Str, f64)| (m.to_bytes(), s);
         if rev {
             z.iter()
                 .rev()

@@ -72,10 +72,13 @@ fn pop_from(
         z.iter()
             .rev()
             .take(count)
-            .map(|(m, s)| (m.clone(), s))
+            .map(|(m, s)| (m.to_bytes(), s))
             .collect()
     } else {
-        z.iter().take(count).map(|(m, s)| (m.clone(), s)).collect()
+        z.iter()
+            .take(count)
+            .map(|(m, s)| (m.to_bytes(), s))
+            .collect()
     };
     for (m, _) in &picked {
         z.remove(m);

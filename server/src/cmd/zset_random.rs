@@ -35,7 +35,7 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if args.len() == 2 {
         return match read(ctx, &args[1], |z| {
             let n = rand::rng().random_range(0..z.len().max(1));
-            z.iter().nth(n).map(|(m, _)| m.clone())
+            z.iter().nth(n).map(|(m, _)| m.to_bytes())
         }) {
             Ok(Some(Some(m))) => Frame::Bulk(m),
             Ok(_) => Frame::Null,
@@ -75,24 +75,28 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         if n == 0 || len == 0 {
             return Vec::new();
         }
-        let all: Vec<(&Bytes, f64)> = z.iter().collect();
+        let all: Vec<(&crate::value::Str, f64)> = z.iter().collect();
         let mut rng = rand::rng();
         if !distinct {
             return (0..n)
                 .map(|_| {
                     let (m, s) = all[rng.random_range(0..len)];
-                    (m.clone(), s)
+                    (m.to_bytes(), s)
                 })
                 .collect();
         }
         if n >= len as u64 {
             // The whole set, from the highest member down: Redis walks it from its tail.
-            return all.into_iter().rev().map(|(m, s)| (m.clone(), s)).collect();
+            return all
+                .into_iter()
+                .rev()
+                .map(|(m, s)| (m.to_bytes(), s))
+                .collect();
         }
         let mut idx = rand::seq::index::sample(&mut rng, len, n as usize).into_vec();
         idx.sort_unstable();
         idx.into_iter()
-            .map(|i| (all[i].0.clone(), all[i].1))
+            .map(|i| (all[i].0.to_bytes(), all[i].1))
             .collect()
     });
     match picked {

@@ -391,12 +391,15 @@ fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             && enc.zset_encoding(z.len(), z.iter().map(|(m, _)| m.len()).max().unwrap_or(0))
                 == "listpack";
         if small {
-            (z.iter().map(|(m, s)| (m.clone(), s)).collect::<Vec<_>>(), 0)
+            (
+                z.iter().map(|(m, s)| (m.to_bytes(), s)).collect::<Vec<_>>(),
+                0,
+            )
         } else {
             let (positions, next) = crate::scan::index_page(z.len(), cursor, opts.count);
             let page = positions
                 .rev()
-                .filter_map(|i| z.at_position(i).map(|(m, s)| (m.clone(), s)))
+                .filter_map(|i| z.at_position(i).map(|(m, s)| (m.to_bytes(), s)))
                 .collect();
             (page, next)
         }
@@ -495,7 +498,7 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     remove_picked(ctx, &args[1], "zremrangebyscore", |z| {
         z.iter()
             .filter(|(_, s)| in_range(*s, min, max))
-            .map(|(m, _)| m.clone())
+            .map(|(m, _)| m.to_bytes())
             .collect()
     })
 }
@@ -514,7 +517,7 @@ fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         z.iter()
             .skip(a as usize)
             .take((b - a + 1) as usize)
-            .map(|(m, _)| m.clone())
+            .map(|(m, _)| m.to_bytes())
             .collect()
     })
 }

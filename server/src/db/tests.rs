@@ -4,7 +4,7 @@ use super::*;
 use indexmap::IndexMap;
 
 fn string(v: &str, expires_at: Option<u64>) -> Entry {
-    Entry::with_expiry(Value::Str(Bytes::copy_from_slice(v.as_bytes())), expires_at)
+    Entry::with_expiry(Value::Str(Str::copy_from_slice(v.as_bytes())), expires_at)
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{MAX_BURST_STEPS, STEP_KEYS};
-use crate::db::{Entry, Value};
+use crate::db::{Entry, Str, Value};
 use crate::{Frame, LocalClient, Server};
 
 fn int(f: Frame) -> i64 {
@@ -72,7 +72,7 @@ async fn a_million_deadlines_pass_in_bounded_steps_between_commands() {
         db.insert(
             Bytes::from(format!("lock:{i}")),
             Entry::with_expiry(
-                Value::Str(token.clone()),
+                Value::Str(Str::from(token.clone())),
                 Some(now + 5000 + (i % 5000) as u64),
             ),
         );
@@ -139,7 +139,7 @@ async fn tables_emptied_by_expiry_shrink_and_keep_the_live_keys() {
     for i in 0..200_000 {
         db.insert(
             Bytes::from(format!("lease:{i}")),
-            Entry::with_expiry(Value::Str(token.clone()), Some(now + 1000)),
+            Entry::with_expiry(Value::Str(Str::from(token.clone())), Some(now + 1000)),
         );
     }
     let mut c = s.client();

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::db::{Entry, Keyspace, Update, Value};
+use crate::db::{Entry, Keyspace, Str, Update, Value};
 use crate::expire::STEP_KEYS;
 
 /// What reclaiming `keys` expired lock keys cost, in total.
@@ -30,7 +30,7 @@ pub fn expire_cost(keys: u64) -> ExpireCost {
         let deadline = 1_000 + i * 1_500 / keys.max(1);
         db.update(&key, 0, true, |old| {
             let put = Update::Put(Entry::with_expiry(
-                Value::Str(Bytes::copy_from_slice(b"token")),
+                Value::Str(Str::copy_from_slice(b"token")),
                 Some(deadline),
             ));
             (if old.is_none() { put } else { Update::Keep }, ())

@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn a_string_dumps_as_redis_dumps_it() {
         assert_eq!(
-            &payload(&Value::Str(Bytes::from_static(b"bar")))[..],
+            &payload(&Value::Str(crate::value::Str::from(&b"bar"[..])))[..],
             REDIS_BAR
         );
         assert!(matches!(decode(REDIS_BAR, 512), Ok(Value::Str(s)) if &s[..] == b"bar"));
@@ -146,7 +146,7 @@ mod tests {
         // What redis-server 7.0.15 answers to `DUMP` of 30 `x`.
         let redis: &[u8] =
             b"\x00\xc3\x09\x1e\x01xx\xe0\x11\x00\x01xx\x0a\x00\xf0\x67\x3f\xdf\x20\x01\xeb\x95";
-        let value = Value::Str(Bytes::from(vec![b'x'; 30]));
+        let value = Value::Str(crate::value::Str::from(vec![b'x'; 30]));
         assert_eq!(&payload(&value)[..], redis);
         assert!(matches!(decode(redis, 512), Ok(Value::Str(s)) if s[..] == [b'x'; 30]));
     }

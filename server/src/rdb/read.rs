@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 
 use super::reader::{err, parse_score, score, Reader};
 use super::{kind, opcode, packed, RdbError, CRC64};
-use crate::db::{Entry, Value, NUM_DBS};
+use crate::db::{Entry, Str, Value, NUM_DBS};
 use crate::list::List;
 use crate::set::Set;
 use crate::state::Shared;
@@ -41,7 +41,7 @@ fn pairs_to_hash(items: Vec<Bytes>) -> Result<Value, RdbError> {
     let mut h = IndexMap::with_capacity(items.len() / 2);
     let mut it = items.into_iter();
     while let (Some(f), Some(v)) = (it.next(), it.next()) {
-        h.insert(f, v);
+        h.insert(Str::from(f), Str::from(v));
     }
     Ok(Value::Hash(Box::new(h)))
 }
@@ -61,7 +61,7 @@ fn pairs_to_zset(items: Vec<Bytes>) -> Result<Value, RdbError> {
 /// Reads the value of a key of type `t`.
 fn value(r: &mut Reader<'_>, t: u8, key: &[u8]) -> Result<Value, RdbError> {
     Ok(match t {
-        kind::STRING => Value::Str(r.string()?),
+        kind::STRING => Value::Str(Str::from(r.string()?)),
         kind::LIST => {
             let n = r.len()?;
             let mut l = List::new();
