@@ -358,7 +358,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(!plugin.from_cache && cached.from_cache);
     println!(
         "component                 {} ({} bytes)",
-        path.display(),
+        // The file's name only: the report goes into the repository.
+        path.file_name().unwrap_or_default().to_string_lossy(),
         plugin.size
     );
     println!("compile, cold             {cold:?}");
