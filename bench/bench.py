@@ -290,6 +290,33 @@ def startup(opts, pins):
     return [("process start to first PING (lower is better)", (lk / rd,) * 3, detail)]
 
 
+def sample_wait(s, kind, n, prefix, timeout):
+    """`n` times a `SET` then `WAIT 1 timeout` on the socket `s`: the WAIT's p50 and p99."""
+    samples = []
+    for i in range(n):
+        s.sendall(encode(("SET", f"{prefix}:{i}", "v")))
+        read_reply(s)
+        t = time.perf_counter()
+        s.sendall(encode(("WAIT", "1", timeout)))
+        reply = read_reply(s)
+        samples.append(time.perf_counter() - t)
+        if reply != b":1\r\n":
+            raise RuntimeError(f"{kind}: WAIT answered {reply!r}")
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
+
+
+def wait_rows(per, label):
+    """The p50 and p99 rows of a WAIT measurement, `per` holding each server's (p50, p99)."""
+    r50 = per["latchkey"][0] / per["redis"][0]
+    r99 = per["latchkey"][1] / per["redis"][1]
+    detail = (f"p50 latchkey {per['latchkey'][0] * 1e6:.0f} µs, redis {per['redis'][0] * 1e6:.0f} µs; "
+              f"p99 latchkey {per['latchkey'][1] * 1e6:.0f} µs, redis {per['redis'][1] * 1e6:.0f} µs")
+    print(f"  {label}: p50 {r50:.2f}×, p99 {r99:.2f}× ({detail})", flush=True)
+    return [(f"{label}, p50 (lower is better)", (r50,) * 3, detail),
+            (f"{label}, p99 (lower is better)", (r99,) * 3, "")]
+
+
 def wait_latency(opts, pins):
     per = {}
     for kind in ("latchkey", "redis"):
@@ -297,12 +324,8 @@ def wait_latency(opts, pins):
         replica = Server(kind, opts.binary[kind], pins["server"],
                          extra=["--replicaof", "127.0.0.1", str(master.port)])
         try:
+            online(master, kind)
             deadline = time.time() + 30
-            while b"state=online" not in master.cmd("INFO", "replication"):
-                if time.time() > deadline:
-                    raise RuntimeError(f"{kind}: the replica never came online")
-                time.sleep(0.05)
-            samples = []
             with socket.create_connection(("127.0.0.1", master.port), timeout=10) as s:
                 # Right after the first sync a master may count the replica's acknowledgements
                 # only from its once-a-second ACK: warm up until a write is confirmed at once.
@@ -314,27 +337,11 @@ def wait_latency(opts, pins):
                         break
                     if time.time() > deadline:
                         raise RuntimeError(f"{kind}: no write was ever confirmed by WAIT")
-                for i in range(opts.wait_samples):
-                    s.sendall(encode(("SET", f"k:{i}", "v")))
-                    read_reply(s)
-                    t = time.perf_counter()
-                    s.sendall(encode(("WAIT", "1", "1000")))
-                    reply = read_reply(s)
-                    samples.append(time.perf_counter() - t)
-                    if reply != b":1\r\n":
-                        raise RuntimeError(f"{kind}: WAIT answered {reply!r}")
-            samples.sort()
-            per[kind] = (samples[len(samples) // 2], samples[int(len(samples) * 0.99)])
+                per[kind] = sample_wait(s, kind, opts.wait_samples, "k", "1000")
         finally:
             replica.close()
             master.close()
-    r50 = per["latchkey"][0] / per["redis"][0]
-    r99 = per["latchkey"][1] / per["redis"][1]
-    detail = (f"p50 latchkey {per['latchkey'][0] * 1e6:.0f} µs, redis {per['redis'][0] * 1e6:.0f} µs; "
-              f"p99 latchkey {per['latchkey'][1] * 1e6:.0f} µs, redis {per['redis'][1] * 1e6:.0f} µs")
-    print(f"  WAIT 1: p50 {r50:.2f}×, p99 {r99:.2f}× ({detail})", flush=True)
-    return [("WAIT 1 after a SET, p50 (lower is better)", (r50,) * 3, detail),
-            ("WAIT 1 after a SET, p99 (lower is better)", (r99,) * 3, "")]
+    return wait_rows(per, "WAIT 1 after a SET")
 
 
 def online(master, kind):
@@ -398,32 +405,15 @@ def wait_under_load(opts, pins):
                 args = ["taskset", "-c", pins["load"]] + args
             load = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
-            samples = []
             with socket.create_connection(("127.0.0.1", master.port), timeout=10) as s:
-                for i in range(opts.wait_samples):
-                    s.sendall(encode(("SET", f"w:{i}", "v")))
-                    read_reply(s)
-                    t = time.perf_counter()
-                    s.sendall(encode(("WAIT", "1", "0")))
-                    reply = read_reply(s)
-                    samples.append(time.perf_counter() - t)
-                    if reply != b":1\r\n":
-                        raise RuntimeError(f"{kind}: WAIT answered {reply!r}")
-            samples.sort()
-            per[kind] = (samples[len(samples) // 2], samples[int(len(samples) * 0.99)])
+                per[kind] = sample_wait(s, kind, opts.wait_samples, "w", "0")
         finally:
             if load is not None:
                 load.kill()
                 load.wait()
             replica.close()
             master.close()
-    r50 = per["latchkey"][0] / per["redis"][0]
-    r99 = per["latchkey"][1] / per["redis"][1]
-    detail = (f"p50 latchkey {per['latchkey'][0] * 1e6:.0f} µs, redis {per['redis'][0] * 1e6:.0f} µs; "
-              f"p99 latchkey {per['latchkey'][1] * 1e6:.0f} µs, redis {per['redis'][1] * 1e6:.0f} µs")
-    print(f"  WAIT 1 0 under load: p50 {r50:.2f}×, p99 {r99:.2f}× ({detail})", flush=True)
-    return [("WAIT 1 0 under a write load, p50 (lower is better)", (r50,) * 3, detail),
-            ("WAIT 1 0 under a write load, p99 (lower is better)", (r99,) * 3, "")]
+    return wait_rows(per, "WAIT 1 0 under a write load")
 
 
 def all_cores(opts, pins):
