@@ -109,7 +109,18 @@ async fn many_tenants(
     // host). The server announces each renewal's PEXPIRE, and the acquisition's SET ... PX,
     // as an `expire` event naming the key: the time between two events of one key, less
     // ttl/3, is how late that renewal came.
-    server_command(server, &["CONFIG", "SET", "notify-keyspace-events", "Eg"]).await?;
+    let reply = LocalTransport::new(server)
+        .command(
+            ["CONFIG", "SET", "notify-keyspace-events", "Eg"]
+                .map(|a| a.as_bytes().to_vec())
+                .to_vec(),
+        )
+        .await?;
+    assert_eq!(
+        reply,
+        latchkey_client::Reply::Status("OK".into()),
+        "keyspace events on"
+    );
     let client = redis::Client::open(server.url())?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe("__keyevent@0__:expire").await?;
@@ -171,21 +182,6 @@ async fn many_tenants(
         late.len()
     );
     drop(live);
-    Ok(())
-}
-
-/// Runs one command on `server` over its socket.
-async fn server_command(
-    server: &ServerHandle,
-    args: &[&str],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let client = redis::Client::open(server.url())?;
-    let mut c = client.get_multiplexed_async_connection().await?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async::<()>(&mut c).await?;
     Ok(())
 }
 
