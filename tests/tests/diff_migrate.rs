@@ -323,6 +323,26 @@ fn silent_target() -> (SocketAddr, mpsc::Receiver<std::net::TcpStream>) {
     (addr, rx)
 }
 
+/// Sends, on a connection of its own, a `MIGRATE` of `k` from `server` to a silent target
+/// with a ten-minute timeout, without reading the reply: the connection, and the target's
+/// accepted connections.
+fn migrate_to_silent_target(
+    server: &BlockingServer,
+) -> (RawConn, mpsc::Receiver<std::net::TcpStream>) {
+    let (addr, accepted) = silent_target();
+    let port = addr.port().to_string();
+    let mut migrating = RawConn::connect(server.addr()).unwrap();
+    migrating.send_raw(&RawConn::encode(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "k",
+        "0",
+        "600000",
+    ]));
+    (migrating, accepted)
+}
+
 #[test]
 fn a_silent_target_gives_redis_s_ioerr_after_the_timeout() {
     let mut d = Diff::new();
@@ -361,19 +381,9 @@ fn a_silent_target_gives_redis_s_ioerr_after_the_timeout() {
 #[test]
 fn other_clients_are_served_while_migrate_waits() {
     let server = Server::builder().start_blocking().expect("start latchkey");
-    let (addr, accepted) = silent_target();
     let mut c = RawConn::connect(server.addr()).unwrap();
     assert_eq!(c.cmd(&["SET", "k", "v"]), b"+OK\r\n");
-    let port = addr.port().to_string();
-    let mut migrating = RawConn::connect(server.addr()).unwrap();
-    migrating.send_raw(&RawConn::encode(&[
-        "MIGRATE",
-        "127.0.0.1",
-        &port,
-        "k",
-        "0",
-        "600000",
-    ]));
+    let (mut migrating, accepted) = migrate_to_silent_target(&server);
     // The request reached the target: the MIGRATE is waiting for its answer now.
     let conn = accepted.recv().expect("the MIGRATE connects");
     for _ in 0..100 {
@@ -397,19 +407,9 @@ fn other_clients_are_served_while_migrate_waits() {
 fn a_key_changed_during_the_migration_is_not_deleted() {
     let server = Server::builder().start_blocking().expect("start latchkey");
     let target = Server::builder().start_blocking().expect("start target");
-    let (addr, accepted) = silent_target();
     let mut c = RawConn::connect(server.addr()).unwrap();
-    c.cmd(&["SET", "k", "old"]);
-    let port = addr.port().to_string();
-    let mut migrating = RawConn::connect(server.addr()).unwrap();
-    migrating.send_raw(&RawConn::encode(&[
-        "MIGRATE",
-        "127.0.0.1",
-        &port,
-        "k",
-        "0",
-        "600000",
-    ]));
+    assert_eq!(c.cmd(&["SET", "k", "old"]), b"+OK\r\n");
+    let (mut migrating, accepted) = migrate_to_silent_target(&server);
     let mut conn = accepted.recv().expect("the MIGRATE connects");
     assert_eq!(c.cmd(&["SET", "k", "new"]), b"+OK\r\n");
     // Now the silent target answers, as a real one would: SELECT, then RESTORE.
