@@ -47,6 +47,18 @@ impl Stream {
         line.trim_end().to_string()
     }
 
+    /// The commands of the stream up to the test's closing `SET end ...`, which is left out.
+    fn until_end(&mut self) -> Vec<Vec<String>> {
+        let mut got = Vec::new();
+        loop {
+            let cmd = self.next();
+            if cmd[0] == "SET" && cmd[1] == "end" {
+                return got;
+            }
+            got.push(cmd);
+        }
+    }
+
     /// The next command of the stream, skipping the link's own (`PING`, `REPLCONF`, `SELECT`).
     fn next(&mut self) -> Vec<String> {
         loop {
@@ -177,14 +189,7 @@ fn table_effects(addr: SocketAddr, lines: &[&str]) -> Vec<Vec<String>> {
         let args: Vec<&str> = line.split(' ').collect();
         c.cmd(&args);
     }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    stream.until_end()
 }
 
 /// The list pops and moves on the server at `addr`, served at once and after a wait, and what
@@ -490,14 +495,7 @@ fn stream_effects(addr: SocketAddr) -> Vec<Vec<String>> {
         let args: Vec<&str> = line.split(' ').collect();
         c.cmd(&args);
     }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    stream.until_end()
 }
 
 /// `XADD` reaches replicas with the ID it generated (`ms-*` written out) and an approximate
@@ -839,14 +837,7 @@ fn migrate_effects(addr: SocketAddr) -> Vec<Vec<String>> {
     ] {
         c.cmd(args);
     }
-    let mut got = Vec::new();
-    loop {
-        let cmd = stream.next();
-        if cmd[0] == "SET" && cmd[1] == "end" {
-            return got;
-        }
-        got.push(cmd);
-    }
+    stream.until_end()
 }
 
 /// `MIGRATE` reaches replicas and the AOF as the `DEL` of the keys the target took (the one
