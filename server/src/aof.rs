@@ -8,8 +8,8 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -55,12 +55,64 @@ impl AofSlot {
 /// An open append-only file.
 #[derive(Debug)]
 pub(crate) struct Aof {
-    file: Mutex<File>,
+    /// Where the file is (`dir`/`appendfilename`): a rewrite renames its new file over it.
+    path: PathBuf,
+    /// The file and what goes with appending to it, behind one lock: whoever appends holds it
+    /// from the `SELECT` decision to the write, and a rewrite swaps the file under it.
+    inner: Mutex<Inner>,
     fsync: Fsync,
-    last_db: AtomicI64,
     clock: Clock,
     /// Which of the file's bytes are on disk; shared with the next `Aof` of the same file.
     durability: Arc<Durability>,
+    /// The file's length: what it was when opened, plus every byte appended since
+    /// (`aof_current_size`).
+    size: AtomicU64,
+    /// The length after the last rewrite, or when the file was opened (`aof_base_size`): the
+    /// base `auto-aof-rewrite-percentage` measures growth from.
+    base_size: AtomicU64,
+    /// How many bytes the running rewrite holds in memory (`MEMORY STATS`'s `aof.buffer`),
+    /// readable without the lock.
+    rewrite_buffered: AtomicUsize,
+}
+
+/// The file and the state of appending to it.
+#[derive(Debug)]
+struct Inner {
+    file: File,
+    /// The database the file's last `SELECT` chose (-1: none yet, the next write selects).
+    last_db: i64,
+    /// While a rewrite runs: the writes made since its snapshot, for the new file.
+    rewrite: Option<RewriteLog>,
+}
+
+/// The writes made while a rewrite runs. The rewrite's new file holds the keyspace as it was
+/// when the rewrite began; these are the writes after that moment, in order, with their own
+/// `SELECT`s (the new file's database choice is not the old file's). They are appended to the
+/// old file as usual too, so a crash during the rewrite loses nothing: the old file stays
+/// whole until the new one, snapshot and log together, is renamed over it.
+#[derive(Debug)]
+struct RewriteLog {
+    /// Which rewrite this log belongs to (see [`RewriteStatus::job`]).
+    job: u64,
+    /// Writes not yet handed to the rewrite's thread.
+    bytes: BytesMut,
+    /// The database the log's last `SELECT` chose (-1: none yet).
+    last_db: i64,
+    /// The most bytes the log may hold; past it the rewrite is given up (see
+    /// [`Aof::begin_rewrite`]).
+    limit: usize,
+    /// The log passed its limit: its bytes were dropped and the rewrite fails.
+    overflowed: bool,
+}
+
+/// Why a rewrite could not take its log: it was given up, or its log grew past its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogLost {
+    /// No log of this rewrite: a restart or a shutdown ended it, or another took its place.
+    Gone,
+    /// The writes made during the rewrite passed the log's bound (the rewrite's thread did not
+    /// keep up); the log was dropped, and the old file still holds every write.
+    Overflowed,
 }
 
 impl Aof {
@@ -73,43 +125,56 @@ impl Aof {
         durability: Arc<Durability>,
     ) -> std::io::Result<Aof> {
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let len = file.metadata()?.len();
         Ok(Aof {
-            file: Mutex::new(file),
+            path,
+            inner: Mutex::new(Inner {
+                file,
+                last_db: -1,
+                rewrite: None,
+            }),
             fsync,
-            last_db: AtomicI64::new(-1),
             clock,
             durability,
+            size: AtomicU64::new(len),
+            base_size: AtomicU64::new(len),
+            rewrite_buffered: AtomicUsize::new(0),
         })
     }
 
     /// Appends commands already encoded in RESP (the bytes the replication stream carries),
-    /// with a `SELECT` first when the database changes.
+    /// with a `SELECT` first when the database changes; and to the running rewrite's log, if
+    /// a rewrite runs.
     pub(crate) fn append_encoded(&self, db: usize, commands: &[u8]) {
         if commands.is_empty() {
             return;
         }
+        let mut inner = self.inner.lock();
         let with_select;
-        let out = if self.last_db.swap(db as i64, Ordering::AcqRel) != db as i64 {
-            let mut buf = BytesMut::new();
-            crate::codec::encode(
-                &[&b"SELECT"[..], itoa::Buffer::new().format(db).as_bytes()],
-                &mut buf,
-            );
+        let out = if inner.last_db != db as i64 {
+            let mut buf = BytesMut::with_capacity(commands.len() + 24);
+            encode_select(db, &mut buf);
             buf.extend_from_slice(commands);
             with_select = buf;
             &with_select[..]
         } else {
             commands
         };
-        let mut f = self.file.lock();
-        if let Err(e) = f.write_all(out) {
+        if let Some(log) = inner.rewrite.as_mut() {
+            log.record(db, commands, &self.rewrite_buffered);
+        }
+        if let Err(e) = inner.file.write_all(out) {
             tracing::error!("AOF write failed: {e}");
+            // What was written of it is unknown: the next write selects its database again.
+            inner.last_db = -1;
             return;
         }
+        inner.last_db = db as i64;
+        self.size.fetch_add(out.len() as u64, Ordering::Relaxed);
         let now = self.clock.now_ms();
         let end = self.durability.wrote(out.len() as u64, now);
         if self.fsync == Fsync::Always {
-            match f.sync_data() {
+            match inner.file.sync_data() {
                 Ok(()) => self.durability.fsynced(end, now),
                 Err(e) => tracing::error!("AOF fsync failed: {e}"),
             }
@@ -127,15 +192,277 @@ impl Aof {
     /// write-back, in the model): called by the flush task, and by whoever reads the line.
     pub(crate) fn catch_up(&self) {
         if self.durability.catch_up(self.fsync, self.clock.now_ms()) {
-            if let Err(e) = self.file.lock().sync_data() {
+            if let Err(e) = self.inner.lock().file.sync_data() {
                 tracing::error!("AOF fsync failed: {e}");
             }
         }
     }
 
+    /// Fsyncs the file now, whatever the policy: what a shutdown does before the process
+    /// exits, as Redis flushes and fsyncs its AOF in `prepareForShutdown`.
+    pub(crate) fn fsync_now(&self) -> std::io::Result<()> {
+        let inner = self.inner.lock();
+        inner.file.sync_data()?;
+        let end = self.size.load(Ordering::Relaxed);
+        self.durability.fsynced(end, self.clock.now_ms());
+        Ok(())
+    }
+
     /// The policy this file was opened with.
     pub(crate) fn policy(&self) -> Fsync {
         self.fsync
+    }
+
+    /// The file's length (`aof_current_size`).
+    pub(crate) fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Its length after the last rewrite, or when it was opened (`aof_base_size`).
+    pub(crate) fn base_size(&self) -> u64 {
+        self.base_size.load(Ordering::Relaxed)
+    }
+
+    /// The bytes the running rewrite holds in memory, 0 when none runs.
+    pub(crate) fn rewrite_buffered(&self) -> usize {
+        self.rewrite_buffered.load(Ordering::Relaxed)
+    }
+
+    /// Starts logging the writes for rewrite `job`, whose snapshot is taken now: the caller
+    /// holds the execution gate exclusively and the stream-order lock, so no write falls
+    /// between the snapshot and the log. The log holds at most `limit` bytes between two
+    /// [`take_rewrite_log`](Aof::take_rewrite_log)s; past that it is dropped and the rewrite
+    /// fails, rather than let memory grow without bound while its thread falls behind.
+    pub(crate) fn begin_rewrite(&self, job: u64, limit: usize) {
+        let mut inner = self.inner.lock();
+        inner.rewrite = Some(RewriteLog {
+            job,
+            bytes: BytesMut::new(),
+            last_db: -1,
+            limit,
+            overflowed: false,
+        });
+        self.rewrite_buffered.store(0, Ordering::Relaxed);
+    }
+
+    /// Takes the writes logged so far for rewrite `job`, for its thread to append to the new
+    /// file; the log goes on collecting.
+    pub(crate) fn take_rewrite_log(&self, job: u64) -> Result<BytesMut, LogLost> {
+        let mut inner = self.inner.lock();
+        let log = inner
+            .rewrite
+            .as_mut()
+            .filter(|l| l.job == job)
+            .ok_or(LogLost::Gone)?;
+        if log.overflowed {
+            return Err(LogLost::Overflowed);
+        }
+        self.rewrite_buffered.store(0, Ordering::Relaxed);
+        Ok(std::mem::take(&mut log.bytes))
+    }
+
+    /// Stops logging for rewrite `job` (it failed or was given up), freeing the log.
+    pub(crate) fn end_rewrite(&self, job: u64) {
+        let mut inner = self.inner.lock();
+        if inner.rewrite.as_ref().is_some_and(|l| l.job == job) {
+            inner.rewrite = None;
+            self.rewrite_buffered.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Finishes rewrite `job`: appends the rest of its log to its new file `tmp` (at
+    /// `tmp_path`, beside the AOF, holding the snapshot and the log taken so far), fsyncs it,
+    /// and renames it over the AOF; from then on writes go to the new file. All of it under
+    /// the file's lock, so no write lands between the log's end and the switch. A crash
+    /// before the rename leaves the old file, which holds every write; after it, the new one,
+    /// which does too. Returns the new file's length.
+    pub(crate) fn complete_rewrite(
+        &self,
+        job: u64,
+        mut tmp: File,
+        tmp_path: &Path,
+    ) -> std::io::Result<u64> {
+        let mut inner = self.inner.lock();
+        let log = match inner.rewrite.take() {
+            Some(l) if l.job == job => l,
+            other => {
+                inner.rewrite = other;
+                return Err(std::io::Error::other(
+                    "the rewrite was given up (a restart or a shutdown)",
+                ));
+            }
+        };
+        self.rewrite_buffered.store(0, Ordering::Relaxed);
+        if log.overflowed {
+            return Err(std::io::Error::other(
+                "the writes made during the rewrite passed the bound of its buffer",
+            ));
+        }
+        tmp.write_all(&log.bytes)?;
+        tmp.sync_all()?;
+        // The handle the server appends with from now on, opened before the rename so that
+        // nothing can fail between the switch on disk and the switch here.
+        let file = OpenOptions::new().append(true).open(tmp_path)?;
+        let len = file.metadata()?.len();
+        std::fs::rename(tmp_path, &self.path)?;
+        sync_parent(&self.path);
+        inner.file = file;
+        inner.last_db = log.last_db;
+        self.size.store(len, Ordering::Relaxed);
+        self.base_size.store(len, Ordering::Relaxed);
+        self.durability.replaced(len, self.clock.now_ms());
+        Ok(len)
+    }
+}
+
+impl RewriteLog {
+    /// Logs one append (`commands`, for database `db`), with its own `SELECT` when the log's
+    /// database differs; past the limit, drops the log.
+    fn record(&mut self, db: usize, commands: &[u8], buffered: &AtomicUsize) {
+        if self.overflowed {
+            return;
+        }
+        if self.last_db != db as i64 {
+            encode_select(db, &mut self.bytes);
+            self.last_db = db as i64;
+        }
+        self.bytes.extend_from_slice(commands);
+        if self.bytes.len() > self.limit {
+            tracing::warn!(
+                "AOF rewrite: the writes made during the rewrite passed {} bytes; giving the rewrite up (the AOF keeps every write)",
+                self.limit
+            );
+            self.overflowed = true;
+            self.bytes = BytesMut::new();
+            buffered.store(0, Ordering::Relaxed);
+            return;
+        }
+        buffered.store(self.bytes.len(), Ordering::Relaxed);
+    }
+}
+
+/// Where the append-only file is: `appendfilename` in `dir`.
+pub(crate) fn path(config: &crate::config::Config) -> PathBuf {
+    let dir = config.get("dir").unwrap_or_else(|| ".".into());
+    let name = config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into());
+    Path::new(&dir).join(name)
+}
+
+/// Appends `SELECT db` to `out`.
+pub(crate) fn encode_select(db: usize, out: &mut BytesMut) {
+    crate::codec::encode(
+        &[&b"SELECT"[..], itoa::Buffer::new().format(db).as_bytes()],
+        out,
+    );
+}
+
+/// Fsyncs the folder holding `path`, so that a rename in it survives a power cut. A failure
+/// is logged only: the file's own bytes are on disk either way.
+pub(crate) fn sync_parent(path: &Path) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!("fsync of the folder {} failed: {e}", dir.display());
+    }
+}
+
+/// Where `BGREWRITEAOF` stands: what `INFO persistence` reports of it (Redis's
+/// `aof_rewrite_*` fields) and what the commands and the cron consult. The rewrite itself is
+/// `cmd::bgrewriteaof`'s.
+#[derive(Debug)]
+pub(crate) struct RewriteStatus {
+    /// A rewrite waits for the running background job (a `BGSAVE`) or for `EXEC` to end
+    /// (`aof_rewrite_scheduled`); the cron starts it then.
+    pub scheduled: AtomicBool,
+    /// The number of the latest rewrite started. Giving a rewrite up (a restart, a shutdown)
+    /// bumps it: a rewrite's thread whose number is no longer current stops and leaves the
+    /// file alone.
+    job: AtomicU64,
+    /// Unix seconds when the running rewrite began (for `aof_current_rewrite_time_sec`).
+    pub started_s: AtomicU64,
+    /// Seconds the last rewrite took (`aof_last_rewrite_time_sec`), -1 before the first.
+    pub last_time_s: AtomicI64,
+    /// Whether the last rewrite failed (`aof_last_bgrewrite_status:err`).
+    pub last_failed: AtomicBool,
+    /// Rewrites started (`aof_rewrites`).
+    pub rewrites: AtomicU64,
+    /// Rewrites failed in a row (`aof_rewrites_consecutive_failures`).
+    pub consecutive_failures: AtomicU64,
+    /// How long rewrites are held back after failing in a row (see `cmd::bgrewriteaof`).
+    pub limit: Mutex<RewriteLimit>,
+}
+
+/// The wait Redis's `aofRewriteLimited` imposes after rewrites failed in a row.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RewriteLimit {
+    /// Unix seconds before which no automatic or scheduled rewrite starts (0: none).
+    pub next_s: u64,
+    /// The last wait, in minutes (doubles each time, up to an hour).
+    pub minutes: u64,
+}
+
+impl Default for RewriteStatus {
+    fn default() -> Self {
+        RewriteStatus {
+            scheduled: AtomicBool::new(false),
+            job: AtomicU64::new(0),
+            started_s: AtomicU64::new(0),
+            last_time_s: AtomicI64::new(-1),
+            last_failed: AtomicBool::new(false),
+            rewrites: AtomicU64::new(0),
+            consecutive_failures: AtomicU64::new(0),
+            limit: Mutex::new(RewriteLimit::default()),
+        }
+    }
+}
+
+impl RewriteStatus {
+    /// Numbers a new rewrite, started at `now_s`, and counts it.
+    pub(crate) fn begin(&self, now_s: u64) -> u64 {
+        self.scheduled.store(false, Ordering::Relaxed);
+        self.rewrites.fetch_add(1, Ordering::Relaxed);
+        self.started_s.store(now_s, Ordering::Relaxed);
+        self.job.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Whether rewrite `job` is still the current one (not given up).
+    pub(crate) fn is_current(&self, job: u64) -> bool {
+        self.job.load(Ordering::Acquire) == job
+    }
+
+    /// Gives up the running rewrite, if any: its thread stops at its next step.
+    pub(crate) fn give_up(&self) {
+        self.job.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Back to a new process's state (a restart): the running rewrite, if any, is given up,
+    /// and the figures start again.
+    pub(crate) fn reset(&self) {
+        self.give_up();
+        self.scheduled.store(false, Ordering::Relaxed);
+        self.started_s.store(0, Ordering::Relaxed);
+        self.last_time_s.store(-1, Ordering::Relaxed);
+        self.last_failed.store(false, Ordering::Relaxed);
+        self.rewrites.store(0, Ordering::Relaxed);
+        self.consecutive_failures.store(0, Ordering::Relaxed);
+        *self.limit.lock() = RewriteLimit::default();
+    }
+
+    /// Records how a rewrite begun at `started_s` ended, at `now_s`.
+    pub(crate) fn ended(&self, started_s: u64, now_s: u64, ok: bool) {
+        self.last_time_s
+            .store(now_s.saturating_sub(started_s) as i64, Ordering::Relaxed);
+        self.last_failed.store(!ok, Ordering::Relaxed);
+        if ok {
+            self.consecutive_failures.store(0, Ordering::Relaxed);
+        } else {
+            self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        self.started_s.store(0, Ordering::Relaxed);
     }
 }
 

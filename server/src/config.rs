@@ -28,6 +28,18 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("appendonly", "no"),
     ("appendfsync", "everysec"),
     ("appendfilename", "appendonly.aof"),
+    // `BGREWRITEAOF`'s automatic rule (see `cmd::bgrewriteaof`).
+    ("auto-aof-rewrite-percentage", "100"),
+    ("auto-aof-rewrite-min-size", "67108864"),
+    // Redis 7.0 defaults to `yes`; latchkey's AOF loader reads commands only, so a rewrite
+    // writes commands, which is what `no` says (see `aof_rewrite`).
+    ("aof-use-rdb-preamble", "no"),
+    // What a SIGTERM or SIGINT makes the `latchkey-server` binary do (`SHUTDOWN`'s flags).
+    ("shutdown-on-sigterm", "default"),
+    ("shutdown-on-sigint", "default"),
+    // Redis's testing knob (hidden from `CONFIG GET` patterns): microseconds a background
+    // save or AOF rewrite pauses after each key.
+    ("rdb-key-save-delay", "0"),
     ("dir", "."),
     ("dbfilename", "dump.rdb"),
     ("maxclients", "10000"),
@@ -80,6 +92,10 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("stream-node-max-entries", "100"),
 ];
 
+/// Parameters Redis hides from `CONFIG GET` patterns (its `HIDDEN_CONFIG` flag): testing knobs
+/// that answer only when named exactly.
+const HIDDEN: &[&str] = &["rdb-key-save-delay"];
+
 /// How `CONFIG SET` treats a parameter while the server runs. Every parameter is one of
 /// these, so none is accepted and then ignored (the list, with the reason for each, is in
 /// `docs/COMPATIBILITY.md`).
@@ -107,6 +123,9 @@ pub(crate) fn runtime_rule(name: &str) -> Runtime {
             Runtime::Fixed("latchkey applies it only at start")
         }
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
+        "aof-use-rdb-preamble" => Runtime::Fixed(
+            "latchkey's AOF loader reads commands only, so an AOF rewrite writes commands",
+        ),
         "hz" => Runtime::Fixed("latchkey's background tasks run at a fixed 10 Hz"),
         "replica-read-only" | "slave-read-only" => {
             Runtime::Fixed("latchkey replicas are always read-only")
@@ -207,9 +226,12 @@ impl Config {
 
     /// Every `(name, value)` whose name matches the glob `pattern`, in a stable order.
     pub(crate) fn matching(&self, pattern: &[u8]) -> Vec<(String, String)> {
+        // As in Redis, a hidden parameter answers its exact name only, never a pattern.
+        let is_pattern = pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
         self.params
             .read()
             .iter()
+            .filter(|(k, _)| !(is_pattern && HIDDEN.contains(&k.as_str())))
             .filter(|(k, _)| crate::glob::matches(pattern, k.as_bytes(), true))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
@@ -272,7 +294,22 @@ impl Config {
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
-            "hll-sparse-max-bytes" | "stream-node-max-bytes" => {
+            "auto-aof-rewrite-percentage" => {
+                let n = int_value(value, 0, i32::MAX as i64)?;
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "rdb-key-save-delay" => {
+                let n = int_value(value, i32::MIN as i64, i32::MAX as i64)?;
+                self.params.write().insert(name, n.to_string());
+                return Ok(());
+            }
+            "shutdown-on-sigint" | "shutdown-on-sigterm" => {
+                let flags = ShutdownFlags::parse(value)?;
+                self.params.write().insert(name, flags.render());
+                return Ok(());
+            }
+            "hll-sparse-max-bytes" | "stream-node-max-bytes" | "auto-aof-rewrite-min-size" => {
                 // A memory value (`1kb`) up to 2^63 - 1, as in Redis: one that parses but is
                 // larger gets the range error, not the parse error.
                 let n = match parse_memory(value) {
@@ -292,12 +329,14 @@ impl Config {
                         "argument must be between 0 and 9223372036854775807 inclusive".into(),
                     ));
                 }
-                let slot = if name == "hll-sparse-max-bytes" {
-                    &self.hll_sparse_max_bytes
-                } else {
-                    &self.stream_node_max_bytes
-                };
-                slot.store(n, Ordering::Release);
+                match name.as_str() {
+                    "hll-sparse-max-bytes" => self.hll_sparse_max_bytes.store(n, Ordering::Release),
+                    "stream-node-max-bytes" => {
+                        self.stream_node_max_bytes.store(n, Ordering::Release)
+                    }
+                    // Read by the persistence cron from the text.
+                    _ => {}
+                }
                 self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
@@ -778,6 +817,74 @@ fn hex_float(hex: &str) -> Option<f64> {
         v *= 2f64.powi(e.parse::<i32>().ok()?);
     }
     v.is_finite().then_some(v)
+}
+
+/// What a shutdown does beyond stopping: `SHUTDOWN`'s options, and the value of
+/// `shutdown-on-sigterm` / `shutdown-on-sigint` (Redis's enum of flags: `default`, or any of
+/// `save`, `nosave`, `now`, `force`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ShutdownFlags {
+    /// Write the snapshot file even without save points.
+    pub save: bool,
+    /// Do not write it, even with save points.
+    pub nosave: bool,
+    /// Do not wait for lagging replicas (latchkey never waits for them).
+    pub now: bool,
+    /// Go on when the snapshot could not be written.
+    pub force: bool,
+}
+
+impl ShutdownFlags {
+    /// Reads the parameter's value: words separated by spaces, case-insensitive, as Redis
+    /// reads a multi-argument enum; `save` with `nosave` is refused with Redis's words.
+    pub(crate) fn parse(value: &str) -> Result<ShutdownFlags, ConfigError> {
+        let mut f = ShutdownFlags::default();
+        let words: Vec<&str> = value.split(' ').filter(|w| !w.is_empty()).collect();
+        if words.is_empty() {
+            return Err(Self::invalid());
+        }
+        for w in words {
+            match w.to_ascii_lowercase().as_str() {
+                "default" => {}
+                "save" => f.save = true,
+                "nosave" => f.nosave = true,
+                "now" => f.now = true,
+                "force" => f.force = true,
+                _ => return Err(Self::invalid()),
+            }
+        }
+        if f.save && f.nosave {
+            return Err(ConfigError::Invalid(
+                "shutdown options SAVE and NOSAVE can't be used simultaneously".into(),
+            ));
+        }
+        Ok(f)
+    }
+
+    fn invalid() -> ConfigError {
+        ConfigError::Invalid(
+            "argument(s) must be one of the following: default, save, nosave, now, force".into(),
+        )
+    }
+
+    /// The value as `CONFIG GET` prints it: `default`, or the flags in Redis's order.
+    pub(crate) fn render(&self) -> String {
+        let words: Vec<&str> = [
+            (self.save, "save"),
+            (self.nosave, "nosave"),
+            (self.now, "now"),
+            (self.force, "force"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, w)| *w)
+        .collect();
+        if words.is_empty() {
+            "default".into()
+        } else {
+            words.join(" ")
+        }
+    }
 }
 
 fn int_value(value: &str, min: i64, max: i64) -> Result<i64, ConfigError> {

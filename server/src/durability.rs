@@ -149,6 +149,19 @@ impl Durability {
         s.last_fsync_ms = now_ms;
     }
 
+    /// The file was replaced by a new one `len` bytes long, fsynced whole before it was
+    /// renamed into place (an AOF rewrite): all of it is on disk, and nothing of the old
+    /// file's page cache matters any more. The `everysec` rule's clock starts again at `now_ms`.
+    pub(crate) fn replaced(&self, len: u64, now_ms: u64) {
+        let mut s = self.state.lock();
+        s.written = len;
+        s.fsynced = len;
+        s.durable = len;
+        s.pending.clear();
+        s.last_fsync_ms = now_ms;
+        s.last_real_fsync_ms = Some(now_ms);
+    }
+
     /// `bytes` more were written to the file at `now_ms`.
     pub(crate) fn wrote(&self, bytes: u64, now_ms: u64) -> u64 {
         let mut s = self.state.lock();

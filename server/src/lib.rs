@@ -38,6 +38,7 @@
 
 pub(crate) mod acl;
 pub(crate) mod aof;
+pub(crate) mod aof_rewrite;
 pub(crate) mod batch_remove;
 pub(crate) mod client;
 pub(crate) mod clients_cron;
@@ -108,7 +109,7 @@ pub use durability::PowerLoss;
 pub use frame::{Frame, Protocol};
 pub use memory::CountingAllocator;
 pub use server::{
-    BlockingServer, Builder, Connector, LocalClient, PushStream, Server, ServerHandle,
+    BlockingServer, Builder, Connector, LocalClient, PushStream, Server, ServerHandle, StopSignal,
 };
 
 pub use config::REDIS_VERSION;

@@ -87,6 +87,14 @@ async fn crash_process(shared: &Arc<Shared>) -> std::io::Result<Option<(String, 
     shared.replication.discard_held();
     shared.clients.kill_all();
     let master = crate::promote::reset_for_restart(shared);
+    // A rewrite running in the background dies with the process: its thread stops and
+    // leaves the file alone (given up before the file closes, which waits for a swap under
+    // way to finish). What waited for the background slot is forgotten too.
+    shared.aof_rewrite.reset();
+    shared
+        .background
+        .save_scheduled
+        .store(false, Ordering::Relaxed);
     // The file itself stays: every byte was written to it (to the page cache, at least) as it
     // was appended.
     shared.aof.set(None);
@@ -130,12 +138,7 @@ const FLUSH_TICK_MS: u64 = 100;
 
 /// Replays the append-only file, then opens it for appending (and starts the everysec flush).
 pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
-    let dir = shared.config.get("dir").unwrap_or_else(|| ".".into());
-    let name = shared
-        .config
-        .get("appendfilename")
-        .unwrap_or_else(|| "appendonly.aof".into());
-    let path = std::path::Path::new(&dir).join(name);
+    let path = crate::aof::path(&shared.config);
     let commands = crate::aof::load(&path)?;
     let loaded = commands.len();
     replay(shared, commands).await;

@@ -250,8 +250,10 @@ impl ServerHandle {
         }
     }
 
-    /// Stops accepting connections, closes every connection and waits for their tasks.
+    /// Stops accepting connections, closes every connection and waits for their tasks. A
+    /// running AOF rewrite is given up (the file stays as it was), as when the process exits.
     pub async fn shutdown(&self) {
+        cmd::bgrewriteaof::give_up(&self.shared);
         self.shared.request_shutdown();
         let rx = self.done.lock().take();
         if let Some(mut rx) = rx {
@@ -334,11 +336,64 @@ impl ServerHandle {
             .is_some_and(|(_, _, up, _)| up)
     }
 
+    /// What `redis-server` does when the process receives `signal`: the shutdown `SHUTDOWN`
+    /// runs, with the options `shutdown-on-sigterm` or `shutdown-on-sigint` name (`default`:
+    /// write the snapshot file while save points are set; `save`, `nosave`, `now`, `force`
+    /// as `SHUTDOWN`'s options). A running AOF rewrite is given up and the AOF fsynced. It waits
+    /// for the running command or transaction to finish, so the snapshot is one moment's
+    /// keyspace, and no write is answered after it. Returns whether the server is now shutting
+    /// down: `false` when the snapshot could not be written (without `force`), and then it
+    /// goes on serving, as Redis does. The caller then stops it with
+    /// [`shutdown`](Self::shutdown).
+    pub async fn stop_on_signal(&self, signal: StopSignal) -> bool {
+        let (name, param) = match signal {
+            StopSignal::Terminate => ("SIGTERM", "shutdown-on-sigterm"),
+            StopSignal::Interrupt => ("SIGINT", "shutdown-on-sigint"),
+        };
+        tracing::info!("Received {name} scheduling shutdown...");
+        let flags = self
+            .shared
+            .config
+            .get(param)
+            .and_then(|v| crate::config::ShutdownFlags::parse(&v).ok())
+            .unwrap_or_default();
+        // Past `busy-reply-threshold` a script would hold the gate for as long as it runs: go
+        // on without it then, as `SHUTDOWN NOSAVE` may run beside a busy script.
+        let gate = self
+            .shared
+            .gate
+            .exclusive(self.shared.config.busy_reply_threshold())
+            .await
+            .ok();
+        tracing::info!("User requested shutdown...");
+        let prepared = cmd::server::prepare_shutdown(&self.shared, flags);
+        if prepared.is_err() {
+            tracing::warn!(
+                "Errors trying to shut down the server. Check the logs for more information."
+            );
+            return false;
+        }
+        self.shared.request_shutdown();
+        drop(gate);
+        tracing::info!("latchkey is now ready to exit, bye bye...");
+        true
+    }
+
     /// Resolves when the server has been asked to shut down (e.g. by `SHUTDOWN`).
     pub async fn wait_for_shutdown(&self) {
         let mut rx = self.shared.shutdown_signal();
         let _ = rx.wait_for(|s| *s).await;
     }
+}
+
+/// A signal that asks a server process to stop, for [`ServerHandle::stop_on_signal`]: the two
+/// `redis-server` answers with a clean shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM: what `kill`, systemd and container runtimes send.
+    Terminate,
+    /// SIGINT: Ctrl-C in a terminal.
+    Interrupt,
 }
 
 /// A server running on its own runtime; stops when dropped.

@@ -41,8 +41,6 @@ pub(crate) struct Stats {
     /// Unix seconds of the last snapshot written, or of the start (`LASTSAVE`); 0 until the
     /// server sets it at start.
     pub last_save_s: AtomicU64,
-    /// Whether a `BGSAVE` is writing its file now.
-    pub bgsave_in_progress: std::sync::atomic::AtomicBool,
     /// Whether the last `BGSAVE` failed (`rdb_last_bgsave_status:err`).
     pub last_bgsave_failed: std::sync::atomic::AtomicBool,
     /// Clients waiting in a blocking command (`BLPOP`, `WAIT`, ...) right now.
@@ -92,6 +90,10 @@ pub(crate) struct Shared {
     pub replication: crate::replication::Replication,
     /// The append-only file, when `appendonly yes`.
     pub aof: crate::aof::AofSlot,
+    /// Where `BGREWRITEAOF` stands (see `cmd::bgrewriteaof`).
+    pub aof_rewrite: crate::aof::RewriteStatus,
+    /// The background job that runs (a `BGSAVE` or an AOF rewrite), and the ones waiting.
+    pub background: Background,
     /// `INFO stats` counters.
     pub stats: Stats,
     /// `maxmemory` eviction: its candidate pool and `evicted_keys`.
@@ -231,6 +233,8 @@ impl Shared {
             scripting,
             replication,
             aof: crate::aof::AofSlot::default(),
+            aof_rewrite: crate::aof::RewriteStatus::default(),
+            background: Background::default(),
             stats: Stats::default(),
             evictor: Evictor::default(),
             pause,
@@ -315,6 +319,82 @@ impl Shared {
     /// A receiver that sees `true` once shutdown was requested.
     pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
+    }
+}
+
+/// A job that writes a file of the whole keyspace in the background: what Redis forks a
+/// child process for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Job {
+    /// A snapshot (`BGSAVE`, a save point).
+    Save = 1,
+    /// An AOF rewrite (`BGREWRITEAOF`, `auto-aof-rewrite-percentage`).
+    AofRewrite = 2,
+}
+
+/// Which background job runs. As Redis runs at most one child process, at most one job runs
+/// at a time: a `BGSAVE` asked for during a rewrite (with `SCHEDULE`), or a rewrite asked for
+/// during a `BGSAVE`, waits for it, and the persistence cron (`cmd::save_points`) starts it.
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    running: std::sync::atomic::AtomicU8,
+    /// A `BGSAVE` waits for the running job or for `EXEC` to end (Redis's
+    /// `rdb_bgsave_scheduled`).
+    pub save_scheduled: AtomicBool,
+    /// Wakes the persistence cron now rather than at its next tick (a job ended, or one was
+    /// scheduled).
+    pub kick: Notify,
+    /// The number of the latest background save; a shutdown bumps it to give the running
+    /// save up (its thread then renames nothing).
+    save_job: AtomicU64,
+    /// Held while a snapshot file is renamed into place by a background save, and while a
+    /// shutdown writes its own: so the shutdown's newer file is never replaced by an older one.
+    pub rename_lock: parking_lot::Mutex<()>,
+}
+
+impl Background {
+    /// Claims the slot for `job`; the job already running, if another one is.
+    pub(crate) fn try_start(&self, job: Job) -> Result<(), Job> {
+        self.running
+            .compare_exchange(0, job as u8, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(|running| Self::decode(running).unwrap_or(job))
+    }
+
+    /// Frees the slot `job` held, and wakes the cron for whatever waits.
+    pub(crate) fn finish(&self, job: Job) {
+        let _ = self
+            .running
+            .compare_exchange(job as u8, 0, Ordering::AcqRel, Ordering::Acquire);
+        self.kick.notify_one();
+    }
+
+    /// Numbers a background save that starts now.
+    pub(crate) fn save_job(&self) -> u64 {
+        self.save_job.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Whether background save `job` is still wanted (not given up).
+    pub(crate) fn save_is_current(&self, job: u64) -> bool {
+        self.save_job.load(Ordering::Acquire) == job
+    }
+
+    /// Gives up the running background save, if any: it stops writing, and renames nothing.
+    pub(crate) fn give_up_save(&self) {
+        self.save_job.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The job running now, if any.
+    pub(crate) fn running(&self) -> Option<Job> {
+        Self::decode(self.running.load(Ordering::Acquire))
+    }
+
+    fn decode(v: u8) -> Option<Job> {
+        match v {
+            1 => Some(Job::Save),
+            2 => Some(Job::AofRewrite),
+            _ => None,
+        }
     }
 }
 

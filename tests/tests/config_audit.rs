@@ -58,6 +58,7 @@ fn another_value(name: &str, current: &str) -> String {
         "requirepass" | "masterauth" | "masteruser" => "s3cret".into(),
         "list-max-listpack-size" | "list-max-ziplist-size" => "-3".into(),
         "latency-tracking-info-percentiles" => "50 99".into(),
+        "shutdown-on-sigint" | "shutdown-on-sigterm" => "save".into(),
         _ if current == "yes" => "no".into(),
         _ if current == "no" => "yes".into(),
         _ => match current.parse::<i64>() {

@@ -6,7 +6,7 @@
 
 use clap::Parser;
 use latchkey_server::CountingAllocator;
-use latchkey_server::Server;
+use latchkey_server::{Server, StopSignal};
 
 /// Counts every allocation, so that `INFO memory`'s `used_memory` (and `maxmemory`) see the
 /// whole process, as Redis's allocator count does. Only the binary installs it: the library
@@ -77,6 +77,49 @@ fn split_args(argv: Vec<String>) -> (Vec<String>, Vec<(String, String)>) {
     (own, directives)
 }
 
+/// The signals that ask the process to stop: SIGTERM and SIGINT.
+#[cfg(unix)]
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl StopSignals {
+    /// Starts catching them (from now on they no longer kill the process outright).
+    fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// The next one received.
+    async fn recv(&mut self) -> StopSignal {
+        tokio::select! {
+            _ = self.term.recv() => StopSignal::Terminate,
+            _ = self.int.recv() => StopSignal::Interrupt,
+        }
+    }
+}
+
+/// Elsewhere, Ctrl-C only.
+#[cfg(not(unix))]
+struct StopSignals;
+
+#[cfg(not(unix))]
+impl StopSignals {
+    fn new() -> std::io::Result<StopSignals> {
+        Ok(StopSignals)
+    }
+
+    async fn recv(&mut self) -> StopSignal {
+        let _ = tokio::signal::ctrl_c().await;
+        StopSignal::Interrupt
+    }
+}
+
 fn main() -> std::io::Result<()> {
     let (own, directives) = split_args(std::env::args().collect());
     let args = Args::parse_from(own);
@@ -114,9 +157,19 @@ fn main() -> std::io::Result<()> {
             env!("CARGO_PKG_VERSION")
         );
         println!("Ready to accept connections tcp on {}", server.addr());
-        tokio::select! {
-            _ = server.wait_for_shutdown() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        // SIGTERM and SIGINT run the clean shutdown `SHUTDOWN` runs (the snapshot written
+        // while save points are set, the AOF fsynced), as redis-server does, then the process
+        // exits 0. When that shutdown fails (the snapshot could not be written), the server
+        // goes on serving and a later signal tries again, as in Redis.
+        let mut signals = StopSignals::new()?;
+        loop {
+            let stop = tokio::select! {
+                _ = server.wait_for_shutdown() => break,
+                s = signals.recv() => s,
+            };
+            if server.stop_on_signal(stop).await {
+                break;
+            }
         }
         server.shutdown().await;
         Ok(())

@@ -7,8 +7,9 @@
 //! keyspace estimate), `peak.allocated` its peak, `dataset.bytes` `used_memory_dataset`.
 //! Where latchkey measures nothing of the kind the field says so with what is true of it:
 //! `startup.allocated` is 0 (latchkey does not record its memory at start), `cluster.links`
-//! and `overhead.hashtable.slot-to-keys` are 0 (never a cluster node), `aof.buffer` is 0 (the
-//! AOF is written as commands run, with no buffer between). The allocator's own figures
+//! and `overhead.hashtable.slot-to-keys` are 0 (never a cluster node). `aof.buffer` is what a
+//! running `BGREWRITEAOF` holds of the writes made since its snapshot (0 otherwise: the AOF
+//! itself is written as commands run, with no buffer between). The allocator's own figures
 //! (`allocator.*`) are `used_memory` for what is allocated and active and the process's RSS
 //! for what is resident: latchkey does not ask jemalloc for its page counts. See
 //! `docs/COMPATIBILITY.md`.
@@ -37,6 +38,8 @@ struct Overhead {
     backlog: u64,
     clients_slaves: u64,
     clients_normal: u64,
+    /// What a running AOF rewrite holds of the writes made since its snapshot.
+    aof_buffer: u64,
     lua_caches: u64,
     functions_caches: u64,
     cached_scripts: u64,
@@ -99,8 +102,14 @@ fn gather(shared: &Shared) -> Overhead {
         dbs.push((i, main, expires));
     }
     let startup = 0;
+    let aof_buffer = shared
+        .aof
+        .read()
+        .as_ref()
+        .map_or(0, |a| a.rewrite_buffered() as u64);
     let overhead_total = startup
         + backlog
+        + aof_buffer
         + clients_slaves
         + clients_normal
         + lua_caches
@@ -113,6 +122,7 @@ fn gather(shared: &Shared) -> Overhead {
         backlog,
         clients_slaves,
         clients_normal,
+        aof_buffer,
         lua_caches,
         functions_caches,
         cached_scripts,
@@ -147,7 +157,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>) -> Frame {
         ("clients.slaves", int(o.clients_slaves)),
         ("clients.normal", int(o.clients_normal)),
         ("cluster.links", int(0)),
-        ("aof.buffer", int(0)),
+        ("aof.buffer", int(o.aof_buffer)),
         ("lua.caches", int(o.lua_caches)),
         ("functions.caches", int(o.functions_caches)),
     ]

@@ -14,6 +14,7 @@ pub(crate) use crate::command::*;
 pub(crate) use crate::dispatch::{call_spec, execute};
 
 pub(crate) mod acl;
+pub(crate) mod bgrewriteaof;
 pub(crate) mod bitfield;
 pub(crate) mod bitmaps;
 pub(crate) mod bitstring;
@@ -78,7 +79,7 @@ pub(crate) mod zset_range;
 pub(crate) mod zsets;
 
 /// Every command table, in the order `COMMAND` lists them.
-fn tables() -> [&'static [CommandSpec]; 49] {
+fn tables() -> [&'static [CommandSpec]; 50] {
     [
         acl::COMMANDS,
         replication::COMMANDS,
@@ -87,6 +88,7 @@ fn tables() -> [&'static [CommandSpec]; 49] {
         client::COMMANDS,
         server::COMMANDS,
         save::COMMANDS,
+        bgrewriteaof::COMMANDS,
         command_info::COMMANDS,
         strings::COMMANDS,
         bitmaps::COMMANDS,

@@ -7,6 +7,10 @@
 //! answers, as Redis's `SAVE` blocks; `BGSAVE` answers at once and writes it on a thread of its
 //! own, where Redis forks a child. Copying the keyspace takes the pause a fork's page-table
 //! copy takes in Redis, in proportion to the data.
+//!
+//! One background job runs at a time, as Redis runs one child ([`crate::state::Background`]):
+//! during an AOF rewrite a `BGSAVE` is refused, unless `SCHEDULE` (or `EXEC`) asks it to wait,
+//! and the persistence cron ([`super::save_points`]) starts it once the rewrite is done.
 
 use std::sync::atomic::Ordering;
 
@@ -19,6 +23,7 @@ use super::{
 };
 use crate::frame::Frame;
 use crate::rdb::file;
+use crate::state::Job;
 
 /// `SAVE`, `BGSAVE` and `LASTSAVE`.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
@@ -46,15 +51,21 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 /// Redis's answer while a `BGSAVE` is still writing.
 const IN_PROGRESS: &str = "ERR Background save already in progress";
 
+/// Redis's answer to a plain `BGSAVE` while an AOF rewrite runs.
+const OTHER_JOB: &str = "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";
+
 fn save(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
-    if ctx.shared.stats.bgsave_in_progress.load(Ordering::Acquire) {
+    // As in Redis, only a running `BGSAVE` stops `SAVE`; a running AOF rewrite does not.
+    if ctx.shared.background.running() == Some(Job::Save) {
         return Frame::error(IN_PROGRESS);
     }
-    let (data, dirty) = file::take(ctx.shared);
+    // In the foreground, unpaced: `rdb-key-save-delay` paces background jobs only (a pause
+    // here would hold a worker of the embedding runtime).
+    let taken = file::take(ctx.shared);
     let path = file::path(ctx.shared);
-    match file::write(&path, &data) {
+    match file::write(&path, &taken.data) {
         Ok(()) => {
-            file::saved(ctx.shared, dirty);
+            file::saved(ctx.shared, taken.dirty);
             Frame::ok()
         }
         Err(e) => {
@@ -66,31 +77,44 @@ fn save(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
 }
 
 fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    if args.len() > 1 && !(args.len() == 2 && is(&args[1], "schedule")) {
-        return syntax_error();
+    let schedule = match args.len() {
+        1 => false,
+        2 if is(&args[1], "schedule") => true,
+        _ => return syntax_error(),
+    };
+    let background = &ctx.shared.background;
+    match background.running() {
+        Some(Job::Save) => return Frame::error(IN_PROGRESS),
+        // Another job (an AOF rewrite) runs: with `SCHEDULE`, or inside a transaction, the
+        // save waits for it; otherwise Redis refuses.
+        Some(_) if !(schedule || ctx.in_exec) => return Frame::error(OTHER_JOB),
+        Some(_) => return schedule_save(ctx.shared),
+        // Inside `EXEC`, Redis saves once the transaction is over and says it is scheduled:
+        // the cron takes the snapshot when `EXEC` lets the gate go, so it holds the whole
+        // transaction.
+        None if ctx.in_exec => return schedule_save(ctx.shared),
+        None => {}
     }
-    if ctx
-        .shared
-        .stats
-        .bgsave_in_progress
-        .swap(true, Ordering::AcqRel)
-    {
-        return Frame::error(IN_PROGRESS);
+    if background.try_start(Job::Save).is_err() {
+        return schedule_save(ctx.shared);
     }
-    if ctx.in_exec {
-        // Redis saves once the transaction is over, and says it is scheduled: the snapshot is
-        // taken when `EXEC` lets the gate go, so it holds the whole transaction.
-        tokio::spawn(snapshot_when_alone(ctx.shared.clone()));
-        return Frame::simple("Background saving scheduled");
-    }
-    let (data, dirty) = file::take(ctx.shared);
-    write_in_background(ctx.shared.clone(), data, dirty);
+    write_in_background(ctx.shared.clone(), file::take(ctx.shared));
     Frame::simple("Background saving started")
 }
 
+/// Leaves a `BGSAVE` for the persistence cron to start when nothing else runs.
+fn schedule_save(shared: &crate::state::Shared) -> Frame {
+    shared
+        .background
+        .save_scheduled
+        .store(true, Ordering::Release);
+    shared.background.kick.notify_one();
+    Frame::simple("Background saving scheduled")
+}
+
 /// Takes a snapshot as soon as no other command runs (the execution gate held exclusively),
-/// then writes it on a thread of its own: a `BGSAVE` scheduled by a transaction, or one a save
-/// point started ([`super::save_points`]). The caller has set `bgsave_in_progress`.
+/// then writes it on a thread of its own: a scheduled `BGSAVE`, or one a save point started
+/// ([`super::save_points`]). The caller has claimed the background slot for [`Job::Save`].
 pub(crate) async fn snapshot_when_alone(shared: std::sync::Arc<crate::state::Shared>) {
     let guard = loop {
         match shared.gate.exclusive(std::time::Duration::MAX).await {
@@ -98,32 +122,52 @@ pub(crate) async fn snapshot_when_alone(shared: std::sync::Arc<crate::state::Sha
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
         }
     };
-    let (data, dirty) = file::take(&shared);
+    let taken = file::take(&shared);
     drop(guard);
-    write_in_background(shared, data, dirty);
+    write_in_background(shared, taken);
 }
 
-/// Writes a taken snapshot on a thread of its own, then records how it went.
-fn write_in_background(shared: std::sync::Arc<crate::state::Shared>, data: Bytes, dirty: u64) {
+/// Writes a taken snapshot on a thread of its own (paced by `rdb-key-save-delay`), then
+/// records how it went.
+fn write_in_background(shared: std::sync::Arc<crate::state::Shared>, taken: file::Taken) {
     let path = file::path(&shared);
     let done = move |shared: &crate::state::Shared, failed: bool| {
         shared
             .stats
             .last_bgsave_failed
             .store(failed, Ordering::Release);
-        shared
-            .stats
-            .bgsave_in_progress
-            .store(false, Ordering::Release);
+        shared.background.finish(Job::Save);
     };
+    let job = shared.background.save_job();
     let on_thread = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("latchkey-bgsave".into())
         .spawn(move || {
             let shared = on_thread;
-            match file::write(&path, &data) {
+            let delay = file::key_save_delay(&shared);
+            let background = &shared.background;
+            // A temporary file of its own: a `SHUTDOWN` may save in the foreground meanwhile.
+            let tmp = format!("temp-bg-{}.rdb", std::process::id());
+            let written = file::write_with(
+                &path,
+                &tmp,
+                |f| {
+                    file::write_paced(f, &taken.data, &taken.key_ends, delay, || {
+                        background.save_is_current(job)
+                    })
+                },
+                || {
+                    // A shutdown that gave this save up, then saved, must keep its newer file.
+                    let held = background.rename_lock.lock();
+                    match background.save_is_current(job) {
+                        true => Ok(held),
+                        false => Err(std::io::Error::other("the save was given up")),
+                    }
+                },
+            );
+            match written {
                 Ok(()) => {
-                    file::saved(&shared, dirty);
+                    file::saved(&shared, taken.dirty);
                     done(&shared, false);
                 }
                 Err(e) => {

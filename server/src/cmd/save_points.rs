@@ -1,10 +1,15 @@
-//! The save points at work: a cron that starts a background save (as `BGSAVE` does) when one
-//! of the `save` parameter's points is reached, as Redis's `serverCron` does: at least
-//! `changes` writes since the last snapshot and more than `seconds` since it was written
-//! (or since the start). After a failed save it waits five seconds before trying again, as
-//! Redis does (`CONFIG_BGSAVE_RETRY_DELAY`). The parameter itself is read and printed in
-//! [`crate::save_params`]; `SHUTDOWN` also writes a snapshot while save points are set (see
-//! `cmd/server.rs`).
+//! The save points at work, and the other background jobs' cron: a cron that starts a
+//! background save (as `BGSAVE` does) when one of the `save` parameter's points is reached, as
+//! Redis's `serverCron` does: at least `changes` writes since the last snapshot and more than
+//! `seconds` since it was written (or since the start). After a failed save it waits five
+//! seconds before trying again, as Redis does (`CONFIG_BGSAVE_RETRY_DELAY`). The parameter
+//! itself is read and printed in [`crate::save_params`]; `SHUTDOWN` also writes a snapshot
+//! while save points are set (see `cmd/server.rs`).
+//!
+//! The same cron starts what waits for the one background job slot
+//! ([`crate::state::Background`]): a `BGREWRITEAOF` or `BGSAVE SCHEDULE` asked for while the
+//! other job ran (or inside `EXEC`), and the automatic AOF rewrite
+//! ([`super::bgrewriteaof::auto_rewrite_due`]). Nothing starts while a job runs.
 //!
 //! The cron looks ten times a second (latchkey's `hz`) and judges time by the server's
 //! [`Clock`](crate::clock::Clock), so a virtual clock moved forward reaches a save point
@@ -17,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::save_params::SavePoint;
-use crate::state::Shared;
+use crate::state::{Job, Shared};
 
 /// How often the cron looks (Redis's `serverCron` runs at `hz`, 10).
 const TICK: Duration = Duration::from_millis(100);
@@ -41,44 +46,67 @@ fn reached(points: &[SavePoint], changes: u64, elapsed_s: u64) -> Option<SavePoi
         .find(|p| changes >= p.changes.max(0) as u64 && elapsed_s as i64 > p.seconds)
 }
 
-/// Runs until the server shuts down.
+/// Runs until the server shuts down: Redis's `serverCron` for the background jobs. Each tick,
+/// when no job runs, in Redis's order: a rewrite that was scheduled, then the save points,
+/// then the automatic rewrite (`auto-aof-rewrite-percentage`), then a scheduled `BGSAVE`.
 pub(crate) async fn run(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
     let mut shutdown = shared.shutdown_signal();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Unix seconds of the cron's last attempt (Redis's `lastbgsave_try`).
+    // Unix seconds of the cron's last attempt at a save (Redis's `lastbgsave_try`).
     let mut last_try_s = 0u64;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            _ = shared.background.kick.notified() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        let points = points(&shared);
-        if points.is_empty() || shared.stats.bgsave_in_progress.load(Ordering::Acquire) {
+        if shared.background.running().is_some() {
+            continue;
+        }
+        if shared.aof_rewrite.scheduled.load(Ordering::Acquire) {
+            super::bgrewriteaof::start_when_alone(&shared).await;
             continue;
         }
         let stats = &shared.stats;
-        let changes = stats
-            .dirty
-            .load(Ordering::Relaxed)
-            .saturating_sub(stats.dirty_at_save.load(Ordering::Relaxed));
         let now_s = shared.clock.now_ms() / 1000;
-        let elapsed = now_s.saturating_sub(super::save::last_save_s(&shared));
-        let Some(point) = reached(&points, changes, elapsed) else {
-            continue;
-        };
         let may_retry = now_s.saturating_sub(last_try_s) > RETRY_DELAY_S
             || !stats.last_bgsave_failed.load(Ordering::Acquire);
-        if !may_retry || stats.bgsave_in_progress.swap(true, Ordering::AcqRel) {
+        let points = points(&shared);
+        if !points.is_empty() {
+            let changes = stats
+                .dirty
+                .load(Ordering::Relaxed)
+                .saturating_sub(stats.dirty_at_save.load(Ordering::Relaxed));
+            let elapsed = now_s.saturating_sub(super::save::last_save_s(&shared));
+            if let Some(point) = reached(&points, changes, elapsed).filter(|_| may_retry) {
+                if shared.background.try_start(Job::Save).is_ok() {
+                    tracing::info!(
+                        "{} changes in {} seconds. Saving...",
+                        point.changes,
+                        point.seconds
+                    );
+                    last_try_s = now_s;
+                    super::save::snapshot_when_alone(shared.clone()).await;
+                    continue;
+                }
+            }
+        }
+        if super::bgrewriteaof::auto_rewrite_due(&shared) {
+            super::bgrewriteaof::start_when_alone(&shared).await;
             continue;
         }
-        tracing::info!(
-            "{} changes in {} seconds. Saving...",
-            point.changes,
-            point.seconds
-        );
-        last_try_s = now_s;
-        super::save::snapshot_when_alone(shared.clone()).await;
+        if shared.background.save_scheduled.load(Ordering::Acquire)
+            && may_retry
+            && shared.background.try_start(Job::Save).is_ok()
+        {
+            shared
+                .background
+                .save_scheduled
+                .store(false, Ordering::Release);
+            last_try_s = now_s;
+            super::save::snapshot_when_alone(shared.clone()).await;
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use super::{
     NO_MULTI, READONLY, STALE, WRITE,
 };
 use crate::command::WALKS_KEYSPACE;
-use crate::config::{ConfigError, Runtime};
+use crate::config::{ConfigError, Runtime, ShutdownFlags};
 use crate::frame::{Frame, Protocol};
 
 /// The server commands.
@@ -292,45 +292,33 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 }
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
-    let (mut abort, mut save, mut nosave, mut force, mut now) = (false, false, false, false, false);
+    let mut flags = ShutdownFlags::default();
+    let mut abort = false;
     for a in &args[1..] {
         if is(a, "abort") {
             abort = true;
         } else if is(a, "save") {
-            save = true;
+            flags.save = true;
         } else if is(a, "nosave") {
-            nosave = true;
+            flags.nosave = true;
         } else if is(a, "force") {
-            force = true;
+            flags.force = true;
         } else if is(a, "now") {
             // `NOW` skips waiting for lagging replicas, which latchkey never waits for.
-            now = true;
+            flags.now = true;
         } else {
             return super::util::syntax_error();
         }
     }
     // As in Redis: `ABORT` goes alone, and `SAVE` contradicts `NOSAVE`.
-    if (abort && (save || nosave || force || now)) || (save && nosave) {
+    if (abort && flags != ShutdownFlags::default()) || (flags.save && flags.nosave) {
         return super::util::syntax_error();
     }
     if abort {
         return Frame::error("ERR No shutdown in progress.");
     }
-    // `SAVE` writes the snapshot file first, and so does a plain `SHUTDOWN` while save points
-    // are set (Redis's rule); as in Redis a failed save stops the shutdown unless `FORCE`
-    // says to go on.
-    if save || (!nosave && !super::save_points::points(ctx.shared).is_empty()) {
-        let (data, dirty) = crate::rdb::file::take(ctx.shared);
-        let path = crate::rdb::file::path(ctx.shared);
-        match crate::rdb::file::write(&path, &data) {
-            Ok(()) => crate::rdb::file::saved(ctx.shared, dirty),
-            Err(e) => {
-                tracing::warn!("SHUTDOWN SAVE to {} failed: {e}", path.display());
-                if !force {
-                    return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
-                }
-            }
-        }
+    if prepare_shutdown(ctx.shared, flags).is_err() {
+        return Frame::error("ERR Errors trying to SHUTDOWN. Check logs.");
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.handle.id);
     ctx.shared.request_shutdown();
@@ -338,6 +326,50 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     // has no connection to lose, gets +OK.
     ctx.client.close_without_reply = true;
     Frame::ok()
+}
+
+/// What Redis's `prepareForShutdown` does before the process exits, for `SHUTDOWN` and for a
+/// signal (`ServerHandle::stop_on_signal`): a running AOF rewrite is given up (its temporary
+/// file deleted), the AOF is fsynced, and the snapshot file is written when `SAVE` says so or,
+/// without `NOSAVE`, while save points are set. A snapshot that could not be written stops
+/// the shutdown (`Err`), unless `FORCE` says to go on; the caller then keeps serving, as Redis
+/// does. The caller stops the server afterwards ([`Shared::request_shutdown`]).
+///
+/// [`Shared::request_shutdown`]: crate::state::Shared::request_shutdown
+pub(crate) fn prepare_shutdown(
+    shared: &crate::state::Shared,
+    flags: ShutdownFlags,
+) -> Result<(), ()> {
+    super::bgrewriteaof::give_up(shared);
+    if shared.background.running() == Some(crate::state::Job::Save) {
+        tracing::warn!("There is a child saving an .rdb. Killing it!");
+        shared.background.give_up_save();
+    }
+    if let Some(aof) = shared.aof.read().as_ref() {
+        tracing::info!("Calling fsync() on the AOF file.");
+        if let Err(e) = aof.fsync_now() {
+            tracing::warn!("fsync of the AOF before exiting failed: {e}");
+        }
+    }
+    if flags.save || (!flags.nosave && !super::save_points::points(shared).is_empty()) {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        let taken = crate::rdb::file::take(shared);
+        let path = crate::rdb::file::path(shared);
+        let _no_older_rename = shared.background.rename_lock.lock();
+        match crate::rdb::file::write(&path, &taken.data) {
+            Ok(()) => {
+                crate::rdb::file::saved(shared, taken.dirty);
+                tracing::info!("DB saved on disk");
+            }
+            Err(e) => {
+                tracing::warn!("Error trying to save the DB to {}: {e}", path.display());
+                if !flags.force {
+                    return Err(());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,6 +382,61 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Protocol::Resp3 => Frame::Verbatim(Bytes::from(text)),
         Protocol::Resp2 => Frame::Bulk(Bytes::from(text)),
     }
+}
+
+/// The body of `INFO persistence`: Redis 7.0's fields for what latchkey does (snapshots, the
+/// AOF and its rewrites), in Redis's order. The fork's copy-on-write figures and the module
+/// fork are left out: latchkey forks nothing.
+fn persistence_info(shared: &crate::state::Shared) -> String {
+    use crate::state::Job;
+    let stats = &shared.stats;
+    let rewrite = &shared.aof_rewrite;
+    let running = shared.background.running();
+    let now_s = shared.clock.now_ms() / 1000;
+    let status = |failed: bool| if failed { "err" } else { "ok" };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n",
+        stats
+            .dirty
+            .load(Ordering::Relaxed)
+            .saturating_sub(stats.dirty_at_save.load(Ordering::Relaxed)),
+        u8::from(running == Some(Job::Save)),
+        crate::cmd::save::last_save_s(shared),
+        status(stats.last_bgsave_failed.load(Ordering::Acquire)),
+    );
+    let current_rewrite_s = match running {
+        Some(Job::AofRewrite) => {
+            now_s.saturating_sub(rewrite.started_s.load(Ordering::Relaxed)) as i64
+        }
+        _ => -1,
+    };
+    let aof = shared.aof.read();
+    let _ = write!(
+        out,
+        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:ok\r\n",
+        u8::from(aof.is_some()),
+        u8::from(running == Some(Job::AofRewrite)),
+        u8::from(rewrite.scheduled.load(Ordering::Relaxed)),
+        rewrite.last_time_s.load(Ordering::Relaxed),
+        current_rewrite_s,
+        status(rewrite.last_failed.load(Ordering::Relaxed)),
+        rewrite.rewrites.load(Ordering::Relaxed),
+        rewrite.consecutive_failures.load(Ordering::Relaxed),
+    );
+    if let Some(aof) = aof.as_ref() {
+        // latchkey writes each command to the file as it runs: there is no buffer of writes
+        // waiting for the file, nor fsyncs waiting for a background thread.
+        let _ = write!(
+            out,
+            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:0\r\n",
+            aof.size(),
+            aof.base_size(),
+            u8::from(rewrite.scheduled.load(Ordering::Relaxed)),
+        );
+    }
+    out
 }
 
 /// Builds the `INFO` text for the requested sections (none means the default set).
@@ -415,25 +502,7 @@ pub(crate) fn info_text(ctx: &Ctx<'_>, wanted: &[String]) -> String {
         );
     }
     if want("persistence") {
-        section(
-            "Persistence",
-            format!(
-                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n",
-                shared
-                    .stats
-                    .dirty
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(shared.stats.dirty_at_save.load(Ordering::Relaxed)),
-                shared.stats.bgsave_in_progress.load(Ordering::Acquire) as u8,
-                crate::cmd::save::last_save_s(shared),
-                if shared.stats.last_bgsave_failed.load(Ordering::Acquire) {
-                    "err"
-                } else {
-                    "ok"
-                },
-                (shared.config.get("appendonly").as_deref() == Some("yes")) as u8,
-            ),
-        );
+        section("Persistence", persistence_info(shared));
     }
     if want("stats") {
         // `migrate_cached_sockets`: the connections `MIGRATE` keeps open to its targets.

@@ -49,6 +49,16 @@ pub(crate) fn function_libraries(shared: &Shared) -> Vec<Bytes> {
 
 /// Serialises every live key of every database (and the function libraries) as an RDB file.
 pub(crate) fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
+    snapshot_keys(shared, repl, None)
+}
+
+/// [`snapshot`], also recording in `key_ends`, when given, the offset after each key's record
+/// (for `rdb-key-save-delay`, which paces a background save key by key).
+pub(crate) fn snapshot_keys(
+    shared: &Shared,
+    repl: &ReplInfo,
+    mut key_ends: Option<&mut Vec<usize>>,
+) -> Bytes {
     let mut out = BytesMut::with_capacity(4096);
     out.put_slice(format!("REDIS{VERSION:04}").as_bytes());
     let now = shared.clock.now_ms();
@@ -81,6 +91,9 @@ pub(crate) fn snapshot(shared: &Shared, repl: &ReplInfo) -> Bytes {
                 out.put_u64_le(t);
             }
             value(&mut out, &key, &entry.value);
+            if let Some(ends) = key_ends.as_deref_mut() {
+                ends.push(out.len());
+            }
         }
     }
     out.put_u8(opcode::EOF);
