@@ -347,6 +347,9 @@ pub(crate) struct Background {
     /// The number of the latest background save; a shutdown bumps it to give the running
     /// save up (its thread then renames nothing).
     save_job: AtomicU64,
+    /// Set while a shutdown prepares (and for good once it is done): no background save
+    /// renames its file from then on, so the shutdown's own snapshot is the last word.
+    closing: AtomicBool,
     /// Held while a snapshot file is renamed into place by a background save, and while a
     /// shutdown writes its own: so the shutdown's newer file is never replaced by an older one.
     pub rename_lock: parking_lot::Mutex<()>,
@@ -374,14 +377,21 @@ impl Background {
         self.save_job.fetch_add(1, Ordering::AcqRel) + 1
     }
 
-    /// Whether background save `job` is still wanted (not given up).
+    /// Whether background save `job` is still wanted (not given up, no shutdown under way).
     pub(crate) fn save_is_current(&self, job: u64) -> bool {
-        self.save_job.load(Ordering::Acquire) == job
+        !self.closing.load(Ordering::Acquire) && self.save_job.load(Ordering::Acquire) == job
     }
 
-    /// Gives up the running background save, if any: it stops writing, and renames nothing.
-    pub(crate) fn give_up_save(&self) {
+    /// A shutdown begins: the running background save, if any, stops writing and renames
+    /// nothing, and none renames its file until [`reopen`](Background::reopen).
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
         self.save_job.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The shutdown failed and the server goes on: background saves may finish again.
+    pub(crate) fn reopen(&self) {
+        self.closing.store(false, Ordering::Release);
     }
 
     /// The job running now, if any.

@@ -221,6 +221,48 @@ fn shutdown_save_writes_the_snapshot() {
     assert_eq!(contents(again.addr()), expected);
 }
 
+/// A `SHUTDOWN` while a `BGSAVE` still writes gives that save up, as Redis kills its child:
+/// the snapshot the shutdown writes is the one left, never replaced by the older one the
+/// background save was writing.
+#[test]
+fn shutdown_during_a_bgsave_keeps_the_shutdown_snapshot() {
+    let a = temp_dir("shutdown-bgsave");
+    let lk = latchkey_in(a.path());
+    fill(lk.addr());
+    let mut c = RawConn::connect(lk.addr()).unwrap();
+    // 100 ms after each key: the save is still writing when the shutdown comes.
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(cmd(&mut c, &["BGSAVE"]), "+Background saving started\r\n");
+    assert_eq!(cmd(&mut c, &["SET", "newer", "1"]), "+OK\r\n");
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "1");
+    let expected = contents(lk.addr());
+    assert!(
+        c.try_cmd(&["SHUTDOWN", "SAVE"]).is_err(),
+        "no reply: the server went"
+    );
+    // The given-up save stops at its next key and deletes its temporary file.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(a.path()).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("temp-")
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the background save never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let again = latchkey_in(a.path());
+    let mut d = RawConn::connect(again.addr()).unwrap();
+    assert_eq!(cmd(&mut d, &["GET", "newer"]), "$1\r\n1\r\n");
+    assert_eq!(contents(again.addr())[1..], expected[1..]);
+}
+
 /// A file that is not a snapshot stops the start with an error instead of serving an empty or
 /// half-loaded keyspace.
 #[test]

@@ -98,7 +98,9 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if background.try_start(Job::Save).is_err() {
         return schedule_save(ctx.shared);
     }
-    write_in_background(ctx.shared.clone(), file::take(ctx.shared));
+    // Numbered before the snapshot: a shutdown from here on gives this save up.
+    let job = background.save_job();
+    write_in_background(ctx.shared.clone(), job, file::take(ctx.shared));
     Frame::simple("Background saving started")
 }
 
@@ -122,14 +124,15 @@ pub(crate) async fn snapshot_when_alone(shared: std::sync::Arc<crate::state::Sha
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
         }
     };
+    let job = shared.background.save_job();
     let taken = file::take(&shared);
     drop(guard);
-    write_in_background(shared, taken);
+    write_in_background(shared, job, taken);
 }
 
-/// Writes a taken snapshot on a thread of its own (paced by `rdb-key-save-delay`), then
-/// records how it went.
-fn write_in_background(shared: std::sync::Arc<crate::state::Shared>, taken: file::Taken) {
+/// Writes a taken snapshot (of background save `job`) on a thread of its own, paced by
+/// `rdb-key-save-delay`, then records how it went.
+fn write_in_background(shared: std::sync::Arc<crate::state::Shared>, job: u64, taken: file::Taken) {
     let path = file::path(&shared);
     let done = move |shared: &crate::state::Shared, failed: bool| {
         shared
@@ -138,7 +141,6 @@ fn write_in_background(shared: std::sync::Arc<crate::state::Shared>, taken: file
             .store(failed, Ordering::Release);
         shared.background.finish(Job::Save);
     };
-    let job = shared.background.save_job();
     let on_thread = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("latchkey-bgsave".into())

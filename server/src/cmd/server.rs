@@ -343,8 +343,8 @@ pub(crate) fn prepare_shutdown(
     super::bgrewriteaof::give_up(shared);
     if shared.background.running() == Some(crate::state::Job::Save) {
         tracing::warn!("There is a child saving an .rdb. Killing it!");
-        shared.background.give_up_save();
     }
+    shared.background.close();
     if let Some(aof) = shared.aof.read().as_ref() {
         tracing::info!("Calling fsync() on the AOF file.");
         if let Err(e) = aof.fsync_now() {
@@ -364,6 +364,7 @@ pub(crate) fn prepare_shutdown(
             Err(e) => {
                 tracing::warn!("Error trying to save the DB to {}: {e}", path.display());
                 if !flags.force {
+                    shared.background.reopen();
                     return Err(());
                 }
             }
