@@ -6,8 +6,9 @@
 //!
 //! - [`Server::builder`] configures and starts a server ([`Builder`]), in a tokio runtime or on
 //!   its own thread ([`BlockingServer`]); [`ServerHandle`] is the running server: its address,
-//!   shutdown, and the fault controls a failover test drives (crash, restart, replication lag,
-//!   promotion).
+//!   shutdown (and the clean one a signal asks for, [`ServerHandle::stop_on_signal`] with a
+//!   [`StopSignal`]), and the fault controls a failover test drives (crash, restart,
+//!   replication lag, promotion).
 //! - [`LocalClient`] talks to it in-process, with no socket, and [`Connector`] opens such
 //!   clients later; any Redis client talks to it over TCP at [`ServerHandle::addr`].
 //! - [`Clock`] is the server's time: real, or virtual and moved by hand in tests.

@@ -339,9 +339,10 @@ impl ServerHandle {
     /// What `redis-server` does when the process receives `signal`: the shutdown `SHUTDOWN`
     /// runs, with the options `shutdown-on-sigterm` or `shutdown-on-sigint` name (`default`:
     /// write the snapshot file while save points are set; `save`, `nosave`, `now`, `force`
-    /// as `SHUTDOWN`'s options). A running AOF rewrite is given up and the AOF fsynced. It waits
-    /// for the running command or transaction to finish, so the snapshot is one moment's
-    /// keyspace, and no write is answered after it. Returns whether the server is now shutting
+    /// as `SHUTDOWN`'s options). A running AOF rewrite or background save is given up and the
+    /// AOF fsynced. It waits for the running command or transaction to finish and holds the
+    /// others back, so the snapshot is one moment's keyspace, and the connections are closed
+    /// before any command waiting behind it runs. Returns whether the server is now shutting
     /// down: `false` when the snapshot could not be written (without `force`), and then it
     /// goes on serving, as Redis does. The caller then stops it with
     /// [`shutdown`](Self::shutdown).

@@ -141,8 +141,8 @@ fn a_rewrite_answers_and_reports_as_redis_does() {
         "-1"
     );
 
-    // While a rewrite runs (each server pauses 200 ms after each of its 8 keys).
-    d.check(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]);
+    // While a rewrite runs (each server pauses 300 ms after each of its 8 keys).
+    d.check(&["CONFIG", "SET", "rdb-key-save-delay", "300000"]);
     d.table(&[
         "BGREWRITEAOF",
         "BGREWRITEAOF",
@@ -553,9 +553,9 @@ fn writes_made_during_a_rewrite_are_kept_and_a_restart_finds_every_key() {
     assert_eq!(cmd(&mut c, &["FUNCTION", "LOAD", lib]), "$2\r\nrw\r\n");
     let before: u64 = info_field(&mut c, "aof_current_size").parse().unwrap();
     assert_eq!(before, aof_bytes(dir.path()).len() as u64);
-    // 100 ms after each of the 11 keys: the writes below land while the rewrite runs.
+    // 250 ms after each of the 12 keys: the writes below land while the rewrite runs.
     assert_eq!(
-        cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]),
+        cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "250000"]),
         "+OK\r\n"
     );
     assert_eq!(
@@ -674,7 +674,7 @@ fn a_rewrite_whose_buffer_passes_its_bound_fails_and_loses_nothing() {
             "client-output-buffer-limit",
             "replica 4096 0 0",
         ][..],
-        &["CONFIG", "SET", "rdb-key-save-delay", "100000"],
+        &["CONFIG", "SET", "rdb-key-save-delay", "250000"],
         &["BGREWRITEAOF"],
     ] {
         assert!(cmd(&mut c, args).starts_with('+'), "{args:?}");
