@@ -285,12 +285,15 @@ impl Db {
         let shard = &self.map.shards()[self.map.determine_shard(hash as usize)];
         let mut table = shard.write();
         let same_key = |(k, _): &(Key, _)| k[..] == key[..];
-        // `dropped`: a replaced or deleted entry, freed once the shard is let go.
+        // `dropped`: a replaced or deleted entry, freed once the shard is let go (where it
+        // expired, when `dropped_expired`: see `lazyfree::free_expired`).
+        let mut dropped_expired = false;
         let (r, old_deadline, new_deadline, changed, dropped) = match table.get_mut(hash, same_key)
         {
             Some((_, slot)) => {
                 let slot = slot.get_mut();
                 let expired = slot.is_expired(now_ms);
+                dropped_expired = expired;
                 if !expired {
                     slot.access.touch(now_ms, &self.limits);
                 }
@@ -362,7 +365,11 @@ impl Db {
             self.signal_modified(key);
         }
         if let Some(old) = dropped {
-            crate::lazyfree::free_entry(old);
+            if dropped_expired {
+                crate::lazyfree::free_expired(old, self.limits.lazy_expire());
+            } else {
+                crate::lazyfree::free_entry(old);
+            }
         }
         r
     }
@@ -396,7 +403,7 @@ impl Db {
                     self.mem.removed(key, slot.get());
                     let old = slot.insert(fresh());
                     self.expiries.recount(old.expires_at(), None);
-                    crate::lazyfree::free_entry(old);
+                    crate::lazyfree::free_expired(old, self.limits.lazy_expire());
                     self.note_created(key);
                 } else {
                     slot.get().access.touch(now_ms, &self.limits);
@@ -461,7 +468,7 @@ impl Db {
         // comparisons, just when a storm of expiries makes such reads common.
         self.expiries.recount(e.expires_at(), None);
         self.signal_modified(&k);
-        crate::lazyfree::free_entry(e);
+        crate::lazyfree::free_expired(e, self.limits.lazy_expire());
         true
     }
 
