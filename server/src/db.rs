@@ -25,6 +25,7 @@ use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
 pub(crate) use crate::value::{key_bytes, Entry, Key, Str, Value};
+use blocked::GroupReader;
 
 mod blocked;
 mod swap;
@@ -106,10 +107,12 @@ pub(crate) struct Db {
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
     /// client registers its own notifier under every key it waits for.
     blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
-    /// Clients blocked in `XREADGROUP` on keys of this database, woken by any change of the
-    /// key (a deletion, a new type, a flush, a swap) so that they can answer that the stream
-    /// is gone, as Redis's `signalDeletedKeyAsReady` makes them.
-    change_watchers: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// Clients blocked in `XREADGROUP` on keys of this database, in the order they blocked,
+    /// each with the group it reads as: woken by any change of the key (a deletion, a new
+    /// type, a flush, a swap) so that they can answer that the stream is gone, as Redis's
+    /// `signalDeletedKeyAsReady` makes them; and served new entries one reader of a group at
+    /// a time, in that order (see [`Db::first_group_reader`]).
+    change_watchers: DashMap<Bytes, Vec<GroupReader>, KeyHasher>,
     /// How many notifiers `change_watchers` holds: the one check every write pays.
     change_watcher_count: AtomicUsize,
     /// Keys a read found expired and deleted (lazy expiry), waiting to be sent to replicas
