@@ -406,7 +406,12 @@ impl Db {
                     self.mem.removed(key, slot.get());
                     let old = slot.insert(fresh());
                     self.expiries.recount(old.expires_at(), None);
-                    crate::lazyfree::free_expired(old, self.limits.lazy_expire());
+                    // Under the shard's lock, which the returned entry keeps: a big value
+                    // goes to the background freer whatever `lazyfree-lazy-expire` says,
+                    // rather than hold every key of the shard while it is freed. (Rare: the
+                    // callers' own read expired the key first, unless another client put
+                    // it back meanwhile or this is a replica.)
+                    crate::lazyfree::free_entry(old);
                     self.note_created(key);
                 } else {
                     slot.get().access.touch(now_ms, &self.limits);
