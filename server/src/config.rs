@@ -48,6 +48,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("maxmemory-samples", "5"),
     ("lfu-log-factor", "10"),
     ("lfu-decay-time", "1"),
+    ("lazyfree-lazy-expire", "no"),
     ("proto-max-bulk-len", "536870912"),
     ("client-query-buffer-limit", "1073741824"),
     ("busy-reply-threshold", "5000"),
@@ -655,6 +656,9 @@ pub(crate) struct Limits {
     pub(crate) lfu_log_factor: AtomicU32,
     pub(crate) lfu_decay_time: AtomicU32,
     query_buffer_limit: AtomicU64,
+    /// `lazyfree-lazy-expire`: whether an expired key's value is freed by the background
+    /// freer (and its deletion propagated as `UNLINK`) rather than where the key expires.
+    lazy_expire: AtomicBool,
     /// `client-output-buffer-limit`, per class: normal, replica, pubsub.
     output: Mutex<[BufferLimit; 3]>,
 }
@@ -668,6 +672,7 @@ impl Default for Limits {
             lfu_log_factor: AtomicU32::new(10),
             lfu_decay_time: AtomicU32::new(1),
             query_buffer_limit: AtomicU64::new(1 << 30),
+            lazy_expire: AtomicBool::new(false),
             output: Mutex::new([
                 BufferLimit::default(),
                 BufferLimit {
@@ -947,6 +952,11 @@ impl Limits {
                 n.to_string()
             }
             "client-output-buffer-limit" => self.set_output_limits(value)?,
+            "lazyfree-lazy-expire" => {
+                let on = yes_no(value)?;
+                self.lazy_expire.store(on, Ordering::Relaxed);
+                if on { "yes" } else { "no" }.to_string()
+            }
             _ => return Ok(None),
         };
         Ok(Some(stored))
@@ -1009,6 +1019,13 @@ impl Limits {
     /// `client-query-buffer-limit` in bytes.
     pub(crate) fn query_buffer_limit(&self) -> u64 {
         self.query_buffer_limit.load(Ordering::Acquire)
+    }
+
+    /// `lazyfree-lazy-expire`: `false` (Redis's default) frees an expired key's value where
+    /// the key is deleted, in the expiry cycle or the command that found it expired; `true`
+    /// hands a big one to the background freer (see [`crate::lazyfree::free_expired`]).
+    pub(crate) fn lazy_expire(&self) -> bool {
+        self.lazy_expire.load(Ordering::Relaxed)
     }
 
     /// `client-output-buffer-limit` of one class.

@@ -25,6 +25,7 @@ use crate::config::Limits;
 use crate::expiry_index::ExpiryIndex;
 use crate::memory::{DbMemory, EntryMut};
 pub(crate) use crate::value::{key_bytes, Entry, Key, Str, Value};
+use blocked::GroupReader;
 
 mod blocked;
 mod swap;
@@ -106,10 +107,12 @@ pub(crate) struct Db {
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
     /// client registers its own notifier under every key it waits for.
     blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
-    /// Clients blocked in `XREADGROUP` on keys of this database, woken by any change of the
-    /// key (a deletion, a new type, a flush, a swap) so that they can answer that the stream
-    /// is gone, as Redis's `signalDeletedKeyAsReady` makes them.
-    change_watchers: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// Clients blocked in `XREADGROUP` on keys of this database, in the order they blocked,
+    /// each with the group it reads as: woken by any change of the key (a deletion, a new
+    /// type, a flush, a swap) so that they can answer that the stream is gone, as Redis's
+    /// `signalDeletedKeyAsReady` makes them; and served new entries one reader of a group at
+    /// a time, in that order (see [`Db::first_group_reader`]).
+    change_watchers: DashMap<Bytes, Vec<GroupReader>, KeyHasher>,
     /// How many notifiers `change_watchers` holds: the one check every write pays.
     change_watcher_count: AtomicUsize,
     /// Keys a read found expired and deleted (lazy expiry), waiting to be sent to replicas
@@ -285,12 +288,15 @@ impl Db {
         let shard = &self.map.shards()[self.map.determine_shard(hash as usize)];
         let mut table = shard.write();
         let same_key = |(k, _): &(Key, _)| k[..] == key[..];
-        // `dropped`: a replaced or deleted entry, freed once the shard is let go.
+        // `dropped`: a replaced or deleted entry, freed once the shard is let go (where it
+        // expired, when `dropped_expired`: see `lazyfree::free_expired`).
+        let mut dropped_expired = false;
         let (r, old_deadline, new_deadline, changed, dropped) = match table.get_mut(hash, same_key)
         {
             Some((_, slot)) => {
                 let slot = slot.get_mut();
                 let expired = slot.is_expired(now_ms);
+                dropped_expired = expired;
                 if !expired {
                     slot.access.touch(now_ms, &self.limits);
                 }
@@ -362,7 +368,11 @@ impl Db {
             self.signal_modified(key);
         }
         if let Some(old) = dropped {
-            crate::lazyfree::free_entry(old);
+            if dropped_expired {
+                crate::lazyfree::free_expired(old, self.limits.lazy_expire());
+            } else {
+                crate::lazyfree::free_entry(old);
+            }
         }
         r
     }
@@ -396,6 +406,11 @@ impl Db {
                     self.mem.removed(key, slot.get());
                     let old = slot.insert(fresh());
                     self.expiries.recount(old.expires_at(), None);
+                    // Under the shard's lock, which the returned entry keeps: a big value
+                    // goes to the background freer whatever `lazyfree-lazy-expire` says,
+                    // rather than hold every key of the shard while it is freed. (Rare: the
+                    // callers' own read expired the key first, unless another client put
+                    // it back meanwhile or this is a replica.)
                     crate::lazyfree::free_entry(old);
                     self.note_created(key);
                 } else {
@@ -461,7 +476,7 @@ impl Db {
         // comparisons, just when a storm of expiries makes such reads common.
         self.expiries.recount(e.expires_at(), None);
         self.signal_modified(&k);
-        crate::lazyfree::free_entry(e);
+        crate::lazyfree::free_expired(e, self.limits.lazy_expire());
         true
     }
 

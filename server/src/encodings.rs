@@ -72,6 +72,8 @@ const PARAMS: &[Param] = &[
     param("set-max-intset-entries", None, SIZE, 512),
 ];
 
+const LIST_FILL: usize = 0;
+const LIST_DEPTH: usize = 1;
 const HASH_ENTRIES: usize = 2;
 const HASH_VALUE: usize = 3;
 const ZSET_ENTRIES: usize = 4;
@@ -137,6 +139,15 @@ impl Encodings {
 
     fn get(&self, i: usize) -> usize {
         self.values[i].load(Ordering::Acquire).max(0) as usize
+    }
+
+    /// `list-max-listpack-size` and `list-compress-depth`, as a new list takes them (see
+    /// [`crate::list::List::set_options`]).
+    pub(crate) fn list_options(&self) -> (i64, i64) {
+        (
+            self.values[LIST_FILL].load(Ordering::Acquire),
+            self.values[LIST_DEPTH].load(Ordering::Acquire),
+        )
     }
 
     /// `set-max-intset-entries`.

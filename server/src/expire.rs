@@ -9,8 +9,9 @@
 //!   ([`crate::expiry_index`]): each deletion costs a logarithmic step, never a rescan;
 //! - a pass is a series of small steps. Each step deletes at most [`STEP_KEYS`] keys while
 //!   holding the execution gate shared and the stream-order lock, feeds all their `DEL`s to the
-//!   replicas and the AOF as one encoded chunk, lets both go, frees the values (big ones on the
-//!   background freer, [`crate::lazyfree`]), and yields to the scheduler, so clients are served
+//!   replicas and the AOF as one encoded chunk, lets both go, frees the values (itself, as
+//!   Redis does by default, or big ones on the background freer with `lazyfree-lazy-expire
+//!   yes`: [`crate::lazyfree::free_expired`]), and yields to the scheduler, so clients are served
 //!   between steps and an exclusive command (a script, `EXEC`) waits at most one step;
 //! - a pass runs until nothing is due, but while clients are busy it takes
 //!   [`BUSY_SHARE_PERCENT`] of the worker, by account: it yields until the clients have had
@@ -107,9 +108,9 @@ fn shrink_tables(shared: &Shared, cursors: &mut [ShrinkCursor]) {
 /// master's deletes. So does a paused server (`CLIENT PAUSE`), and one whose cycle was switched off with
 /// `DEBUG SET-ACTIVE-EXPIRE 0`. Returns how many keys it deleted.
 ///
-/// The longest the pass kept its worker from clients (its steps' own work between two
-/// yields) is its `expire-cycle` latency event when it reaches `latency-monitor-threshold`
-/// (see [`crate::latency`]).
+/// The longest the pass worked without yielding (its steps' own work between two yields,
+/// the freeing of what they deleted included) is its `expire-cycle` latency event when it
+/// reaches `latency-monitor-threshold` (see [`crate::latency`]).
 pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
     let mut total = 0;
     // Work done since the cycle last let clients run, and how much it may do in this burst.
@@ -207,9 +208,13 @@ async fn step(shared: &Shared, i: usize) -> Option<(usize, Duration)> {
         .stats
         .expired_keys
         .fetch_add(n as u64, Ordering::Relaxed);
-    // Freed outside the locks; big values on the background freer.
+    // Freed outside the locks, but by the cycle itself with `lazyfree-lazy-expire no`
+    // (Redis's default and its place): the time a big value takes to free is the step's,
+    // and counts in the pass's `expire-cycle` event as in Redis. With `yes`, big values go
+    // to the background freer.
+    let lazy = shared.config.limits.lazy_expire();
     for (_, entry) in gone {
-        crate::lazyfree::free_entry(entry);
+        crate::lazyfree::free_expired(entry, lazy);
     }
     Some((n, started.elapsed()))
 }

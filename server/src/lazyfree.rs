@@ -71,6 +71,29 @@ pub(crate) fn free_entry(entry: Entry) {
     free_value(entry.into_value());
 }
 
+/// Above this many freeing steps, a value freed where it expired (`lazyfree-lazy-expire
+/// no`) first hands its tokio worker's other tasks to another thread (see
+/// [`crate::hand_off`]): dropping a set of a million members takes a few hundred
+/// milliseconds, which the runtime the server is embedded in should not wait for. The same
+/// count as a walk that hands off (`walk::HEAVY_WALK`): about a millisecond of work.
+const HAND_OFF_EFFORT: usize = 16 * 1024;
+
+/// Frees the value of a key that expired, where Redis 7.0 frees it: with
+/// `lazyfree-lazy-expire no` (`lazy` false, Redis's default) right here, in the expiry cycle
+/// or in the command that found the key expired, so the time it takes is theirs (the
+/// cycle's `expire-cycle` latency event counts it, as Redis's does); with `yes`, as any
+/// other deletion, big values on the background freer.
+pub(crate) fn free_expired(entry: Entry, lazy: bool) {
+    if lazy {
+        return free_entry(entry);
+    }
+    let value = entry.into_value();
+    if effort(&value) > HAND_OFF_EFFORT {
+        crate::hand_off::before_long_step();
+    }
+    drop(value);
+}
+
 /// Hands anything (a whole flushed database, say) to the background freer.
 pub(crate) fn free_in_background(garbage: Garbage) {
     PENDING.fetch_add(1, Ordering::AcqRel);

@@ -25,18 +25,55 @@ use chunk::{entry_size, Chunk};
 const CHUNK_BYTES: usize = 8 * 1024;
 
 /// A list of byte strings (see the module's documentation).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct List {
     /// The chunks, first to last; none is empty.
     chunks: VecDeque<Chunk>,
     /// How many elements in all.
     len: usize,
+    /// The `list-max-listpack-size` the list was created under, clamped as Redis clamps it
+    /// (see [`List::set_options`]): Redis's quicklist keeps its own, and `CONFIG SET`
+    /// changes only the lists made afterwards. `DEBUG OBJECT` reports it.
+    fill: i16,
+    /// The `list-compress-depth` the list was created under (clamped likewise).
+    compress_depth: u16,
+}
+
+/// What a quicklist starts with before its options are set (Redis's `quicklistCreate`): a
+/// list made this way, by `SORT ... STORE`, keeps them.
+impl Default for List {
+    fn default() -> Self {
+        List {
+            chunks: VecDeque::new(),
+            len: 0,
+            fill: -2,
+            compress_depth: 0,
+        }
+    }
 }
 
 impl List {
     /// An empty list.
     pub(crate) fn new() -> List {
         List::default()
+    }
+
+    /// Sets the node options a new list takes from the configuration
+    /// (`list-max-listpack-size`, `list-compress-depth`), clamped as Redis's
+    /// `quicklistSetOptions` clamps them: the fill to `-5..=32767`, the depth to `0..=65535`.
+    pub(crate) fn set_options(&mut self, fill: i64, compress_depth: i64) {
+        self.fill = fill.clamp(-5, i64::from(i16::MAX)) as i16;
+        self.compress_depth = compress_depth.clamp(0, i64::from(u16::MAX)) as u16;
+    }
+
+    /// The list's `list-max-listpack-size` (see [`List::set_options`]).
+    pub(crate) fn fill(&self) -> i64 {
+        i64::from(self.fill)
+    }
+
+    /// The list's `list-compress-depth` (see [`List::set_options`]).
+    pub(crate) fn compress_depth(&self) -> i64 {
+        i64::from(self.compress_depth)
     }
 
     /// How many elements it holds.

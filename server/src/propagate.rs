@@ -108,9 +108,15 @@ impl Shared {
         if keys.is_empty() || (!feeds && aof.is_none()) {
             return;
         }
+        // Redis's `propagateDeletion`: an `UNLINK` when expired values are freed lazily.
+        let verb: &[u8] = if self.config.limits.lazy_expire() {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        };
         let dels = stream_chunk(|out| {
             for k in keys {
-                encode(&[&b"DEL"[..], &k[..]], out);
+                encode(&[verb, &k[..]], out);
             }
         });
         // Keys a script or `EXEC` found expired belong to its transaction, as in Redis 7.0.
@@ -190,6 +196,9 @@ pub(crate) fn encode_effects(
             match expiry {
                 Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
                 Some(None) => encode(&[&b"PERSIST"[..], key], out),
+                // A time in the past deleted the key: Redis sends `UNLINK` when expired
+                // values are freed lazily (`lazyfree-lazy-expire yes`), `DEL` otherwise.
+                None if shared.config.limits.lazy_expire() => encode(&[&b"UNLINK"[..], key], out),
                 None => encode(&[&b"DEL"[..], key], out),
             }
         }

@@ -104,27 +104,57 @@ fn debug_object_answers_redis_s_line() {
     debug_object_replies(&mut d);
 }
 
+/// A list keeps the `list-max-listpack-size` and `list-compress-depth` it was made with, as
+/// Redis's quicklist does: `CONFIG SET` changes only the lists made afterwards, `COPY` keeps
+/// the original's, `RESTORE` and `LMOVE` to a new key take the current ones, `SORT ... STORE`
+/// makes its list with the built-in -2 and 0, and the fill is clamped to -5..=32767.
 #[test]
 fn debug_object_shows_the_list_parameters_a_list_was_made_under() {
     let mut d = diff();
     let same = |d: &mut Diff, key: &str| {
         let (r, l) = d.both(&["DEBUG", "OBJECT", key]);
+        assert!(r.starts_with(b"+Value at:0x"), "{key}: {}", show(&r));
         assert_eq!(mask_debug_object(&l), mask_debug_object(&r), "{key}");
+        String::from_utf8_lossy(&r).into_owned()
     };
-    // Read while the parameters are still those the list was made under: Redis keeps a
-    // list's own, latchkey reads the current ones (docs/COMPATIBILITY.md).
     d.table(&[
         "CONFIG SET list-max-listpack-size 5",
         "CONFIG SET list-compress-depth 1",
         "RPUSH l a b c d e f g h i j k l",
-    ]);
-    same(&mut d, "l");
-    d.table(&[
+        "CONFIG SET list-max-listpack-size 40000",
+        "RPUSH clamped a b",
         "CONFIG SET list-max-listpack-size -1",
         "CONFIG SET list-compress-depth 0",
         "RPUSH m 1 2 3",
     ]);
+    // Read after the parameters changed: each list still shows its own.
+    let l = same(&mut d, "l");
+    assert!(l.contains("ql_listpack_max:5 ql_compressed:1"), "{l}");
+    let clamped = same(&mut d, "clamped");
+    assert!(clamped.contains("ql_listpack_max:32767"), "{clamped}");
     same(&mut d, "m");
+    d.table(&[
+        // Pushing more keeps the list's own fill: nodes of 5 on both.
+        "RPUSH l m n o p q r s",
+        "COPY l copied",
+        "SORT l ALPHA STORE sorted",
+        "LMOVE l moved LEFT LEFT",
+    ]);
+    for key in ["l", "copied", "sorted", "moved"] {
+        same(&mut d, key);
+    }
+    // Redis's own payload of `m` (made under -1), restored on both under -3 (latchkey's
+    // `DUMP` of a list is another form). A one-node list: Redis keeps a restored list's
+    // nodes as the payload has them, where latchkey counts them by pushing.
+    d.table(&["CONFIG SET list-max-listpack-size -3"]);
+    let dumped = d.redis.cmd(&["DUMP", "m"]);
+    let payload = latchkey_tests::raw::bulk_payload(&dumped);
+    d.check(&[b"RESTORE".as_slice(), b"restored", b"0", &payload]);
+    let restored = same(&mut d, "restored");
+    assert!(
+        restored.contains("ql_listpack_max:-3 ql_compressed:0"),
+        "{restored}"
+    );
     d.check(&["RPUSH", "big", &"x".repeat(5000), &"y".repeat(5000)]);
     same(&mut d, "big");
 }

@@ -488,3 +488,58 @@ fn a_slow_command_is_a_command_event_as_in_redis() {
         d.table(&["LATENCY LATEST", "LATENCY HISTORY command"]);
     }
 }
+
+/// `unit/latency-monitor`'s `LATENCY of expire events are correctly collected`, waiting for
+/// the event rather than reading it the moment the key is gone: a set of a million members
+/// expires, and with `lazyfree-lazy-expire no` (the default on both) the expiry cycle frees
+/// it itself, so the cycle takes past the 20 ms threshold and both servers record an
+/// `expire-cycle` event. (latchkey used to hand the value to its background freer, and never
+/// recorded one.)
+#[test]
+fn a_big_expired_value_is_freed_by_the_expiry_cycle_as_in_redis() {
+    const MEMBERS: usize = 1_000_000;
+    const PER_COMMAND: usize = 1000;
+    let mut d = Diff::new();
+    d.table(&[
+        "CONFIG GET lazyfree-lazy-expire",
+        "CONFIG SET latency-monitor-threshold 20",
+        "LATENCY RESET",
+    ]);
+    for conn in [&mut d.redis, &mut d.latchkey] {
+        for chunk in 0..MEMBERS / PER_COMMAND {
+            let mut args = vec!["SADD".to_string(), "mybigkey".to_string()];
+            args.extend((0..PER_COMMAND).map(|i| (chunk * PER_COMMAND + i).to_string()));
+            conn.send_raw(&latchkey_tests::RawConn::encode(&args));
+        }
+        for _ in 0..MEMBERS / PER_COMMAND {
+            conn.read_reply();
+        }
+    }
+    d.check(&["SCARD", "mybigkey"]);
+    d.check(&["PEXPIRE", "mybigkey", "50"]);
+    for (name, conn) in [("redis", &mut d.redis), ("latchkey", &mut d.latchkey)] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let gone = conn.cmd(&["DBSIZE"]) == b":0\r\n";
+            let latest = String::from_utf8_lossy(&conn.cmd(&["LATENCY", "LATEST"])).into_owned();
+            if gone && latest.contains("expire-cycle") {
+                let history = parse(&conn.cmd(&["LATENCY", "HISTORY", "expire-cycle"]));
+                let V::Array(samples) = history else {
+                    panic!("{name}: an array")
+                };
+                assert!(
+                    samples.iter().any(
+                        |s| matches!(s, V::Array(f) if matches!(f[1], V::Int(ms) if ms >= 20))
+                    ),
+                    "{name}: no sample at the threshold in {samples:?}"
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: no expire-cycle event (DBSIZE 0: {gone}); LATENCY LATEST: {latest}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}

@@ -452,3 +452,103 @@ fn a_blocked_group_reader_hears_its_stream_go() {
         );
     }
 }
+
+/// What the blocked readers of `readers` (consumer, group) got on the server at `addr` as
+/// entries arrive one at a time, each reader blocking after the one before it was counted
+/// as blocked: the replies in the order they were read.
+fn served_in_turn(addr: std::net::SocketAddr, readers: &[(&str, &str)]) -> Vec<Vec<u8>> {
+    use latchkey_tests::raw::wait_blocked_clients;
+    use latchkey_tests::RawConn;
+    let mut c = RawConn::connect(addr).unwrap();
+    c.cmd(&["FLUSHALL"]);
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    c.cmd(&["XGROUP", "CREATE", "s", "h", "$"]);
+    let mut conns: Vec<RawConn> = Vec::new();
+    for (i, (consumer, group)) in readers.iter().enumerate() {
+        let mut r = RawConn::connect(addr).unwrap();
+        r.send_raw(&RawConn::encode(&[
+            "XREADGROUP",
+            "GROUP",
+            group,
+            consumer,
+            "COUNT",
+            "1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s",
+            ">",
+        ]));
+        conns.push(r);
+        wait_blocked_clients(addr, i + 1);
+    }
+    let mut got = Vec::new();
+    // 1-1: the first blocked reader of each group (c0 of g, c2 of h); c1 and c3 stay.
+    c.cmd(&["XADD", "s", "1-1", "n", "1"]);
+    got.push(conns[0].read_reply());
+    got.push(conns[2].read_reply());
+    wait_blocked_clients(addr, 2);
+    // 2-1: g's next, c1; then 3-1: c3.
+    c.cmd(&["XADD", "s", "2-1", "n", "2"]);
+    got.push(conns[1].read_reply());
+    wait_blocked_clients(addr, 1);
+    c.cmd(&["XADD", "s", "3-1", "n", "3"]);
+    got.push(conns[3].read_reply());
+    wait_blocked_clients(addr, 0);
+    got.push(c.cmd(&["XINFO", "CONSUMERS", "s", "g"]));
+    got
+}
+
+/// A group's blocked `XREADGROUP` readers are served one at a time, in the order they
+/// blocked: an entry goes to the first, the others stay blocked for the next entries. Each
+/// group has its own line (the first reader of `h` gets the same entry as `g`'s first).
+/// latchkey used to wake every reader at once and let whichever ran first take the entry.
+#[test]
+fn a_group_s_blocked_readers_are_served_in_the_order_they_blocked() {
+    let d = Diff::new();
+    let readers = [("c0", "g"), ("c1", "g"), ("c2", "h"), ("c3", "g")];
+    let theirs = served_in_turn(d.redis_proc.addr(), &readers);
+    let ours = served_in_turn(d.latchkey_server.addr(), &readers);
+    assert!(
+        show(&theirs[0]).contains("1-1") && show(&theirs[2]).contains("2-1"),
+        "redis-server: {:?}",
+        theirs.iter().map(|r| show(r)).collect::<Vec<_>>()
+    );
+    for (i, (r, l)) in theirs.iter().zip(&ours).enumerate() {
+        // XINFO CONSUMERS carries idle times: compared without them.
+        if i == theirs.len() - 1 {
+            assert_eq!(
+                consumer_names(r),
+                [
+                    "name=c0",
+                    "pending=:1",
+                    "name=c1",
+                    "pending=:1",
+                    "name=c3",
+                    "pending=:1"
+                ],
+                "redis-server"
+            );
+            assert_eq!(consumer_names(l), consumer_names(r));
+        } else {
+            assert_eq!(show(l), show(r), "reply {i}");
+        }
+    }
+}
+
+/// The consumer names and pending counts of an `XINFO CONSUMERS` reply, in order.
+fn consumer_names(reply: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(reply);
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        // `name` is followed by its bulk (a length line, then the text), `pending` by an
+        // integer line.
+        match *l {
+            "name" => out.push(format!("name={}", lines.get(i + 2).unwrap_or(&""))),
+            "pending" => out.push(format!("pending={}", lines.get(i + 1).unwrap_or(&""))),
+            _ => {}
+        }
+    }
+    out
+}

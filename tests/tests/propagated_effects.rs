@@ -850,3 +850,61 @@ fn migrate_reaches_the_stream_as_the_del_of_the_moved_keys() {
         &["MSET a 1 b 2 c 3 d 4", "DEL a", "DEL c d"],
     );
 }
+
+/// The deletions of expired keys on the server at `addr`, under each `lazyfree-lazy-expire`:
+/// a time in the past given to `PEXPIREAT` and to `GETEX`, and a key that a read finds
+/// expired. A deadline in the stream (`PEXPIREAT b <ms>`) is replaced by `<ms>`.
+fn expiry_effects(addr: SocketAddr) -> Vec<Vec<String>> {
+    let mut stream = Stream::open(addr);
+    let mut c = RawConn::connect(addr).expect("connect");
+    for lazy in ["no", "yes"] {
+        c.cmd(&["CONFIG", "SET", "lazyfree-lazy-expire", lazy]);
+        c.cmd(&["SET", "a", "1"]);
+        c.cmd(&["PEXPIREAT", "a", "1"]);
+        c.cmd(&["SET", "g", "1"]);
+        c.cmd(&["GETEX", "g", "PXAT", "1"]);
+        c.cmd(&["SET", "b", "1"]);
+        c.cmd(&["PEXPIRE", "b", "1"]);
+        // Past its deadline: the read below (or the expiry cycle, first) deletes it.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(c.cmd(&["GET", "b"]), b"$-1\r\n");
+    }
+    c.cmd(&["SET", "end", "1"]);
+    stream
+        .until_end()
+        .into_iter()
+        .map(|cmd| {
+            if cmd[0] == "PEXPIREAT" {
+                vec![cmd[0].clone(), cmd[1].clone(), "<ms>".into()]
+            } else {
+                cmd
+            }
+        })
+        .collect()
+}
+
+/// An expired key's deletion reaches replicas and the AOF as `DEL` with
+/// `lazyfree-lazy-expire no` and as `UNLINK` with `yes`, as Redis 7.0 sends it
+/// (`propagateDeletion`, and `EXPIRE`/`GETEX` given a time in the past).
+#[test]
+fn expired_keys_reach_the_stream_as_del_or_unlink_as_redis_sends_them() {
+    same_stream_as_redis(
+        expiry_effects,
+        &[
+            "SET a 1",
+            "DEL a",
+            "SET g 1",
+            "DEL g",
+            "SET b 1",
+            "PEXPIREAT b <ms>",
+            "DEL b",
+            "SET a 1",
+            "UNLINK a",
+            "SET g 1",
+            "UNLINK g",
+            "SET b 1",
+            "PEXPIREAT b <ms>",
+            "UNLINK b",
+        ],
+    );
+}

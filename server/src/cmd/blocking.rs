@@ -43,21 +43,33 @@ pub(super) fn block_until<F>(
 ) where
     F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
 {
-    block_until_changed(ctx, keys, timeout_ms, exclusive, false, attempt);
+    block_until_changed(
+        ctx,
+        keys,
+        timeout_ms,
+        exclusive,
+        None,
+        move |shared, db, now, _| attempt(shared, db, now),
+    );
 }
 
-/// [`block_until`], and, with `on_any_change`, woken by any change of the keys too, their
-/// deletion, a flush or a swap included (a blocked `XREADGROUP` answers that its stream is
-/// gone), not only by what serves a blocked client.
+/// [`block_until`] for a reader of a consumer group (`XREADGROUP`, `group_reader` naming
+/// the group): woken by any change of the keys too, their deletion, a flush or a swap
+/// included (it answers that its stream is gone), not only by what serves it; and queued
+/// among the group's blocked readers of each key (see `Db::first_group_reader`). `attempt`
+/// is also given the client's own notifier, which is how it asks whether its turn has come.
 pub(super) fn block_until_changed<F>(
     ctx: &mut Ctx<'_>,
     keys: Vec<Bytes>,
     timeout_ms: u64,
     exclusive: bool,
-    on_any_change: bool,
+    group_reader: Option<Bytes>,
     attempt: F,
 ) where
-    F: Fn(&Shared, usize, u64) -> Result<Option<Frame>, Frame> + Send + Sync + 'static,
+    F: Fn(&Shared, usize, u64, &Arc<Notify>) -> Result<Option<Frame>, Frame>
+        + Send
+        + Sync
+        + 'static,
 {
     let shared = ctx.shared.clone();
     let db_index = ctx.client.db;
@@ -75,8 +87,8 @@ pub(super) fn block_until_changed<F>(
         let db = shared.keyspace.db(db_index);
         for k in &keys {
             db.block_on(k.clone(), notify.clone());
-            if on_any_change {
-                db.watch_changes(k.clone(), notify.clone());
+            if let Some(group) = &group_reader {
+                db.watch_changes(k.clone(), group.clone(), notify.clone());
             }
         }
         let _guard = BlockGuard {
@@ -84,18 +96,18 @@ pub(super) fn block_until_changed<F>(
             db: db_index,
             keys: keys.clone(),
             notify: notify.clone(),
-            on_any_change,
+            on_any_change: group_reader.is_some(),
         };
         loop {
             let threshold = shared.config.busy_reply_threshold();
             let served = if exclusive {
                 match shared.gate.exclusive(threshold).await {
-                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms())),
+                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms(), &notify)),
                     Err(_) => None,
                 }
             } else {
                 match shared.gate.shared(threshold).await {
-                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms())),
+                    Ok(_gate) => Some(attempt(&shared, db_index, shared.clock.now_ms(), &notify)),
                     Err(_) => None,
                 }
             };

@@ -121,9 +121,9 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             ctx.shared.pause.unpause();
             Frame::ok()
         }
-        "help" => Frame::Array(
-            [
-                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "help" => super::util::help(
+            "CLIENT",
+            &[
                 "CACHING (YES|NO)",
                 "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
                 "GETREDIR",
@@ -134,10 +134,24 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    Return the ID of the current connection.",
                 "INFO",
                 "    Return information about the current client connection.",
-                "KILL <ip:port> | ID <client-id> | ADDR <ip:port> | LADDR <ip:port>",
-                "    Kill connections.",
-                "LIST [ID <client-id> ...]",
-                "    Return information about client connections.",
+                "KILL <ip:port>",
+                "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are:",
+                "    * ADDR (<ip:port>|<unixsocket>:0)",
+                "      Kill connections made from the specified address",
+                "    * LADDR (<ip:port>|<unixsocket>:0)",
+                "      Kill connections made to specified local address",
+                "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+                "      Kill connections by type.",
+                "    * USER <username>",
+                "      Kill connections authenticated by <username>.",
+                "    * SKIPME (YES|NO)",
+                "      Skip killing current connection (default: yes).",
+                "LIST [options ...]",
+                "    Return information about client connections. Options:",
+                "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+                "      Return clients of specified type.",
                 "UNPAUSE",
                 "    Stop the current client pause, resuming traffic.",
                 "PAUSE <timeout> [WRITE|ALL]",
@@ -146,6 +160,8 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    Control the replies sent to the current connection.",
                 "SETNAME <name>",
                 "    Assign the name <name> to the current connection.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
                 "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
                 "         [OPTIN] [OPTOUT] [NOLOOP]",
                 "    Control server assisted client side caching.",
@@ -153,12 +169,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    Report tracking status for the current connection.",
                 "NO-EVICT (ON|OFF)",
                 "    Protect current client connection from eviction.",
-                "HELP",
-                "    Prints this help.",
-            ]
-            .iter()
-            .map(|l| Frame::simple(l))
-            .collect(),
+            ],
         ),
         "pause" => Frame::error(
             "ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.",

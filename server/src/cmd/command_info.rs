@@ -196,7 +196,29 @@ fn command(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             Frame::bulks(keys.into_iter().map(|i| inner[i].clone()))
         }
-        "count" | "getkeys" => arity_error(&format!("command|{sub}")),
+        // Redis's text without `GETKEYSANDFLAGS`, which latchkey does not run.
+        "help" if args.len() == 2 => super::util::help(
+            "COMMAND",
+            &[
+                "(no subcommand)",
+                "    Return details about all Redis commands.",
+                "COUNT",
+                "    Return the total number of commands in this Redis server.",
+                "LIST",
+                "    Return a list of all commands in this Redis server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Redis command.",
+            ],
+        ),
+        "count" | "getkeys" | "help" => arity_error(&format!("command|{sub}")),
         _ => unknown_subcommand(args, "command"),
     }
 }

@@ -22,7 +22,9 @@
 //!   the minute stamp and counter Redis keeps in the same field; `lru_seconds_idle` is
 //!   Redis's estimate from it;
 //! - the `ql_*` fields describe the quicklist Redis would have built by pushing the list's
-//!   elements in order under the list's `list-max-listpack-size` and `list-compress-depth`:
+//!   elements in order under the `list-max-listpack-size` and `list-compress-depth` the list
+//!   was made with (as Redis's quicklist, each list keeps its own; `SORT ... STORE` makes
+//!   its list with Redis's built-in -2 and 0, as Redis does):
 //!   latchkey keeps its own chunks (see [`crate::list`]), so a list built in another order
 //!   (`LPUSH`, `LINSERT`) may have other node boundaries on Redis.
 //!
@@ -80,24 +82,18 @@ pub(crate) fn debug_object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         idle
     );
     if let Value::List(list) = &e.value {
-        line.push_str(&quicklist_fields(ctx, list));
+        line.push_str(&quicklist_fields(list));
     }
     Frame::Simple(Bytes::from(line))
 }
 
 /// The `ql_*` fields of a list: the quicklist Redis 7.0 builds by pushing `list`'s elements
 /// one after the other at its tail.
-fn quicklist_fields(ctx: &Ctx<'_>, list: &List) -> String {
-    let param = |name: &str| {
-        ctx.shared
-            .config
-            .get(name)
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
-    // Redis's quicklistSetFill clamps the fill to -5..=32768.
-    let fill = param("list-max-listpack-size").clamp(-5, 32768);
-    let compressed = param("list-compress-depth") != 0;
+/// The list's own options are used, as Redis's quicklist keeps the ones it was made with
+/// (`CONFIG SET` changes only the lists made afterwards; see [`List::set_options`]).
+fn quicklist_fields(list: &List) -> String {
+    let fill = list.fill();
+    let compressed = list.compress_depth() != 0;
     let mut nodes: Vec<(usize, usize)> = Vec::new(); // (bytes, count) of each node
     for elem in list.iter() {
         let added = crate::stream::lp_elem(elem) as usize;

@@ -95,10 +95,15 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(e) => return e,
     };
     let max_intset = ctx.shared.config.set_max_intset_entries();
-    let value = match dump::decode(&args[3], max_intset) {
+    let mut value = match dump::decode(&args[3], max_intset) {
         Ok(v) => v,
         Err(e) => return Frame::error(e.message()),
     };
+    // A restored list is a new quicklist in Redis, made with the current options.
+    if let crate::db::Value::List(l) = &mut value {
+        let (fill, depth) = ctx.shared.config.encodings.list_options();
+        l.set_options(fill, depth);
+    }
     // The deadline in Unix milliseconds (none for a TTL of 0).
     let deadline = match (ttl, o.absttl) {
         (0, _) => None,

@@ -51,8 +51,13 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         // An expired key counts as absent; removing it still tidies the map.
         let live = ctx.db().contains(k, ctx.now_ms);
         if let Some(entry) = ctx.db().remove(k) {
-            // A big value is freed in the background (as `UNLINK` promises; `DEL` too).
-            crate::lazyfree::free_entry(entry);
+            if live {
+                // A big value is freed in the background (as `UNLINK` promises; `DEL` too).
+                crate::lazyfree::free_entry(entry);
+            } else {
+                // An expired one, where expiry frees it (`lazyfree-lazy-expire`).
+                crate::lazyfree::free_expired(entry, ctx.shared.config.limits.lazy_expire());
+            }
             if live {
                 n += 1;
                 ctx.changed();

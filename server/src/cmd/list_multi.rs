@@ -247,7 +247,7 @@ fn try_move(
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     // A source of another type leaves a waiting client waiting, as in Redis.
-    let src = match write_in(db, &m.src, now, lazy, false) {
+    let src = match write_in(db, &m.src, now, lazy, None) {
         Err(_) if later => return Ok(None),
         r => r?,
     };
@@ -255,13 +255,14 @@ fn try_move(
     if !has {
         return Ok(None);
     }
-    drop(write_in(db, &m.dst, now, lazy, false)?);
+    drop(write_in(db, &m.dst, now, lazy, None)?);
     let Some(el) =
         pop_from(db, &m.src, now, lazy, m.from_left, 1)?.and_then(|v| v.into_iter().next())
     else {
         return Ok(None);
     };
-    let mut e = write_in(db, &m.dst, now, lazy, true)?.expect("created");
+    let options = shared.config.encodings.list_options();
+    let mut e = write_in(db, &m.dst, now, lazy, Some(options))?.expect("created");
     let l = list_of(&mut e);
     if m.to_left {
         l.push_front(&el);

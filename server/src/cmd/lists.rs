@@ -62,18 +62,30 @@ fn read<R>(ctx: &Ctx<'_>, key: &[u8], f: impl FnOnce(&List) -> R) -> Result<Opti
     read_container(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), f)
 }
 
+/// The list at `key` for writing. `create`: when the key is absent, make a list there with
+/// these options (`list-max-listpack-size`, `list-compress-depth`, read from the
+/// configuration when the command runs: see [`List::set_options`]); `None` leaves it absent.
 pub(super) fn write_in<'a>(
     db: &'a Db,
     key: &Bytes,
     now_ms: u64,
     lazy: bool,
-    create: bool,
+    create: Option<(i64, i64)>,
 ) -> Result<Option<EntryMut<'a>>, Frame> {
-    write_container::<List>(db, key, now_ms, lazy, create)
+    let mut e = write_container::<List>(db, key, now_ms, lazy, create.is_some())?;
+    if let (Some(e), Some((fill, depth))) = (e.as_mut(), create) {
+        let l = list_of(e);
+        // No list in the keyspace is empty: an empty one was made just now.
+        if l.is_empty() {
+            l.set_options(fill, depth);
+        }
+    }
+    Ok(e)
 }
 
 fn write<'a>(ctx: &Ctx<'a>, key: &Bytes, create: bool) -> Result<Option<EntryMut<'a>>, Frame> {
-    write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), create)
+    let options = create.then(|| ctx.shared.config.encodings.list_options());
+    write_in(ctx.db(), key, ctx.now_ms, ctx.lazy_delete(), options)
 }
 
 pub(super) fn list_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut List {
@@ -142,7 +154,7 @@ pub(super) fn pop_from(
     left: bool,
     count: usize,
 ) -> Result<Option<Vec<Bytes>>, Frame> {
-    let Some(mut e) = write_in(db, key, now_ms, lazy, false)? else {
+    let Some(mut e) = write_in(db, key, now_ms, lazy, None)? else {
         return Ok(None);
     };
     let l = list_of(&mut e);

@@ -171,23 +171,23 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 Err(e) => e,
             }
         }
-        "help" if args.len() == 2 => Frame::Array(
-            [
-                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        // Redis's text without `DEBUG`: latchkey has no Lua debugger.
+        "help" if args.len() == 2 => super::util::help(
+            "SCRIPT",
+            &[
                 "EXISTS <sha1> [<sha1> ...]",
                 "    Return information about the existence of the scripts in the script cache.",
                 "FLUSH [ASYNC|SYNC]",
                 "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                "    When called without the optional mode argument, the behavior is determined by the",
+                "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                "    * ASYNC: Asynchronously flush the scripts cache.",
+                "    * SYNC: Synchronously flush the scripts cache.",
                 "KILL",
                 "    Kill the currently executing Lua script.",
                 "LOAD <script>",
                 "    Load a script into the scripts cache without executing it.",
-                "HELP",
-                "    Prints this help.",
-            ]
-            .iter()
-            .map(|l| Frame::simple(l))
-            .collect(),
+            ],
         ),
         "load" | "exists" | "kill" | "help" => arity_error(&format!("script|{sub}")),
         _ => unknown_subcommand(args, "script"),

@@ -269,23 +269,26 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 .store(on, std::sync::atomic::Ordering::Release);
             Frame::ok()
         }
-        "help" => Frame::Array(vec![
-            Frame::simple("DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-            Frame::simple("SLEEP <seconds>"),
-            Frame::simple("    Stop the calling client for <seconds> (fractions allowed)."),
-            Frame::simple("OBJECT <key>"),
-            Frame::simple("    Show low level info about `key` and associated value."),
-            Frame::simple("POPULATE <count> [<prefix>] [<size>]"),
-            Frame::simple(
-                "    Make <count> string keys <prefix>:<n> (prefix 'key') holding value:<n>,",
-            ),
-            Frame::simple(
-                "    padded with zeros to <size> bytes when given. Existing keys are kept;",
-            ),
-            Frame::simple("    nothing is sent to replicas or the AOF."),
-            Frame::simple("SET-ACTIVE-EXPIRE <0|1>"),
-            Frame::simple("    Stop or start the background expiry of keys."),
-        ]),
+        // Redis's entries for the subcommands latchkey runs, in Redis's order and words
+        // (its `SLEEP` stops only the calling client here: see `docs/COMPATIBILITY.md`).
+        "help" if args.len() == 2 => super::util::help(
+            "DEBUG",
+            &[
+                "OBJECT <key>",
+                "    Show low level info about `key` and associated value.",
+                "POPULATE <count> [<prefix>] [<size>]",
+                "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+                "    it is used instead of the 'key' prefix. These are not propagated to",
+                "    replicas. Cluster slots are not respected so keys not belonging to the",
+                "    current node can be created in cluster mode.",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Setting it to 0 disables expiring keys in background when they are not",
+                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+                "    default.",
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals allowed.",
+            ],
+        ),
         // Redis 7.0 words both an unknown subcommand and a wrong count this way for DEBUG.
         _ => super::util::subcommand_syntax_error(args, "debug"),
     }

@@ -13,7 +13,10 @@
 //! a consumer a `NOACK` read created as `XGROUP CREATECONSUMER`, between `MULTI` and `EXEC`
 //! when there are several, as Redis 7.0 sends them.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use tokio::sync::Notify;
 
 use super::blocking::block_until_changed;
 use super::stream_args::{entry_frame, parse_strict_id};
@@ -67,16 +70,20 @@ fn history_frame(id: StreamId, fields: Option<&Fields>) -> Frame {
     }
 }
 
-/// Serves `read` from what the keys hold now. `blocked`: the client waited, so a stream that
-/// went away or a group destroyed meanwhile is an error rather than skipped.
+/// Serves `read` from what the keys hold now. `blocked`: the client waited (its notifier
+/// given), so a stream that went away or a group destroyed meanwhile is an error rather than
+/// skipped, and it takes new entries of a stream only in its turn among the group's blocked
+/// readers (see `Db::first_group_reader`).
 fn serve(
     shared: &Shared,
     db_index: usize,
     read: &Read,
     count: usize,
     now: u64,
-    blocked: bool,
+    blocked: Option<&Arc<Notify>>,
 ) -> Result<Outcome, Frame> {
+    let blocked_as = blocked;
+    let blocked = blocked.is_some();
     let db = shared.keyspace.db(db_index);
     let lazy = shared.lazy_expire_deletes();
     let mut out = Vec::new();
@@ -119,14 +126,18 @@ fn serve(
                 })
                 .unwrap_or_default()
         });
+        // A blocked reader behind another of its group leaves the new entries to it.
+        let in_turn = || blocked_as.is_none_or(|me| db.first_group_reader(key, &read.group, me));
         let fresh: Option<Vec<(StreamId, Fields)>> = match (after, s.edges()) {
-            (None, Some((_, (&top, _)))) if top > g.last_id => g.last_id.next().map(|from| {
-                let limit = if count == 0 { usize::MAX } else { count };
-                s.range(from, StreamId::MAX, false, limit)
-                    .into_iter()
-                    .map(|(id, f)| (id, f.clone()))
-                    .collect()
-            }),
+            (None, Some((_, (&top, _)))) if top > g.last_id && in_turn() => {
+                g.last_id.next().map(|from| {
+                    let limit = if count == 0 { usize::MAX } else { count };
+                    s.range(from, StreamId::MAX, false, limit)
+                        .into_iter()
+                        .map(|(id, f)| (id, f.clone()))
+                        .collect()
+                })
+            }
             _ => None,
         };
         if history.is_none() && fresh.is_none() {
@@ -254,7 +265,7 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         noack,
         resp3: ctx.client.protocol == Protocol::Resp3,
     };
-    let outcome = match serve(ctx.shared, ctx.client.db, &read, count, now, false) {
+    let outcome = match serve(ctx.shared, ctx.client.db, &read, count, now, None) {
         Ok(o) => o,
         Err(e) => return e,
     };
@@ -279,17 +290,19 @@ fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         count
     };
     let waiting_keys = read.keys.clone();
+    let group = read.group.clone();
     // Woken by any change of its keys too: a deleted or overwritten stream, a flush or a
-    // swap answers `UNBLOCKED`, as Redis's `signalDeletedKeyAsReady` makes it.
+    // swap answers `UNBLOCKED`, as Redis's `signalDeletedKeyAsReady` makes it. New entries
+    // go to the group's blocked readers one at a time, in the order they blocked.
     block_until_changed(
         ctx,
         waiting_keys,
         timeout_ms,
         false,
-        true,
-        move |shared, db, now| {
+        Some(group),
+        move |shared, db, now, me| {
             let _order = shared.order_guard();
-            let outcome = serve(shared, db, &read, limit, now, true)?;
+            let outcome = serve(shared, db, &read, limit, now, Some(me))?;
             let Some(reply) = outcome.reply else {
                 return Ok(None);
             };

@@ -200,6 +200,24 @@ pub(crate) fn container_mut<'e, C: Container>(e: &'e mut EntryMut<'_>) -> &'e mu
     C::of_mut(&mut e.value).expect("write_container only returns entries of its type")
 }
 
+/// A container's `HELP` reply as Redis shapes it (`addReplyHelp`): a first line naming the
+/// command, then `entries` (each subcommand's synopsis, followed by its description lines
+/// indented by four spaces), then the entry for `HELP` itself; every line a status reply.
+/// A container lists only the subcommands latchkey runs, in Redis's words.
+pub(crate) fn help(command: &str, entries: &[&'static str]) -> Frame {
+    let first = format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+    let rest = entries
+        .iter()
+        .copied()
+        .chain(["HELP", "    Prints this help."])
+        .map(Frame::simple);
+    Frame::Array(
+        std::iter::once(Frame::Simple(Bytes::from(first)))
+            .chain(rest)
+            .collect(),
+    )
+}
+
 /// Redis's reply to a subcommand it does not know (`OBJECT FOO`), naming the first 128
 /// characters of what was sent and the parent command's `HELP`.
 pub(crate) fn unknown_subcommand(args: &[Bytes], parent: &str) -> Frame {

@@ -4,6 +4,13 @@
 //! under each key it waits for, in the order clients blocked. Redis serves them in that order,
 //! so a push wakes only the first in line, and each client passes the turn on when it leaves
 //! the line (served, timed out, unblocked, or unable to take what the key holds).
+//!
+//! A client blocked in `XREADGROUP` also registers as a reader of its group
+//! ([`watch_changes`](Db::watch_changes)). Every change of the stream wakes all of them (an
+//! `XADD`, or the stream's deletion, which each answers), but new entries go to the readers
+//! of one group one at a time, in the order they blocked, as Redis serves them: only the
+//! first blocked reader of a group may take them ([`first_group_reader`](Db::first_group_reader)),
+//! and when it leaves, the next reader of its group is woken to take what is left.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -82,22 +89,62 @@ impl Db {
         }
     }
 
-    /// Registers a client that must hear of any change of `key`, its deletion included (a
-    /// blocked `XREADGROUP`): see [`key_changed`](Db::key_changed).
-    pub(crate) fn watch_changes(&self, key: Bytes, notify: Arc<Notify>) {
-        self.change_watchers.entry(key).or_default().push(notify);
+    /// Registers a client blocked in `XREADGROUP` on `key` as a reader of `group`, behind
+    /// those that blocked before it: it hears of any change of `key`, its deletion included
+    /// (see [`key_changed`](Db::key_changed)), and takes new entries in its turn (see
+    /// [`first_group_reader`](Db::first_group_reader)).
+    pub(crate) fn watch_changes(&self, key: Bytes, group: Bytes, notify: Arc<Notify>) {
+        self.change_watchers
+            .entry(key)
+            .or_default()
+            .push(GroupReader { group, notify });
         self.change_watcher_count.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Removes a notifier registered with [`watch_changes`](Db::watch_changes).
+    /// Removes a reader registered with [`watch_changes`](Db::watch_changes). When it was
+    /// the first blocked reader of its group, the next one of that group is woken: the
+    /// stream may hold entries the leaving reader did not take (it took only `COUNT` of
+    /// them, timed out, or was unblocked), and they are now the next one's to take.
     pub(crate) fn unwatch_changes(&self, key: &[u8], notify: &Arc<Notify>) {
         if let Some(mut list) = self.change_watchers.get_mut(key) {
             let before = list.len();
-            list.retain(|n| !Arc::ptr_eq(n, notify));
+            let leaving = list.iter().position(|r| Arc::ptr_eq(&r.notify, notify));
+            if let Some(i) = leaving {
+                let group = list[i].group.clone();
+                let was_first = !list[..i].iter().any(|r| r.group == group);
+                list.retain(|r| !Arc::ptr_eq(&r.notify, notify));
+                if was_first {
+                    if let Some(next) = list.iter().find(|r| r.group == group) {
+                        next.notify.notify_one();
+                    }
+                }
+            }
             self.change_watcher_count
                 .fetch_sub(before - list.len(), Ordering::AcqRel);
         }
         self.change_watchers.remove_if(key, |_, l| l.is_empty());
+    }
+
+    /// Whether the reader whose notifier is `notify` is the first blocked reader of `group`
+    /// on `key` (or is not registered there: a reader that has not blocked yet), and so may
+    /// take the stream's new entries now. The others of its group wait for their turn, as
+    /// Redis serves a group's blocked readers one after the other in the order they blocked.
+    pub(crate) fn first_group_reader(
+        &self,
+        key: &[u8],
+        group: &[u8],
+        notify: &Arc<Notify>,
+    ) -> bool {
+        let Some(list) = self.change_watchers.get(key) else {
+            return true;
+        };
+        match list.iter().find(|r| r.group == group) {
+            Some(first) => {
+                Arc::ptr_eq(&first.notify, notify)
+                    || !list.iter().any(|r| Arc::ptr_eq(&r.notify, notify))
+            }
+            None => true,
+        }
     }
 
     /// Wakes the clients watching `key` for changes. Called for every change of a key (with
@@ -116,8 +163,8 @@ impl Db {
     #[inline(never)]
     fn wake_change_watchers_of(&self, key: &[u8]) {
         if let Some(list) = self.change_watchers.get(key) {
-            for n in list.iter() {
-                n.notify_one();
+            for r in list.iter() {
+                r.notify.notify_one();
             }
         }
     }
@@ -129,9 +176,16 @@ impl Db {
             return;
         }
         for watching in self.change_watchers.iter() {
-            for n in watching.value() {
-                n.notify_one();
+            for r in watching.value() {
+                r.notify.notify_one();
             }
         }
     }
+}
+
+/// A client blocked in `XREADGROUP` on a key: the group it reads as, and its notifier.
+#[derive(Debug)]
+pub(crate) struct GroupReader {
+    group: Bytes,
+    notify: Arc<Notify>,
 }

@@ -297,9 +297,13 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
     shared.keyspace.clear_all();
     loaded.keys = keys.len();
     let max_intset = shared.config.set_max_intset_entries();
+    let (fill, depth) = shared.config.encodings.list_options();
     for (db, key, mut entry) in keys {
-        if let Value::Set(s) = &mut entry.value {
-            s.fit(max_intset);
+        match &mut entry.value {
+            Value::Set(s) => s.fit(max_intset),
+            // Loaded lists take the options configured now, as Redis's loader sets them.
+            Value::List(l) => l.set_options(fill, depth),
+            _ => {}
         }
         shared.keyspace.db(db).insert_loaded(key, entry);
     }

@@ -486,6 +486,22 @@ impl Args {
     }
 }
 
+/// The function a wrapper chunk (`LIFT_LUA`, `VARIADIC_LUA`) returns, compiled the first
+/// time it is asked for and kept in Lua's registry under `name` afterwards.
+///
+/// Every library function goes through one of these chunks, and compiling a chunk makes new
+/// bytecode, constants and debug information: done once per function, the wrappers of the
+/// libraries took about 30 KB of the interpreter's heap, where shared they take one copy
+/// each and a closure per function.
+fn compiled_once(lua: &Lua, name: &str, source: &str) -> mlua::Result<mlua::Function> {
+    if let Ok(f) = lua.named_registry_value::<mlua::Function>(name) {
+        return Ok(f);
+    }
+    let f: mlua::Function = lua.load(source).set_name("=latchkey").call(())?;
+    lua.set_named_registry_value(name, f.clone())?;
+    Ok(f)
+}
+
 /// Makes a Lua function out of `f` that takes any number of arguments as [`Args`].
 pub(crate) fn variadic<F, R>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
 where
@@ -496,8 +512,7 @@ where
         let n = usize::try_from(n).unwrap_or(0);
         f(lua, Args { table, n })
     })?;
-    let wrap: mlua::Function = lua.load(VARIADIC_LUA).set_name("=latchkey").call(())?;
-    wrap.call(inner)
+    compiled_once(lua, "latchkey.variadic", VARIADIC_LUA)?.call(inner)
 }
 
 /// Makes a library function out of `f`: its results are returned as they are, its
@@ -525,8 +540,7 @@ where
             ]),
         })
     })?;
-    let wrap: mlua::Function = lua.load(LIFT_LUA).set_name("=latchkey").call(())?;
-    let wrapper: mlua::Function = wrap.call(inner)?;
+    let wrapper: mlua::Function = compiled_once(lua, "latchkey.lift", LIFT_LUA)?.call(inner)?;
     // SAFETY: the wrapper is the only value pushed; the closure replaces it with one value.
     unsafe {
         lua.exec_raw::<mlua::Function>(wrapper, |state| {

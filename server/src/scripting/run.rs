@@ -436,6 +436,7 @@ impl Scripting {
         }
         ctx.client.error_counted = true;
         self.collect_if_full();
+        self.step_collector();
         reply
     }
 }
