@@ -219,8 +219,18 @@ impl Db {
         replaced
     }
 
-    /// [`insert`](Db::insert) for a snapshot being loaded: nothing is noted.
-    pub(crate) fn insert_loaded(&self, key: Bytes, entry: Entry) {
+    /// [`insert`](Db::insert) for a value a command has just made (`COPY`, `SORT ... STORE`,
+    /// `SINTERSTORE` and the other `*STORE`s): the key is stamped as used now, as Redis stamps
+    /// every object it creates, so `OBJECT IDLETIME` starts at 0 and eviction sees a new key.
+    pub(crate) fn insert_new(&self, key: Bytes, entry: Entry, now_ms: u64) -> bool {
+        entry.access.init(now_ms, &self.limits);
+        self.insert(key, entry)
+    }
+
+    /// [`insert`](Db::insert) for a snapshot being loaded at `now_ms`: nothing is noted, and
+    /// the key is stamped as created at load time, as Redis's loader creates its objects.
+    pub(crate) fn insert_loaded(&self, key: Bytes, entry: Entry, now_ms: u64) {
+        entry.access.init(now_ms, &self.limits);
         self.store(&key, entry);
     }
 

@@ -453,3 +453,42 @@ fn redis_dir(redis: &RedisProcess) -> std::path::PathBuf {
     let dir = reply.split("\r\n").nth(4).expect("a dir").to_string();
     std::path::PathBuf::from(dir)
 }
+
+/// The idle seconds `OBJECT IDLETIME` gives for `key`, on redis-server and on latchkey.
+fn idle(d: &mut Diff, key: &str) -> (u64, u64) {
+    let read = |r: Vec<u8>| -> u64 {
+        let s = String::from_utf8(r).unwrap();
+        s.trim_start_matches(':').trim_end().parse().unwrap()
+    };
+    let (r, l) = d.both(&["OBJECT", "IDLETIME", key]);
+    (read(r), read(l))
+}
+
+/// A key a command makes (`COPY`, `SORT ... STORE`, `SINTERSTORE`, `ZUNIONSTORE`) is a new
+/// object to Redis, so its idle time starts at 0 whatever its sources' idle times are; `MOVE`
+/// moves the key itself, which its lookup has just used. (A made key once started with a
+/// stamp of 0, so `OBJECT IDLETIME` and the eviction policies saw it idle for days.)
+#[test]
+fn made_and_moved_keys_start_idle_at_zero() {
+    let mut d = diff();
+    d.check(&["RPUSH", "list", "3", "1", "2"]);
+    d.check(&["SADD", "set", "a", "b"]);
+    d.check(&["ZADD", "zset", "1", "a"]);
+    d.check(&["SET", "moved", "v"]);
+    // Redis's idle clock ticks in whole seconds: wait until the sources are 2 s old.
+    std::thread::sleep(Duration::from_millis(2_300));
+    let (r, l) = idle(&mut d, "moved");
+    assert!(r >= 2 && l >= 2, "sources idle: redis {r}, latchkey {l}");
+    d.check(&["COPY", "list", "copied"]);
+    d.check(&["SORT", "list", "STORE", "sorted"]);
+    d.check(&["SINTERSTORE", "inter", "set"]);
+    d.check(&["ZUNIONSTORE", "union", "1", "zset"]);
+    for key in ["copied", "sorted", "inter", "union"] {
+        let (r, l) = idle(&mut d, key);
+        assert!(r <= 1 && l <= 1, "{key} idle: redis {r}, latchkey {l}");
+    }
+    d.check(&["MOVE", "moved", "1"]);
+    d.check(&["SELECT", "1"]);
+    let (r, l) = idle(&mut d, "moved");
+    assert!(r <= 1 && l <= 1, "moved key idle: redis {r}, latchkey {l}");
+}

@@ -29,26 +29,34 @@ fn same_objects() -> Frame {
     Frame::error("ERR source and destination objects are the same")
 }
 
-/// The live entry at `key` of database `db`, copied (value and TTL, with a fresh access
-/// stamp as a new key gets).
+/// The live entry at `key` of database `db`, copied: value, TTL and access stamp. `MOVE`
+/// keeps the stamp (Redis moves the object itself); `COPY` stamps its new key afresh.
 fn live_copy(ctx: &Ctx<'_>, db: usize, key: &[u8]) -> Option<Entry> {
     let e = ctx
         .shared
         .keyspace
         .db(db)
         .get(key, ctx.now_ms, ctx.lazy_delete())?;
-    Some(Entry::with_expiry(e.value.clone(), e.expires_at()))
+    let mut copy = Entry::with_expiry(e.value.clone(), e.expires_at());
+    copy.access = e.access.clone();
+    Some(copy)
 }
 
-/// Stores a copied or moved entry (noted as created, whether or not it replaced a key); a list or a sorted set wakes the clients blocked on its new
-/// key, as a push would.
-fn store(db: &crate::db::Db, key: &Bytes, entry: Entry) {
+/// Stores a copied or moved entry (noted as created, whether or not it replaced a key); a
+/// list or a sorted set wakes the clients blocked on its new key, as a push would. A copy
+/// (`stamp_at` given) is a new object to Redis, used now whatever the original's idle time;
+/// a moved key keeps its stamp.
+fn store(db: &crate::db::Db, key: &Bytes, entry: Entry, stamp_at: Option<u64>) {
     let blockable = entry.value.wakes_blocked_clients();
     // A stream wakes all its readers (each reads the same entries), a list or sorted set the
     // first client in line.
     let readers = matches!(entry.value, crate::db::Value::Stream(_));
     // Redis deletes a key it replaces and adds the copy anew (a `new` event either way).
-    if db.insert(key.clone(), entry) {
+    let replaced = match stamp_at {
+        Some(now_ms) => db.insert_new(key.clone(), entry, now_ms),
+        None => db.insert(key.clone(), entry),
+    };
+    if replaced {
         db.note_created(key);
     }
     if readers {
@@ -87,7 +95,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if to.get(dst, ctx.now_ms, ctx.lazy_delete()).is_some() && !replace {
         return Frame::Integer(0);
     }
-    store(to, dst, entry);
+    store(to, dst, entry, Some(ctx.now_ms));
     ctx.changed();
     ctx.shared.keyspace_event(GENERIC, "copy_to", dst, target);
     Frame::Integer(1)
@@ -109,7 +117,7 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if to.get(key, ctx.now_ms, ctx.lazy_delete()).is_some() {
         return Frame::Integer(0);
     }
-    store(to, key, entry);
+    store(to, key, entry, None);
     ctx.db().remove(key);
     ctx.changed();
     ctx.notify(GENERIC, "move_from", key);

@@ -499,8 +499,11 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: Set, event: &str) -> Frame {
         }
         return Frame::Integer(0);
     }
-    ctx.db()
-        .insert(dst.clone(), Entry::new(Value::Set(Box::new(result))));
+    ctx.db().insert_new(
+        dst.clone(),
+        Entry::new(Value::Set(Box::new(result))),
+        ctx.now_ms,
+    );
     ctx.modified(dst);
     ctx.notify(SET, event, dst);
     Frame::Integer(n as i64)

@@ -435,8 +435,11 @@ fn store(ctx: &mut Ctx<'_>, dst: &Bytes, items: &[Item], gets: &[Pattern]) -> Fr
         }
         return Frame::Integer(0);
     }
-    ctx.db()
-        .insert(dst.clone(), Entry::new(Value::List(Box::new(list))));
+    ctx.db().insert_new(
+        dst.clone(),
+        Entry::new(Value::List(Box::new(list))),
+        ctx.now_ms,
+    );
     ctx.notify(crate::notify::LIST, "sortstore", dst);
     ctx.db().signal_ready(dst);
     ctx.dirty += n as u64;

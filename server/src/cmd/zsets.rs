@@ -459,8 +459,11 @@ pub(super) fn store(ctx: &mut Ctx<'_>, dst: &Bytes, result: ZSet, event: &str) -
         }
         return Frame::Integer(0);
     }
-    ctx.db()
-        .insert(dst.clone(), Entry::new(Value::ZSet(Box::new(result))));
+    ctx.db().insert_new(
+        dst.clone(),
+        Entry::new(Value::ZSet(Box::new(result))),
+        ctx.now_ms,
+    );
     ctx.modified(dst);
     ctx.notify(ZSET, event, dst);
     ctx.db().signal_ready(dst);

@@ -298,6 +298,7 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
     loaded.keys = keys.len();
     let max_intset = shared.config.set_max_intset_entries();
     let (fill, depth) = shared.config.encodings.list_options();
+    let now_ms = shared.clock.now_ms();
     for (db, key, mut entry) in keys {
         match &mut entry.value {
             Value::Set(s) => s.fit(max_intset),
@@ -305,7 +306,7 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
             Value::List(l) => l.set_options(fill, depth),
             _ => {}
         }
-        shared.keyspace.db(db).insert_loaded(key, entry);
+        shared.keyspace.db(db).insert_loaded(key, entry, now_ms);
     }
     Ok(loaded)
 }
