@@ -5,6 +5,9 @@
 //! it runs, every type of value across a restart from the rewritten file, the old file whole
 //! after a crash during a rewrite, and the bound on what a rewrite holds in memory.
 //!
+//! Then function libraries in the AOF (`FUNCTION LOAD`, `DELETE`, `FLUSH`): the file compared
+//! byte for byte with redis-server's, and a restart from it.
+//!
 //! `rdb-key-save-delay` (Redis's testing knob, which latchkey honours the same way) makes
 //! both servers pause after each key they write, so that a rewrite stays in progress while
 //! the test sends commands.
@@ -698,4 +701,102 @@ fn a_rewrite_whose_buffer_passes_its_bound_fails_and_loses_nothing() {
     let mut c = RawConn::connect(again.addr()).unwrap();
     same_state(&state(&mut c, false), &expected);
     assert_eq!(cmd(&mut c, &["GET", "big7"]), format!("$1000\r\n{big}\r\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Function libraries in the AOF
+
+/// The AOF redis-server 7.0 keeps in `dir`: its base file, then its increments, in the order
+/// its manifest lists them (one file's worth of commands, as latchkey keeps it).
+fn redis_aof(dir: &Path) -> Vec<u8> {
+    let folder = dir.join("appendonlydir");
+    let manifest = std::fs::read_to_string(folder.join("appendonly.aof.manifest")).unwrap();
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `file <name> seq <n> type <b|i|h>`: history files are no longer part of it.
+        if words.len() == 6 && words[0] == "file" && words[5] != "h" {
+            out.extend(std::fs::read(folder.join(words[1])).unwrap());
+        }
+    }
+    out
+}
+
+/// A library `name` whose function `<name>_v` answers `v`, so that which code is loaded shows.
+fn versioned(name: &str, v: &str) -> String {
+    format!(
+        "#!lua name={name}\nredis.register_function{{function_name='{name}_v', callback=function() return '{v}' end, flags={{'no-writes'}}}}"
+    )
+}
+
+/// `FUNCTION LOAD`, `DELETE` and `FLUSH` reach the AOF as redis-server writes them, byte for
+/// byte (refused ones not at all), and a restart from the file has the same libraries.
+#[test]
+fn function_changes_reach_the_aof_and_a_restart_loads_them() {
+    let dir = temp_dir("aof-functions");
+    let mut d = aof_pair(dir.path(), &["--appendfsync", "always"]);
+    let steps: Vec<Vec<String>> = [
+        vec!["FUNCTION", "LOAD", &versioned("one", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("two", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("one", "1")],
+        vec!["FUNCTION", "LOAD", "REPLACE", &versioned("one", "2")],
+        vec!["FUNCTION", "DELETE", "two"],
+        vec!["FUNCTION", "DELETE", "two"],
+        vec!["SET", "k", "v"],
+        vec!["FUNCTION", "FLUSH"],
+        vec!["FUNCTION", "LOAD", &versioned("three", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("four", "1")],
+        vec!["FUNCTION", "DELETE", "four"],
+        vec!["SELECT", "4"],
+        vec!["FUNCTION", "LOAD", "replace", &versioned("three", "3")],
+        vec!["SELECT", "0"],
+        vec!["MULTI"],
+        vec!["FUNCTION", "LOAD", &versioned("five", "5")],
+        vec!["SET", "m", "1"],
+        vec!["EXEC"],
+        vec!["FUNCTION", "FLUSH", "bad"],
+        vec!["FUNCTION", "LOAD", &versioned("six", "6")],
+        vec!["FUNCTION", "FLUSH", "ASYNC"],
+        vec!["FUNCTION", "LOAD", &versioned("three", "3")],
+        vec!["FUNCTION", "LOAD", &versioned("five", "5")],
+    ]
+    .iter()
+    .map(|s| s.iter().map(|a| a.to_string()).collect())
+    .collect();
+    for args in &steps {
+        d.check(args);
+    }
+    let file = aof_bytes(dir.path());
+    assert_eq!(
+        String::from_utf8_lossy(&file),
+        String::from_utf8_lossy(&redis_aof(d.redis_proc.dir())),
+        "the AOF"
+    );
+    assert_eq!(count(&file, b"FUNCTION"), 14);
+    let listed =
+        |c: &mut RawConn, lib: &str| cmd(c, &["FUNCTION", "LIST", "LIBRARYNAME", lib, "WITHCODE"]);
+    let before = [
+        listed(&mut d.latchkey, "three"),
+        listed(&mut d.latchkey, "five"),
+    ];
+    // Both start again from their AOF.
+    d.redis_proc.crash_and_restart();
+    let mut r = RawConn::connect(d.redis_proc.addr()).unwrap();
+    drop(d.latchkey);
+    drop(d.latchkey_server);
+    let again = latchkey_aof(dir.path());
+    let mut c = RawConn::connect(again.addr()).unwrap();
+    for (lib, listing) in ["three", "five"].iter().zip(&before) {
+        assert_eq!(&listed(&mut c, lib), listing);
+        assert_eq!(listed(&mut c, lib), listed(&mut r, lib));
+    }
+    for conn in [&mut c, &mut r] {
+        assert_eq!(cmd(conn, &["FCALL_RO", "three_v", "0"]), "$1\r\n3\r\n");
+        assert_eq!(cmd(conn, &["FCALL_RO", "five_v", "0"]), "$1\r\n5\r\n");
+        assert_eq!(
+            cmd(conn, &["FCALL_RO", "one_v", "0"]),
+            "-ERR Function not found\r\n"
+        );
+        assert_eq!(cmd(conn, &["GET", "m"]), "$1\r\n1\r\n");
+    }
 }
