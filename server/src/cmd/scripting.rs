@@ -68,9 +68,9 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 fn function_flags(_shared: &Shared, args: &[Bytes], command: u32) -> Option<u32> {
     let sub = args.get(1)?;
     let n = args.len();
-    let write = if is(sub, "load") && n >= 3 || is(sub, "restore") && n >= 3 {
+    let write = if (is(sub, "load") || is(sub, "restore")) && n >= 3 {
         WRITE | DENYOOM
-    } else if is(sub, "delete") && n == 3 || is(sub, "flush") {
+    } else if (is(sub, "delete") && n == 3) || is(sub, "flush") {
         WRITE
     } else {
         return None;
