@@ -366,8 +366,9 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// signal (`ServerHandle::stop_on_signal`): a running AOF rewrite is given up (its temporary
 /// file deleted), the AOF is fsynced, and the snapshot file is written when `SAVE` says so or,
 /// without `NOSAVE`, while save points are set. A snapshot that could not be written stops
-/// the shutdown (`Err`), unless `FORCE` says to go on; the caller then keeps serving, as Redis
-/// does. The caller stops the server afterwards ([`Shared::request_shutdown`]).
+/// the shutdown (`Err`), and so does the first rewrite of an AOF turned on at run time while
+/// it runs (the keyspace is in no file yet), unless `FORCE` says to go on; the caller then
+/// keeps serving, as Redis does. The caller stops the server afterwards ([`Shared::request_shutdown`]).
 ///
 /// [`Shared::request_shutdown`]: crate::state::Shared::request_shutdown
 pub(crate) fn prepare_shutdown(
