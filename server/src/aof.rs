@@ -29,6 +29,10 @@ pub(crate) use crate::durability::Fsync;
 pub(crate) struct AofSlot {
     file: parking_lot::RwLock<Option<Aof>>,
     open: AtomicBool,
+    /// The sizes the last file closed by [`take`](AofSlot::take) reported (its current and
+    /// base size): an AOF turned on again at run time starts from them, as Redis's
+    /// `aof_current_size` and `aof_rewrite_base_size` carry over until its first rewrite.
+    closed_sizes: Mutex<(u64, u64)>,
 }
 
 impl AofSlot {
@@ -37,11 +41,32 @@ impl AofSlot {
         self.file.read()
     }
 
-    /// Opens (`Some`) or closes (`None`) the server's AOF.
+    /// Opens (`Some`) or closes (`None`) the server's AOF, as a process does at start and
+    /// loses at a crash: the sizes of a file closed before are forgotten.
     pub(crate) fn set(&self, aof: Option<Aof>) {
         let mut file = self.file.write();
         self.open.store(aof.is_some(), Ordering::Relaxed);
         *file = aof;
+        *self.closed_sizes.lock() = (0, 0);
+    }
+
+    /// Takes the open AOF out (`CONFIG SET appendonly no`): from now on no write is appended.
+    /// The caller fsyncs and closes it. Its sizes are kept for the next
+    /// [`closed_sizes`](AofSlot::closed_sizes).
+    pub(crate) fn take(&self) -> Option<Aof> {
+        let mut file = self.file.write();
+        self.open.store(false, Ordering::Relaxed);
+        let aof = file.take();
+        if let Some(a) = aof.as_ref() {
+            *self.closed_sizes.lock() = (a.size(), a.base_size());
+        }
+        aof
+    }
+
+    /// The current and base size of the file [`take`](AofSlot::take) closed last, `(0, 0)`
+    /// when none was closed since the start.
+    pub(crate) fn closed_sizes(&self) -> (u64, u64) {
+        *self.closed_sizes.lock()
     }
 
     /// Whether an AOF is open: the answer [`read`](AofSlot::read) would give, without the
@@ -52,7 +77,8 @@ impl AofSlot {
     }
 }
 
-/// An open append-only file.
+/// An open append-only file; or, right after `CONFIG SET appendonly yes`, one waiting for its
+/// first rewrite (Redis's `AOF_WAIT_REWRITE`), see [`Aof::waiting`].
 #[derive(Debug)]
 pub(crate) struct Aof {
     /// Where the file is (`dir`/`appendfilename`): a rewrite renames its new file over it.
@@ -73,12 +99,17 @@ pub(crate) struct Aof {
     /// How many bytes the running rewrite holds in memory (`MEMORY STATS`'s `aof.buffer`),
     /// readable without the lock.
     rewrite_buffered: AtomicUsize,
+    /// No file yet: the AOF waits for the rewrite that writes its first content (readable
+    /// without the lock; `Inner::file` is `None` while it is set).
+    waiting: AtomicBool,
 }
 
 /// The file and the state of appending to it.
 #[derive(Debug)]
 struct Inner {
-    file: File,
+    /// The file, `None` while the AOF waits for its first rewrite: then the writes go only to
+    /// the rewrite's log, which becomes the tail of the file.
+    file: Option<File>,
     /// The database the file's last `SELECT` chose (-1: none yet, the next write selects).
     last_db: i64,
     /// While a rewrite runs: the writes made since its snapshot, for the new file.
@@ -129,7 +160,7 @@ impl Aof {
         Ok(Aof {
             path,
             inner: Mutex::new(Inner {
-                file,
+                file: Some(file),
                 last_db: -1,
                 rewrite: None,
             }),
@@ -139,7 +170,43 @@ impl Aof {
             size: AtomicU64::new(len),
             base_size: AtomicU64::new(len),
             rewrite_buffered: AtomicUsize::new(0),
+            waiting: AtomicBool::new(false),
         })
+    }
+
+    /// An AOF at `path` that has no file yet (`CONFIG SET appendonly yes` at run time): the
+    /// keyspace is not in any file, so the first rewrite writes it, with the writes made
+    /// meanwhile (its log), and only then becomes the file at `path`, which is left alone
+    /// until that moment. Until a rewrite starts, writes are recorded nowhere: its snapshot
+    /// will hold them. `sizes` are what `INFO` reports until then (see
+    /// [`AofSlot::closed_sizes`]).
+    pub(crate) fn waiting(
+        path: PathBuf,
+        fsync: Fsync,
+        clock: Clock,
+        durability: Arc<Durability>,
+        sizes: (u64, u64),
+    ) -> Aof {
+        Aof {
+            path,
+            inner: Mutex::new(Inner {
+                file: None,
+                last_db: -1,
+                rewrite: None,
+            }),
+            fsync,
+            clock,
+            durability,
+            size: AtomicU64::new(sizes.0),
+            base_size: AtomicU64::new(sizes.1),
+            rewrite_buffered: AtomicUsize::new(0),
+            waiting: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether this AOF still waits for its first rewrite (see [`Aof::waiting`]).
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire)
     }
 
     /// Appends commands already encoded in RESP (the bytes the replication stream carries),
@@ -149,7 +216,17 @@ impl Aof {
         if commands.is_empty() {
             return;
         }
-        let mut inner = self.inner.lock();
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        if inner.file.is_none() {
+            // Waiting for the first rewrite: its log is the only record (Redis counts what
+            // it buffers then in `aof_current_size` too).
+            if let Some(log) = inner.rewrite.as_mut() {
+                let added = log.record(db, commands, &self.rewrite_buffered);
+                self.size.fetch_add(added as u64, Ordering::Relaxed);
+            }
+            return;
+        }
         let with_select;
         let out = if inner.last_db != db as i64 {
             let mut buf = BytesMut::with_capacity(commands.len() + 24);
@@ -163,7 +240,10 @@ impl Aof {
         if let Some(log) = inner.rewrite.as_mut() {
             log.record(db, commands, &self.rewrite_buffered);
         }
-        if let Err(e) = inner.file.write_all(out) {
+        let Some(file) = inner.file.as_mut() else {
+            return;
+        };
+        if let Err(e) = file.write_all(out) {
             tracing::error!("AOF write failed: {e}");
             // What was written of it is unknown: the next write selects its database again.
             inner.last_db = -1;
@@ -174,7 +254,7 @@ impl Aof {
         let now = self.clock.now_ms();
         let end = self.durability.wrote(out.len() as u64, now);
         if self.fsync == Fsync::Always {
-            match inner.file.sync_data() {
+            match file.sync_data() {
                 Ok(()) => self.durability.fsynced(end, now),
                 Err(e) => tracing::error!("AOF fsync failed: {e}"),
             }
@@ -182,8 +262,12 @@ impl Aof {
     }
 
     /// Whether everything appended is covered by this server's fsyncs (what `WAITAOF` and a
-    /// replica's `FACK` count; never under `appendfsync no`, as in Redis).
+    /// replica's `FACK` count; never under `appendfsync no`, as in Redis). Never while the
+    /// AOF waits for its first rewrite: no write is on disk then.
     pub(crate) fn all_fsynced(&self) -> bool {
+        if self.is_waiting() {
+            return false;
+        }
         self.catch_up();
         self.durability.all_fsynced()
     }
@@ -191,8 +275,11 @@ impl Aof {
     /// Runs the `everysec` fsyncs that have come due on the server's clock (and the kernel's
     /// write-back, in the model): called by the flush task, and by whoever reads the line.
     pub(crate) fn catch_up(&self) {
+        if self.is_waiting() {
+            return;
+        }
         if self.durability.catch_up(self.fsync, self.clock.now_ms()) {
-            if let Err(e) = self.inner.lock().file.sync_data() {
+            if let Some(Err(e)) = self.inner.lock().file.as_ref().map(File::sync_data) {
                 tracing::error!("AOF fsync failed: {e}");
             }
         }
@@ -202,7 +289,11 @@ impl Aof {
     /// exits, as Redis flushes and fsyncs its AOF in `prepareForShutdown`.
     pub(crate) fn fsync_now(&self) -> std::io::Result<()> {
         let inner = self.inner.lock();
-        inner.file.sync_data()?;
+        let Some(file) = inner.file.as_ref() else {
+            // Waiting for its first rewrite: nothing was written.
+            return Ok(());
+        };
+        file.sync_data()?;
         let end = self.size.load(Ordering::Relaxed);
         self.durability.fsynced(end, self.clock.now_ms());
         Ok(())
@@ -275,7 +366,8 @@ impl Aof {
     /// and renames it over the AOF; from then on writes go to the new file. All of it under
     /// the file's lock, so no write lands between the log's end and the switch. A crash
     /// before the rename leaves the old file, which holds every write; after it, the new one,
-    /// which does too. Returns the new file's length.
+    /// which does too. An AOF that [waited](Aof::waiting) for this rewrite has a file from
+    /// now on. Returns the new file's length.
     pub(crate) fn complete_rewrite(
         &self,
         job: u64,
@@ -306,7 +398,8 @@ impl Aof {
         let len = file.metadata()?.len();
         std::fs::rename(tmp_path, &self.path)?;
         sync_parent(&self.path);
-        inner.file = file;
+        inner.file = Some(file);
+        self.waiting.store(false, Ordering::Release);
         inner.last_db = log.last_db;
         self.size.store(len, Ordering::Relaxed);
         self.base_size.store(len, Ordering::Relaxed);
@@ -317,11 +410,13 @@ impl Aof {
 
 impl RewriteLog {
     /// Logs one append (`commands`, for database `db`), with its own `SELECT` when the log's
-    /// database differs; past the limit, drops the log.
-    fn record(&mut self, db: usize, commands: &[u8], buffered: &AtomicUsize) {
+    /// database differs; past the limit, drops the log. Returns how many bytes the log took
+    /// (0 once it overflowed).
+    fn record(&mut self, db: usize, commands: &[u8], buffered: &AtomicUsize) -> usize {
         if self.overflowed {
-            return;
+            return 0;
         }
+        let before = self.bytes.len();
         if self.last_db != db as i64 {
             encode_select(db, &mut self.bytes);
             self.last_db = db as i64;
@@ -335,9 +430,10 @@ impl RewriteLog {
             self.overflowed = true;
             self.bytes = BytesMut::new();
             buffered.store(0, Ordering::Relaxed);
-            return;
+            return 0;
         }
         buffered.store(self.bytes.len(), Ordering::Relaxed);
+        self.bytes.len() - before
     }
 }
 

@@ -120,7 +120,7 @@ pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
         "databases" | "appendfilename" | "cluster-enabled" | "aclfile" => Runtime::Immutable,
         "dir" | "dbfilename" => Runtime::Protected,
-        "bind" | "port" | "appendonly" | "appendfsync" | "loglevel" => {
+        "bind" | "port" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
         }
         "tcp-keepalive" => Runtime::Fixed("latchkey does not change socket keepalive"),
@@ -465,12 +465,11 @@ impl Config {
             "port" | "hz" | "databases" | "repl-backlog-size" | "repl-backlog-ttl" => {
                 number()?;
             }
-            "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled"
-                if !matches!(value.to_ascii_lowercase().as_str(), "yes" | "no") =>
-            {
-                return Err(ConfigError::Invalid(
-                    "argument must be 'yes' or 'no'".into(),
-                ));
+            "appendonly" | "replica-read-only" | "slave-read-only" | "cluster-enabled" => {
+                // Kept as Redis prints a boolean, whatever the case it was given in.
+                let text = if yes_no(value)? { "yes" } else { "no" };
+                self.params.write().insert(name, text.to_string());
+                return Ok(());
             }
             _ => {}
         }

@@ -194,7 +194,7 @@ async fn run_command(
     if shared.pause.current().is_some() && pausable(client) {
         shared
             .pause
-            .wait_while(|mode| mode == PauseMode::All || may_replicate(client, spec))
+            .wait_while(|mode| mode == PauseMode::All || may_replicate(shared, client, spec))
             .await;
     }
     let threshold = shared.config.busy_reply_threshold();
@@ -455,16 +455,20 @@ fn pausable(client: &Client) -> bool {
 /// Whether a command is one a `CLIENT PAUSE WRITE` holds: it may write, or may send something
 /// down the replication stream ([`MAY_REPLICATE`]: scripts, `PUBLISH`), or it is the `EXEC`
 /// of a transaction that queued one of those.
-fn may_replicate(client: &Client, spec: &CommandSpec) -> bool {
+fn may_replicate(shared: &Shared, client: &Client, spec: &CommandSpec) -> bool {
     let one = |spec: &CommandSpec| spec.has(WRITE) || spec.has(MAY_REPLICATE);
     if one(spec) {
         return true;
     }
+    // A queued command's flags may depend on its arguments (`FUNCTION LOAD` writes).
+    let queued = |args: &Vec<Bytes>| {
+        lookup(&args[0]).is_some_and(|s| one(&s.for_args(shared, args).unwrap_or(*s)))
+    };
     spec.name == "exec"
         && client
             .multi
             .as_ref()
-            .is_some_and(|m| m.queue.iter().any(|args| lookup(&args[0]).is_some_and(one)))
+            .is_some_and(|m| m.queue.iter().any(queued))
 }
 
 /// The dispatcher's ACL check for a user not allowed everything: `-NOPERM`, which dooms a

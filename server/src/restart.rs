@@ -133,9 +133,6 @@ async fn boot(
     loaded
 }
 
-/// How often the flush task looks at the clock: Redis's `hz 10`.
-const FLUSH_TICK_MS: u64 = 100;
-
 /// Replays the append-only file, then opens it for appending (and starts the everysec flush).
 pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
     let path = crate::aof::path(&shared.config);
@@ -164,23 +161,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
         durability,
     )?));
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());
-    if fsync == crate::aof::Fsync::EverySec && !shared.aof_flusher.swap(true, Ordering::AcqRel) {
-        let weak = Arc::downgrade(shared);
-        let clock = shared.clock.clone();
-        tokio::spawn(async move {
-            loop {
-                // On the server's clock: a virtual clock moves it only when advanced. Which
-                // writes an fsync covers does not depend on when this runs (the model dates
-                // each fsync itself); this only makes the file's real fsyncs follow.
-                clock.sleep_until_ms(clock.now_ms() + FLUSH_TICK_MS).await;
-                let Some(shared) = weak.upgrade() else { return };
-                let aof = shared.aof.read();
-                if let Some(aof) = aof.as_ref() {
-                    aof.catch_up();
-                }
-            }
-        });
-    }
+    crate::cmd::appendonly::start_flusher(shared);
     Ok(())
 }
 

@@ -343,7 +343,8 @@ impl ServerHandle {
     /// AOF fsynced. It waits for the running command or transaction to finish and holds the
     /// others back, so the snapshot is one moment's keyspace, and the connections are closed
     /// before any command waiting behind it runs. Returns whether the server is now shutting
-    /// down: `false` when the snapshot could not be written (without `force`), and then it
+    /// down: `false` when the snapshot could not be written, or while an AOF turned on at run
+    /// time is still being written for the first time (both without `force`), and then it
     /// goes on serving, as Redis does. The caller then stops it with
     /// [`shutdown`](Self::shutdown).
     pub async fn stop_on_signal(&self, signal: StopSignal) -> bool {

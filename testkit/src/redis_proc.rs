@@ -168,6 +168,12 @@ impl RedisProcess {
         self.addr
     }
 
+    /// Its working directory (`--dir`), where it writes its snapshot and its AOF: a test
+    /// compares those files with latchkey's.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// `redis://host:port`.
     pub fn url(&self) -> String {
         format!("redis://{}", self.addr)

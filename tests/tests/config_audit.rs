@@ -70,7 +70,15 @@ fn another_value(name: &str, current: &str) -> String {
 
 #[test]
 fn every_parameter_is_documented_and_none_is_accepted_then_ignored() {
-    let server = Server::builder().start_blocking().expect("latchkey");
+    // Its own folder: turning `appendonly` on writes the AOF there.
+    let dir = tempfile::Builder::new()
+        .prefix("latchkey-config-audit-")
+        .tempdir()
+        .unwrap();
+    let server = Server::builder()
+        .config("dir", dir.path().to_str().unwrap())
+        .start_blocking()
+        .expect("latchkey");
     let mut c = RawConn::connect(server.addr()).unwrap();
     let docs = documented();
     let params = all_params(&mut c);

@@ -5,6 +5,11 @@
 //! it runs, every type of value across a restart from the rewritten file, the old file whole
 //! after a crash during a rewrite, and the bound on what a rewrite holds in memory.
 //!
+//! Then what reaches the AOF besides keys, and when: function libraries (`FUNCTION LOAD`,
+//! `DELETE`, `FLUSH`), the file compared byte for byte with redis-server's; and the AOF turned
+//! on and off at run time (`CONFIG SET appendonly`), the replies, the `INFO` fields and the
+//! commands in the files compared with redis-server's, and a restart from a file so made.
+//!
 //! `rdb-key-save-delay` (Redis's testing knob, which latchkey honours the same way) makes
 //! both servers pause after each key they write, so that a rewrite stays in progress while
 //! the test sends commands.
@@ -698,4 +703,366 @@ fn a_rewrite_whose_buffer_passes_its_bound_fails_and_loses_nothing() {
     let mut c = RawConn::connect(again.addr()).unwrap();
     same_state(&state(&mut c, false), &expected);
     assert_eq!(cmd(&mut c, &["GET", "big7"]), format!("$1000\r\n{big}\r\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Function libraries in the AOF
+
+/// The AOF redis-server 7.0 keeps in `dir`: its base file, then its increments, in the order
+/// its manifest lists them (one file's worth of commands, as latchkey keeps it).
+fn redis_aof(dir: &Path) -> Vec<u8> {
+    let folder = dir.join("appendonlydir");
+    let manifest = std::fs::read_to_string(folder.join("appendonly.aof.manifest")).unwrap();
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // `file <name> seq <n> type <b|i|h>`: history files are no longer part of it.
+        if words.len() == 6 && words[0] == "file" && words[5] != "h" {
+            out.extend(std::fs::read(folder.join(words[1])).unwrap());
+        }
+    }
+    out
+}
+
+/// A library `name` whose function `<name>_v` answers `v`, so that which code is loaded shows.
+fn versioned(name: &str, v: &str) -> String {
+    format!(
+        "#!lua name={name}\nredis.register_function{{function_name='{name}_v', callback=function() return '{v}' end, flags={{'no-writes'}}}}"
+    )
+}
+
+/// `FUNCTION LOAD`, `DELETE` and `FLUSH` reach the AOF as redis-server writes them, byte for
+/// byte (refused ones not at all), and a restart from the file has the same libraries.
+#[test]
+fn function_changes_reach_the_aof_and_a_restart_loads_them() {
+    let dir = temp_dir("aof-functions");
+    let mut d = aof_pair(dir.path(), &["--appendfsync", "always"]);
+    let steps: Vec<Vec<String>> = [
+        vec!["FUNCTION", "LOAD", &versioned("one", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("two", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("one", "1")],
+        vec!["FUNCTION", "LOAD", "REPLACE", &versioned("one", "2")],
+        vec!["FUNCTION", "DELETE", "two"],
+        vec!["FUNCTION", "DELETE", "two"],
+        vec!["SET", "k", "v"],
+        vec!["FUNCTION", "FLUSH"],
+        vec!["FUNCTION", "LOAD", &versioned("three", "1")],
+        vec!["FUNCTION", "LOAD", &versioned("four", "1")],
+        vec!["FUNCTION", "DELETE", "four"],
+        vec!["SELECT", "4"],
+        vec!["FUNCTION", "LOAD", "replace", &versioned("three", "3")],
+        vec!["SELECT", "0"],
+        vec!["MULTI"],
+        vec!["FUNCTION", "LOAD", &versioned("five", "5")],
+        vec!["SET", "m", "1"],
+        vec!["EXEC"],
+        vec!["FUNCTION", "FLUSH", "bad"],
+        vec!["FUNCTION", "LOAD", &versioned("six", "6")],
+        vec!["FUNCTION", "FLUSH", "ASYNC"],
+        vec!["FUNCTION", "LOAD", &versioned("three", "3")],
+        vec!["FUNCTION", "LOAD", &versioned("five", "5")],
+    ]
+    .iter()
+    .map(|s| s.iter().map(|a| a.to_string()).collect())
+    .collect();
+    for args in &steps {
+        d.check(args);
+    }
+    let file = aof_bytes(dir.path());
+    assert_eq!(
+        String::from_utf8_lossy(&file),
+        String::from_utf8_lossy(&redis_aof(d.redis_proc.dir())),
+        "the AOF"
+    );
+    assert_eq!(count(&file, b"FUNCTION"), 14);
+    let listed =
+        |c: &mut RawConn, lib: &str| cmd(c, &["FUNCTION", "LIST", "LIBRARYNAME", lib, "WITHCODE"]);
+    let before = [
+        listed(&mut d.latchkey, "three"),
+        listed(&mut d.latchkey, "five"),
+    ];
+    // Both start again from their AOF.
+    d.redis_proc.crash_and_restart();
+    let mut r = RawConn::connect(d.redis_proc.addr()).unwrap();
+    drop(d.latchkey);
+    drop(d.latchkey_server);
+    let again = latchkey_aof(dir.path());
+    let mut c = RawConn::connect(again.addr()).unwrap();
+    for (lib, listing) in ["three", "five"].iter().zip(&before) {
+        assert_eq!(&listed(&mut c, lib), listing);
+        assert_eq!(listed(&mut c, lib), listed(&mut r, lib));
+    }
+    for conn in [&mut c, &mut r] {
+        assert_eq!(cmd(conn, &["FCALL_RO", "three_v", "0"]), "$1\r\n3\r\n");
+        assert_eq!(cmd(conn, &["FCALL_RO", "five_v", "0"]), "$1\r\n5\r\n");
+        assert_eq!(
+            cmd(conn, &["FCALL_RO", "one_v", "0"]),
+            "-ERR Function not found\r\n"
+        );
+        assert_eq!(cmd(conn, &["GET", "m"]), "$1\r\n1\r\n");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `CONFIG SET appendonly yes|no` at run time
+
+/// The `INFO persistence` fields both servers print whether the AOF is on or off.
+const SWITCH_FIELDS: &[&str] = &[
+    "aof_enabled",
+    "aof_rewrite_in_progress",
+    "aof_rewrite_scheduled",
+    "aof_last_bgrewrite_status",
+    "aof_rewrites",
+    "aof_rewrites_consecutive_failures",
+    "aof_last_write_status",
+    "rdb_bgsave_in_progress",
+];
+
+/// redis-server (rewriting the AOF as commands) and latchkey in `dir`, both with the AOF off.
+fn off_pair(dir: &Path) -> Diff {
+    let redis_proc = RedisProcess::spawn(&["--aof-use-rdb-preamble", "no"]);
+    let latchkey_server = Server::builder()
+        .config("dir", dir.to_str().unwrap())
+        .start_blocking()
+        .unwrap();
+    Diff {
+        redis: RawConn::connect(redis_proc.addr()).unwrap(),
+        latchkey: RawConn::connect(latchkey_server.addr()).unwrap(),
+        redis_proc,
+        latchkey_server,
+    }
+}
+
+/// The commands of an AOF, each after the database it applies to, sorted: what two files
+/// hold, whatever order their rewrites wrote the keys in.
+fn normalized(bytes: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut db = String::from("?");
+    let mut rest = bytes;
+    let line = |rest: &mut &[u8]| -> String {
+        let end = rest.windows(2).position(|w| w == b"\r\n").expect("a line");
+        let l = String::from_utf8_lossy(&rest[..end]).into_owned();
+        *rest = &rest[end + 2..];
+        l
+    };
+    while !rest.is_empty() {
+        let n: usize = line(&mut rest)[1..].parse().unwrap();
+        let mut args = Vec::new();
+        for _ in 0..n {
+            let len: usize = line(&mut rest)[1..].parse().unwrap();
+            args.push(String::from_utf8_lossy(&rest[..len]).into_owned());
+            rest = &rest[len + 2..];
+        }
+        // A set's members, a hash's fields, come in each server's own order.
+        if args[0] == "SADD" {
+            args[2..].sort();
+        } else if args[0] == "HMSET" {
+            let mut pairs: Vec<String> = args[2..].chunks(2).map(|p| p.join(" ")).collect();
+            pairs.sort();
+            args.truncate(2);
+            args.extend(pairs);
+        }
+        if args[0].eq_ignore_ascii_case("select") {
+            db = args[1].clone();
+        } else {
+            out.push(format!("{db}: {}", args.join(" ")));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The two servers' AOFs hold the same commands, in files of the same length.
+#[track_caller]
+fn same_files(d: &Diff, dir: &Path) {
+    let (ours, theirs) = (aof_bytes(dir), redis_aof(d.redis_proc.dir()));
+    assert_eq!(normalized(&ours), normalized(&theirs));
+    assert_eq!(ours.len(), theirs.len());
+}
+
+/// Turning the AOF on rewrites the keyspace into it (the writes made meanwhile kept), reports
+/// as Redis does while it waits for that rewrite and after; a `SHUTDOWN` meanwhile is refused;
+/// turning it off leaves the file as it was; on again, a new rewrite.
+#[test]
+fn turning_the_aof_on_and_off_answers_and_reports_as_redis_does() {
+    let dir = temp_dir("aof-switch");
+    let mut d = off_pair(dir.path());
+    d.table(&[
+        "SET s v",
+        "SET t v PXAT 4102444800000",
+        "RPUSH l a b c",
+        "HSET h f v g w",
+        "SADD set a b c",
+        "ZADD z 1 a 2.5 b",
+        "XADD st 1-1 f v",
+        "SELECT 2",
+        "SET two 2",
+        "SELECT 0",
+    ]);
+    d.check(&["FUNCTION", "LOAD", &versioned("lib", "1")]);
+    same_fields(&mut d, SWITCH_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_enabled"), "0");
+    d.table(&[
+        "CONFIG GET appendonly",
+        "CONFIG SET appendonly maybe",
+        "CONFIG SET appendonly no",
+        "CONFIG GET appendonly",
+    ]);
+
+    // On, while each server pauses 300 ms after each of its 8 keys: the rewrite runs.
+    d.check(&["CONFIG", "SET", "rdb-key-save-delay", "300000"]);
+    d.table(&["CONFIG SET appendonly YES", "CONFIG GET appendonly"]);
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_enabled"), "1");
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrite_in_progress"), "1");
+    // The file is not there until the rewrite is done.
+    assert!(!dir.path().join("appendonly.aof").exists());
+    d.table(&[
+        "SET during x",
+        "HSET h g changed",
+        "CONFIG SET appendonly yes",
+        "BGREWRITEAOF",
+        // Redis refuses to exit before the AOF has its first content.
+        "SHUTDOWN",
+    ]);
+    // The write made meanwhile counts in the size, as Redis counts its buffer.
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_ne!(info_field(&mut d.latchkey, "aof_current_size"), "0");
+    wait_idle(&mut d);
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrites"), "1");
+    same_files(&d, dir.path());
+    // Writes go to the file from now on.
+    d.table(&["SET after y", "DEL s", "SELECT 2", "INCR two", "SELECT 0"]);
+    same_fields(&mut d, REWRITE_FIELDS);
+    same_files(&d, dir.path());
+
+    // Off: the file stays as it was, whatever is written.
+    d.table(&["CONFIG SET appendonly no", "CONFIG GET appendonly"]);
+    same_fields(&mut d, SWITCH_FIELDS);
+    let info = cmd(&mut d.latchkey, &["INFO", "persistence"]);
+    assert!(!info.contains("aof_current_size"), "{info}");
+    let file = aof_bytes(dir.path());
+    d.table(&["SET off z", "DEL after", "FUNCTION DELETE lib"]);
+    assert_eq!(aof_bytes(dir.path()), file);
+    same_files(&d, dir.path());
+
+    // On again, at once this time: the new rewrite holds what was written while it was off.
+    d.check(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    d.check(&["CONFIG", "SET", "appendonly", "yes"]);
+    wait_idle(&mut d);
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrites"), "2");
+    same_files(&d, dir.path());
+    let file = aof_bytes(dir.path());
+    assert_eq!(count(&file, b"off"), 1);
+    assert_eq!(count(&file, b"after"), 0);
+    assert_eq!(count(&file, b"FUNCTION"), 0);
+}
+
+/// While a `BGSAVE` runs, or inside `EXEC`, turning the AOF on schedules its rewrite, which
+/// starts once it may; turning it off gives a running rewrite up. As Redis does.
+#[test]
+fn turning_the_aof_on_waits_for_a_save_or_a_transaction_and_off_gives_a_rewrite_up() {
+    let dir = temp_dir("aof-switch-jobs");
+    let mut d = off_pair(dir.path());
+    d.table(&["SET a 1", "SET b 2", "SET c 3"]);
+    d.check(&["CONFIG", "SET", "rdb-key-save-delay", "300000"]);
+    d.table(&["BGSAVE", "CONFIG SET appendonly yes"]);
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrite_scheduled"), "1");
+    assert_eq!(info_field(&mut d.latchkey, "aof_pending_rewrite"), "1");
+    assert_eq!(info_field(&mut d.latchkey, "rdb_bgsave_in_progress"), "1");
+    // The save ends, then the rewrite runs, then the AOF is on.
+    wait_idle(&mut d);
+    same_fields(&mut d, REWRITE_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrites"), "1");
+    same_files(&d, dir.path());
+
+    // Off during a rewrite: the rewrite is given up, not failed, and leaves no file behind.
+    d.check(&["BGREWRITEAOF"]);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrite_in_progress"), "1");
+    d.check(&["CONFIG", "SET", "appendonly", "no"]);
+    wait_idle(&mut d);
+    same_fields(&mut d, SWITCH_FIELDS);
+    assert_eq!(info_field(&mut d.latchkey, "aof_rewrites"), "2");
+    assert_eq!(
+        info_field(&mut d.latchkey, "aof_last_bgrewrite_status"),
+        "ok"
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "dump.rdb")
+        .collect();
+    assert_eq!(names, ["appendonly.aof"]);
+
+    // Inside a transaction: scheduled, and started once the transaction is over.
+    d.table(&["MULTI", "CONFIG SET appendonly yes", "SET m 1", "EXEC"]);
+    for c in [&mut d.redis, &mut d.latchkey] {
+        wait_field(c, "aof_rewrites", "3");
+    }
+    same_fields(&mut d, &["aof_enabled"]);
+    wait_idle(&mut d);
+    same_fields(&mut d, REWRITE_FIELDS);
+    same_files(&d, dir.path());
+}
+
+/// On latchkey alone: the AOF turned on at run time rebuilds every key after a restart,
+/// the writes made during its first rewrite included; what is written once it is off again
+/// is not in it.
+#[test]
+fn an_aof_turned_on_at_run_time_brings_every_key_back_and_off_keeps_the_file() {
+    let dir = temp_dir("aof-switch-restart");
+    let lk = Server::builder()
+        .config("dir", dir.path().to_str().unwrap())
+        .start_blocking()
+        .unwrap();
+    let mut c = RawConn::connect(lk.addr()).unwrap();
+    fill(&mut c);
+    let lib = versioned("kept", "yes");
+    assert_eq!(cmd(&mut c, &["FUNCTION", "LOAD", &lib]), "$4\r\nkept\r\n");
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "250000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]),
+        "+OK\r\n"
+    );
+    write_during(&mut c);
+    assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+    wait_field(&mut c, "aof_rewrite_in_progress", "0");
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+    assert_eq!(cmd(&mut c, &["SET", "after", "a"]), "+OK\r\n");
+    let expected = state(&mut c, true);
+    assert_eq!(
+        info_field(&mut c, "aof_current_size"),
+        aof_bytes(dir.path()).len().to_string()
+    );
+
+    // Off: fsynced and closed; later writes are not in it.
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]),
+        "+OK\r\n"
+    );
+    let file = aof_bytes(dir.path());
+    for args in [
+        &["SET", "off", "z"][..],
+        &["DEL", "plain"],
+        &["FUNCTION", "DELETE", "kept"],
+    ] {
+        assert!(!cmd(&mut c, args).starts_with('-'), "{args:?}");
+    }
+    assert_eq!(aof_bytes(dir.path()), file);
+
+    // A new process on the same folder, with the AOF on, finds every key it held.
+    drop(c);
+    drop(lk);
+    let again = latchkey_aof(dir.path());
+    let mut c = RawConn::connect(again.addr()).unwrap();
+    same_state(&state(&mut c, true), &expected);
+    assert_eq!(cmd(&mut c, &["GET", "off"]), "$-1\r\n");
+    assert_eq!(cmd(&mut c, &["GET", "plain"]), "$7\r\nchanged\r\n");
+    assert_eq!(cmd(&mut c, &["FCALL_RO", "kept_v", "0"]), "$3\r\nyes\r\n");
 }

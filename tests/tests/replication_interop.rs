@@ -245,6 +245,70 @@ fn assert_stream_reaches(master: &mut RawConn, replica: &mut RawConn) {
     assert_eq!(cmd(master, &["WAIT", "1", "5000"]), ":1\r\n");
 }
 
+/// A library whose function reads `version`'s value from the code, so a replica running it
+/// shows which code it holds.
+fn versioned_library(version: &str) -> String {
+    format!(
+        "#!lua name=versioned\nredis.register_function{{function_name='version', callback=function() return '{version}' end, flags={{'no-writes'}}}}"
+    )
+}
+
+/// `FUNCTION LOAD`, `LOAD REPLACE`, `DELETE` and `FLUSH` made on `master` after the full
+/// sync reach `replica` through the stream, which then holds the same libraries; a client of
+/// the replica may not change them (`READONLY`, as a write).
+fn assert_function_changes_reach(master: &mut RawConn, replica: &mut RawConn) {
+    let libraries_alike = |m: &mut RawConn, r: &mut RawConn| {
+        cmd(r, &["FUNCTION", "LIST", "WITHCODE"]) == cmd(m, &["FUNCTION", "LIST", "WITHCODE"])
+    };
+    assert_eq!(
+        cmd(master, &["FUNCTION", "LOAD", &versioned_library("one")]),
+        "$9\r\nversioned\r\n"
+    );
+    until("the loaded library on the replica", || {
+        cmd(replica, &["FCALL_RO", "version", "0"]) == "$3\r\none\r\n"
+    });
+    assert_eq!(
+        cmd(
+            master,
+            &["FUNCTION", "LOAD", "REPLACE", &versioned_library("two")]
+        ),
+        "$9\r\nversioned\r\n"
+    );
+    until("the replaced library on the replica", || {
+        cmd(replica, &["FCALL_RO", "version", "0"]) == "$3\r\ntwo\r\n"
+    });
+    assert_eq!(cmd(master, &["FUNCTION", "DELETE", "interop"]), "+OK\r\n");
+    until("the deletion on the replica", || {
+        libraries_alike(master, replica)
+    });
+    let libs = cmd(replica, &["FUNCTION", "LIST"]);
+    assert!(
+        !libs.contains("interop_get") && libs.contains("version"),
+        "{libs}"
+    );
+    // The replica's own clients may not change its libraries.
+    assert_eq!(
+        cmd(replica, &["FUNCTION", "LOAD", &versioned_library("mine")]),
+        "-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(
+        cmd(replica, &["FUNCTION", "FLUSH"]),
+        "-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(cmd(master, &["FUNCTION", "FLUSH", "ASYNC"]), "+OK\r\n");
+    until("the flush on the replica", || {
+        cmd(replica, &["FUNCTION", "LIST"]) == "*0\r\n"
+    });
+    // Put back what `assert_same_data` reads.
+    assert_eq!(
+        cmd(master, &["FUNCTION", "LOAD", LIBRARY]),
+        "$7\r\ninterop\r\n"
+    );
+    until("the library loaded again on the replica", || {
+        libraries_alike(master, replica)
+    });
+}
+
 fn latchkey() -> BlockingServer {
     Server::builder().start_blocking().expect("start latchkey")
 }
@@ -262,6 +326,7 @@ fn redis_replicates_from_a_latchkey_master() {
     });
     assert_same_data(&mut m, &mut r);
     assert_stream_reaches(&mut m, &mut r);
+    assert_function_changes_reach(&mut m, &mut r);
     // INFO replication, both sides.
     assert_eq!(
         info(&mut m, "replication", "role").as_deref(),
@@ -300,6 +365,7 @@ fn redis_master_to_latchkey(extra: &[&str]) {
     });
     assert_same_data(&mut m, &mut r);
     assert_stream_reaches(&mut m, &mut r);
+    assert_function_changes_reach(&mut m, &mut r);
     assert_eq!(
         info(&mut m, "replication", "connected_slaves").as_deref(),
         Some("1")
@@ -348,6 +414,22 @@ fn cut_with_writes_held(master: &BlockingServer, m: &mut RawConn, keys: &[&str])
         assert_eq!(cmd(m, &["SET", k, "while-cut", "PX", "60000"]), "+OK\r\n");
     }
     latchkey_server::internals::node(master.handle()).disconnect_replicas();
+}
+
+/// A latchkey replica of latchkey: the snapshot, then the stream, function libraries
+/// included.
+#[test]
+fn latchkey_replicates_from_a_latchkey_master() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    fill(&mut m);
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    follow(&mut r, master.addr());
+    assert_same_data(&mut m, &mut r);
+    assert_stream_reaches(&mut m, &mut r);
+    assert_function_changes_reach(&mut m, &mut r);
+    assert_same_data(&mut m, &mut r);
 }
 
 #[test]

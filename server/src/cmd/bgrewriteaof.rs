@@ -175,8 +175,9 @@ pub(crate) fn auto_rewrite_due(shared: &Shared) -> bool {
     }
     let min_size = config_int(shared, "auto-aof-rewrite-min-size");
     let (size, base) = match shared.aof.read().as_ref() {
-        Some(aof) => (aof.size() as i128, aof.base_size().max(1) as i128),
-        None => return false,
+        // An AOF waiting for its first rewrite has one running or scheduled already.
+        Some(aof) if !aof.is_waiting() => (aof.size() as i128, aof.base_size().max(1) as i128),
+        _ => return false,
     };
     if size <= min_size as i128 {
         return false;
@@ -191,8 +192,9 @@ pub(crate) fn auto_rewrite_due(shared: &Shared) -> bool {
 
 /// Whether rewrites are held back after failing [`LIMIT_AFTER_FAILURES`] times in a row, as
 /// Redis's `aofRewriteLimited`: each time the limit is reached the wait doubles, from a
-/// minute up to an hour; a success ends it.
-fn limited(shared: &Shared) -> bool {
+/// minute up to an hour; a success ends it. The cron asks before it starts a scheduled or an
+/// automatic rewrite (`BGREWRITEAOF` by hand starts one whatever it says).
+pub(crate) fn limited(shared: &Shared) -> bool {
     let status = &shared.aof_rewrite;
     let mut limit = status.limit.lock();
     if status.consecutive_failures.load(Ordering::Relaxed) < LIMIT_AFTER_FAILURES {
@@ -246,13 +248,16 @@ fn run(shared: Arc<Shared>, job: u64, started_s: u64, data: Dataset, delay: i64)
 }
 
 /// Records how rewrite `job` ended (unless it was given up: a restart starts the figures
-/// again) and frees the background slot.
+/// again) and frees the background slot. A failed rewrite that an AOF turned on at run time
+/// waited for is scheduled again, as Redis does while its AOF is `AOF_WAIT_REWRITE`.
 fn end(shared: &Shared, job: u64, started_s: u64, ok: bool) {
     let status = &shared.aof_rewrite;
     if status.is_current(job) {
         status.ended(started_s, shared.clock.now_ms() / 1000, ok);
         if ok {
             *status.limit.lock() = Default::default();
+        } else if shared.aof.read().as_ref().is_some_and(|a| a.is_waiting()) {
+            status.scheduled.store(true, Ordering::Release);
         }
     }
     shared.background.finish(Job::AofRewrite);

@@ -32,8 +32,10 @@ pub(crate) fn dump(shared: &Shared) -> Frame {
     Frame::Bulk(dump::functions_payload(&write::function_libraries(shared)))
 }
 
-/// `FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]`.
-pub(crate) fn restore(shared: &Shared, args: &[Bytes]) -> Frame {
+/// `FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]`. With `limited`, each library's code
+/// may run for a bounded time while it loads (a client's restore; not our master's, nor the
+/// AOF's).
+pub(crate) fn restore(shared: &Shared, args: &[Bytes], limited: bool) -> Frame {
     if args.len() > 4 {
         return subcommand_syntax_error(args, "function");
     }
@@ -67,7 +69,7 @@ pub(crate) fn restore(shared: &Shared, args: &[Bytes]) -> Frame {
         scripting.flush_libraries();
     }
     for code in &codes {
-        if let Err(e) = scripting.load_library(code, policy == Policy::Replace) {
+        if let Err(e) = scripting.load_library(code, policy == Policy::Replace, limited) {
             put_back(scripting, &before);
             return e;
         }
@@ -80,6 +82,6 @@ pub(crate) fn restore(shared: &Shared, args: &[Bytes]) -> Frame {
 fn put_back(scripting: &Scripting, before: &[Bytes]) {
     scripting.flush_libraries();
     for code in before {
-        let _ = scripting.load_library(code, false);
+        let _ = scripting.load_library(code, false, false);
     }
 }

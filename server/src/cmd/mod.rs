@@ -14,6 +14,7 @@ pub(crate) use crate::command::*;
 pub(crate) use crate::dispatch::{call_spec, execute};
 
 pub(crate) mod acl;
+pub(crate) mod appendonly;
 pub(crate) mod bgrewriteaof;
 pub(crate) mod bitfield;
 pub(crate) mod bitmaps;

@@ -64,7 +64,9 @@ pub(crate) async fn run(shared: Arc<Shared>, _done: mpsc::Sender<()>) {
         if shared.background.running().is_some() {
             continue;
         }
-        if shared.aof_rewrite.scheduled.load(Ordering::Acquire) {
+        if shared.aof_rewrite.scheduled.load(Ordering::Acquire)
+            && !super::bgrewriteaof::limited(&shared)
+        {
             super::bgrewriteaof::start_when_alone(&shared).await;
             continue;
         }

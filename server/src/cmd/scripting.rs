@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::util::{is, lower, parse_i64, subcommand_syntax_error, unknown_subcommand};
 use super::{
-    arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, EXCLUSIVE, MAY_REPLICATE, NOSCRIPT, NO_MULTI,
-    STALE,
+    arity_error, spec, CommandSpec, Ctx, ALLOW_BUSY, DENYOOM, EXCLUSIVE, MAY_REPLICATE, NOSCRIPT,
+    NO_MULTI, STALE, WRITE,
 };
 use crate::frame::Frame;
 use crate::gate::{Busy, BusyKind};
@@ -42,16 +42,41 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
     ),
     spec("fcall", -3, RUNS_SCRIPT, 0, 0, 0, fcall).with_flags_of(fcall_flags),
     spec("fcall_ro", -3, RUNS_SCRIPT_RO, 0, 0, 0, fcall_ro).with_flags_of(fcall_flags),
+    // Unlike `SCRIPT`, no subcommand of `FUNCTION` is refused inside `MULTI` (Redis 7.0 flags
+    // none of them `no-multi`).
     spec(
         "function",
         -2,
-        NOSCRIPT | ALLOW_BUSY | NO_MULTI | CONTAINER,
+        NOSCRIPT | ALLOW_BUSY | CONTAINER,
         0,
         0,
         0,
         function,
-    ),
+    )
+    .with_flags_of(function_flags),
 ];
+
+/// The flags a `FUNCTION` subcommand runs with. The ones that change the libraries (`LOAD`,
+/// `DELETE`, `FLUSH`, `RESTORE`) are writes, as Redis 7.0 flags them: refused on a read-only
+/// replica and without enough good replicas, held by `CLIENT PAUSE WRITE`, `LOAD` and
+/// `RESTORE` refused out of memory; and they run with the keyspace to themselves, not beside a
+/// busy script (so they answer `-BUSY` then), and hold the stream-order lock until they are
+/// recorded, so that replicas and the AOF get them in the order they took effect. The others
+/// keep the container's flags (`KILL` and `STATS` must reach a busy function). A subcommand
+/// given the wrong number of arguments keeps them too: its arity error comes first, as in
+/// Redis.
+fn function_flags(_shared: &Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let sub = args.get(1)?;
+    let n = args.len();
+    let write = if (is(sub, "load") || is(sub, "restore")) && n >= 3 {
+        WRITE | DENYOOM
+    } else if (is(sub, "delete") && n == 3) || is(sub, "flush") {
+        WRITE
+    } else {
+        return None;
+    };
+    Some((command & !ALLOW_BUSY) | write | EXCLUSIVE)
+}
 
 /// The flags `EVAL`/`EVAL_RO` run with: the script's own when its shebang declares them
 /// (read from the body, without compiling it); a body without one keeps the command's.
@@ -232,19 +257,23 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     match sub.as_str() {
         "help" if args.len() == 2 => super::function_help::help(),
         "load" if args.len() >= 3 => {
-            let (replace, code) = match args.len() {
-                3 => (false, &args[2]),
-                4 if lower(&args[2]) == "replace" => (true, &args[3]),
-                _ => {
-                    return Frame::error(format!(
-                        "ERR Unknown option given: {}",
-                        String::from_utf8_lossy(&args[2])
-                    ))
+            // Options before the code, the last argument: `REPLACE`, as often as given.
+            let (code, options) = args[2..].split_last().expect("three arguments or more");
+            if let Some(other) = options.iter().find(|o| !is(o, "replace")) {
+                return Frame::error(format!(
+                    "ERR Unknown option given: {}",
+                    String::from_utf8_lossy(other)
+                ));
+            }
+            // A library that our master or the AOF loads has no time limit, as in Redis: it
+            // loaded where it was first given, and must load here too.
+            let limited = !ctx.client.is_replication_link;
+            match scripting.load_library(code, !options.is_empty(), limited) {
+                Ok(name) => {
+                    // Replicas and the AOF get the command as it was given, as from Redis.
+                    ctx.changed();
+                    Frame::Bulk(Bytes::from(name))
                 }
-            };
-            // Loading runs library code: it needs the keyspace's scripting state to itself.
-            match scripting.load_library(code, replace) {
-                Ok(name) => Frame::Bulk(Bytes::from(name)),
                 Err(e) => e,
             }
         }
@@ -276,6 +305,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         }
         "delete" if args.len() == 3 => {
             if scripting.delete_library(&String::from_utf8_lossy(&args[2])) {
+                ctx.changed();
                 Frame::ok()
             } else {
                 Frame::error("ERR Library not found")
@@ -290,11 +320,14 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 return Frame::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
             }
             scripting.flush_libraries();
+            // A change even when there was no library, as Redis counts it.
+            ctx.changed();
             Frame::ok()
         }
         "dump" if args.len() == 2 => super::function_dump::dump(ctx.shared),
         "restore" if args.len() >= 3 => {
-            let reply = super::function_dump::restore(ctx.shared, args);
+            let limited = !ctx.client.is_replication_link;
+            let reply = super::function_dump::restore(ctx.shared, args, limited);
             if !reply.is_error() {
                 // Replicas and the AOF get the command as it was given, as from Redis.
                 ctx.changed();

@@ -31,7 +31,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         config,
-    ),
+    )
+    .with_flags_of(config_flags),
     spec("dbsize", 1, READONLY | FAST, 0, 0, 0, dbsize),
     spec(
         "flushdb",
@@ -75,6 +76,14 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
 // ---------------------------------------------------------------------------------------------
 // CONFIG
 
+/// The flags `CONFIG` runs with: a `CONFIG SET` of `appendonly` needs the keyspace to itself
+/// (turning the AOF on takes a snapshot of it, see [`super::appendonly`]); the rest share it.
+fn config_flags(_shared: &crate::state::Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let set = args.get(1).is_some_and(|a| is(a, "set"));
+    let names = args.get(2..).unwrap_or_default().iter().step_by(2);
+    (set && names.clone().any(|n| is(n, "appendonly"))).then_some(command | EXCLUSIVE)
+}
+
 fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
@@ -117,6 +126,16 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     ));
                 }
             }
+            // What `appendonly` was, and every value before this command (put back if the AOF
+            // cannot be turned on, as Redis puts back the whole `CONFIG SET`).
+            let aof_was = ctx.shared.config.get("appendonly");
+            let before: Vec<(String, String)> = args[2..]
+                .chunks(2)
+                .filter_map(|pair| {
+                    let name = String::from_utf8_lossy(&pair[0]).into_owned();
+                    ctx.shared.config.get(&name).map(|v| (name, v))
+                })
+                .collect();
             for pair in args[2..].chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).into_owned();
                 let value = String::from_utf8_lossy(&pair[1]).into_owned();
@@ -132,6 +151,21 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                             "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
                         ))
                     }
+                }
+            }
+            let aof_is = ctx.shared.config.get("appendonly");
+            if aof_is != aof_was {
+                if aof_is.as_deref() == Some("yes") {
+                    if let Err(why) = super::appendonly::turn_on(ctx.shared, ctx.in_exec) {
+                        for (name, value) in before.iter().rev() {
+                            let _ = ctx.shared.set_config(name, value);
+                        }
+                        return Frame::error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument 'appendonly') - {why}"
+                        ));
+                    }
+                } else {
+                    super::appendonly::turn_off(ctx.shared);
                 }
             }
             // A lower bound on the tracking table takes effect now, as Redis's next command
@@ -335,14 +369,26 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
 /// signal (`ServerHandle::stop_on_signal`): a running AOF rewrite is given up (its temporary
 /// file deleted), the AOF is fsynced, and the snapshot file is written when `SAVE` says so or,
 /// without `NOSAVE`, while save points are set. A snapshot that could not be written stops
-/// the shutdown (`Err`), unless `FORCE` says to go on; the caller then keeps serving, as Redis
-/// does. The caller stops the server afterwards ([`Shared::request_shutdown`]).
+/// the shutdown (`Err`), and so does the first rewrite of an AOF turned on at run time while
+/// it runs (the keyspace is in no file yet), unless `FORCE` says to go on; the caller then
+/// keeps serving, as Redis does. The caller stops the server afterwards ([`Shared::request_shutdown`]).
 ///
 /// [`Shared::request_shutdown`]: crate::state::Shared::request_shutdown
 pub(crate) fn prepare_shutdown(
     shared: &crate::state::Shared,
     flags: ShutdownFlags,
 ) -> Result<(), ()> {
+    // An AOF turned on at run time is not in any file until its first rewrite is done: a
+    // shutdown now would lose the keyspace for a start that loads the AOF (Redis's words).
+    let writing_initial = shared.background.running() == Some(crate::state::Job::AofRewrite)
+        && shared.aof.read().as_ref().is_some_and(|a| a.is_waiting());
+    if writing_initial {
+        if !flags.force {
+            tracing::warn!("Writing initial AOF, can't exit.");
+            return Err(());
+        }
+        tracing::warn!("Writing initial AOF. Exit anyway.");
+    }
     super::bgrewriteaof::give_up(shared);
     if shared.background.running() == Some(crate::state::Job::Save) {
         tracing::warn!("There is a child saving an .rdb. Killing it!");

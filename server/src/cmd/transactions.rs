@@ -143,8 +143,15 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     // A transaction that writes is checked as one write when it runs, as Redis checks the
     // EXEC by what it queued: the replicas that were good at queueing time may be gone.
     let specs: Vec<_> = state.queue.iter().map(|args| lookup(&args[0])).collect();
-    if let Some(write) = specs.iter().flatten().find(|spec| spec.has(WRITE)) {
-        if let Some(Frame::Error(e)) = ctx.shared.precheck(ctx.client, write) {
+    // A command's flags may depend on its arguments (`FUNCTION LOAD` writes, `FUNCTION LIST`
+    // does not).
+    let write = state.queue.iter().zip(&specs).find_map(|(args, spec)| {
+        let spec = spec.as_ref()?;
+        let adjusted = spec.for_args(ctx.shared, args).unwrap_or(**spec);
+        adjusted.has(WRITE).then_some(adjusted)
+    });
+    if let Some(write) = write {
+        if let Some(Frame::Error(e)) = ctx.shared.precheck(ctx.client, &write) {
             return Frame::error(format!(
                 "EXECABORT Transaction discarded because of: {}",
                 String::from_utf8_lossy(&e)

@@ -69,6 +69,9 @@ pub(crate) fn key_save_delay(shared: &Shared) -> i64 {
         .unwrap_or(0)
 }
 
+/// The longest sleep of a paced job between two looks at whether it was given up.
+const PAUSE_SLICE_US: u64 = 10_000;
+
 /// Writes `data` to `out`, pausing after each offset of `key_ends` as `delay` says (see
 /// [`key_save_delay`]; Redis's `debugDelay`), and stopping with an error as soon as `go_on`
 /// says the job was given up. With no delay, one write.
@@ -90,11 +93,19 @@ pub(crate) fn write_paced(
             d if d > 0 => d as u64,
             d => u64::from(rand::random_range(0..d.unsigned_abs()) == 0),
         };
-        if pause > 0 {
-            std::thread::sleep(std::time::Duration::from_micros(pause));
-        }
-        if !go_on() {
-            return Err(std::io::Error::other("the background job was given up"));
+        // In slices, so that a job given up during a long pause (Redis's tests pause seconds
+        // per key) stops within one slice, as Redis's killed child stops at once.
+        let mut left = pause;
+        loop {
+            if !go_on() {
+                return Err(std::io::Error::other("the background job was given up"));
+            }
+            if left == 0 {
+                break;
+            }
+            let slice = left.min(PAUSE_SLICE_US);
+            std::thread::sleep(std::time::Duration::from_micros(slice));
+            left -= slice;
         }
     }
     out.write_all(&data[from..])

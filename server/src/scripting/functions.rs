@@ -342,7 +342,15 @@ pub(crate) fn parse_shebang(code: &[u8]) -> Result<String, Frame> {
 
 impl Scripting {
     /// `FUNCTION LOAD [REPLACE] code`: compiles and runs the library, keeping what it registers.
-    pub(crate) fn load_library(&self, code: &Bytes, replace: bool) -> Result<String, Frame> {
+    /// With `limited`, its code may run for [`LOAD_TIMEOUT`] at most; without, as long as it
+    /// takes (a library our master or the AOF loads: it loaded once already, and must load
+    /// here too, as Redis loads it for them).
+    pub(crate) fn load_library(
+        &self,
+        code: &Bytes,
+        replace: bool,
+        limited: bool,
+    ) -> Result<String, Frame> {
         let name = parse_shebang(code)?;
         if !replace && self.libraries.lock().libs.contains_key(&name) {
             return Err(Frame::error(format!("ERR Library '{name}' already exists")));
@@ -364,7 +372,9 @@ impl Scripting {
                 Frame::error(format!("ERR Error compiling function: {msg}"))
             })?;
         REGISTERING.with(|r| *r.borrow_mut() = Some(Vec::new()));
-        LOAD_STARTED.with(|s| s.set(Some(std::time::Instant::now())));
+        if limited {
+            LOAD_STARTED.with(|s| s.set(Some(std::time::Instant::now())));
+        }
         let result = self
             .load_env
             .load
