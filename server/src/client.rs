@@ -396,6 +396,9 @@ pub(crate) struct Client {
     pub repl_offset: u64,
     /// The port a replica said it listens on (`REPLCONF listening-port`).
     pub replica_port: u16,
+    /// This connection is a replica of ours (it sent `PSYNC` or `SYNC`): what it is sent from
+    /// then on is the replication stream, which its connection writes in batches.
+    pub is_replica: bool,
     /// What `sync_info` last published, to skip the lock when nothing changed.
     info_fingerprint: Option<(usize, usize, i64, usize, i64)>,
 }
@@ -539,6 +542,7 @@ impl Clients {
             handler_usec: None,
             repl_offset: 0,
             replica_port: 0,
+            is_replica: false,
             info_fingerprint: None,
         };
         (client, PushReceiver { rx, handle })

@@ -8,6 +8,14 @@
 //! Waiting for the gate never blocks a tokio worker for long: a command that finds the gate
 //! held exclusively waits asynchronously, and gives up with `-BUSY` once the holder is a script
 //! that has run past `busy-reply-threshold`.
+//!
+//! A waiter is woken by a notification, so every way the gate can stop turning commands away
+//! must notify, and only *after* the gate is open again: an exclusive holder notifies once its
+//! lock is released, and so does a would-be exclusive holder that gave up waiting for shared
+//! holders (while it waited, the lock turned new shared takers away too). A notification sent
+//! before the release wakes a waiter that, on another worker, may find the gate still shut,
+//! wait again and sleep a whole tick (5 ms): what a lock's release script (`EVALSHA`,
+//! exclusive) met when the waiters it had just woken came back with their `SET NX`es.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -71,13 +79,16 @@ pub(crate) type SharedGuard<'a> = RwLockReadGuard<'a, ()>;
 /// Exclusive access: held while a script, a transaction or a multi-key command runs.
 pub(crate) struct ExclusiveGuard<'a> {
     gate: &'a Gate,
-    _guard: RwLockWriteGuard<'a, ()>,
+    /// Always `Some` until the guard is dropped, which releases it before notifying.
+    guard: Option<RwLockWriteGuard<'a, ()>>,
 }
 
 impl Drop for ExclusiveGuard<'_> {
     fn drop(&mut self) {
         self.gate.script_started.store(0, Ordering::Release);
-        // The guard itself is released right after this body; waiters re-check in a loop.
+        // Open the gate first, then wake the waiters: woken earlier, one could find the gate
+        // still shut, register again after this very notification and sleep a whole tick.
+        drop(self.guard.take());
         self.gate.released.notify_waiters();
     }
 }
@@ -118,6 +129,12 @@ impl Gate {
     }
 
     /// Takes the gate shared.
+    ///
+    /// A shared taker is turned away only while an exclusive holder has the lock or is
+    /// waiting for the shared holders to leave; either notifies once that is over (see
+    /// [`ExclusiveGuard`]'s drop and [`Gate::exclusive`]). The notification is registered
+    /// before the lock is tried again, so one sent in between is not missed; the tick is there
+    /// to answer `-BUSY` once a long script passes the threshold.
     pub(crate) async fn shared(&self, busy_threshold: Duration) -> Result<SharedGuard<'_>, Busy> {
         if let Some(g) = self.lock.try_read() {
             return Ok(g);
@@ -130,7 +147,7 @@ impl Gate {
             self.busy_check(busy_threshold)?;
             tokio::select! {
                 _ = released => {}
-                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = tokio::time::sleep(BUSY_TICK) => {}
             }
         }
     }
@@ -142,19 +159,17 @@ impl Gate {
     ) -> Result<ExclusiveGuard<'_>, Busy> {
         loop {
             if let Some(g) = self.lock.try_write() {
-                return Ok(ExclusiveGuard {
-                    gate: self,
-                    _guard: g,
-                });
+                return Ok(self.exclusive_guard(g));
             }
             if !self.lock.is_locked_exclusive() {
                 // Only short shared holders: wait for them on this thread, briefly.
                 if let Some(g) = self.lock.try_write_for(Duration::from_millis(1)) {
-                    return Ok(ExclusiveGuard {
-                        gate: self,
-                        _guard: g,
-                    });
+                    return Ok(self.exclusive_guard(g));
                 }
+                // While this thread waited, the lock turned new shared takers away as if it
+                // were held exclusively; they wait for a notification, which nobody else
+                // would send now that we give up.
+                self.released.notify_waiters();
                 tokio::task::yield_now().await;
                 continue;
             }
@@ -165,8 +180,20 @@ impl Gate {
             self.busy_check(busy_threshold)?;
             tokio::select! {
                 _ = released => {}
-                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = tokio::time::sleep(BUSY_TICK) => {}
             }
         }
     }
+
+    fn exclusive_guard<'a>(&'a self, guard: RwLockWriteGuard<'a, ()>) -> ExclusiveGuard<'a> {
+        ExclusiveGuard {
+            gate: self,
+            guard: Some(guard),
+        }
+    }
 }
+
+/// How often a command waiting for the gate looks whether the script holding it has run past
+/// `busy-reply-threshold` (and should be answered `-BUSY`). Not how a waiter learns that the
+/// gate opened: that is a notification, at once.
+const BUSY_TICK: Duration = Duration::from_millis(5);

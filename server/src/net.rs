@@ -193,14 +193,27 @@ pub(crate) async fn serve(
             f.encode(client.protocol, &mut wbuf);
         }
         if !wbuf.is_empty() {
-            if ran > 1 {
+            if ran > 1 || client.is_replica {
                 // A pipeline: let the other connections with requests waiting run theirs
                 // first, so that the replies go out together, as Redis's event loop sends
                 // them. Each write wakes the client on the other side; writes spread out
                 // between other connections' work wake it once each, writes together
                 // mostly find it awake. (At one request per read, the extra turn through
                 // the scheduler costs more than it saves.)
+                //
+                // A replica's stream likewise: every write of another client queues a
+                // chunk here and wakes this task at once, so without this turn each chunk
+                // went out on its own, a write here and a read and an apply on the replica
+                // per command. After it, what the clients that ran meanwhile wrote goes out
+                // in one write, as Redis writes to its replicas once per event-loop turn
+                // (and a `WAIT`'s `GETACK` goes with the writes before it).
                 tokio::task::yield_now().await;
+                if client.is_replica {
+                    while let Some(f) = pushes.try_recv() {
+                        push_bytes += crate::pubsub::approx_size(&f);
+                        f.encode(client.protocol, &mut wbuf);
+                    }
+                }
             }
             // Usually the socket takes everything at once; only a slow reader makes us wait,
             // and then a kill (output buffer overrun, CLIENT KILL, shutdown) must still get in.

@@ -23,6 +23,19 @@ impl RawConn {
         })
     }
 
+    /// Wraps a connection a test accepted itself, when the test plays a server's part (a
+    /// master answering a replica's handshake, say): its reads get a 20-second timeout, a
+    /// hang guard, and what [`read_reply`](RawConn::read_reply) returns is then the peer's
+    /// next command.
+    pub fn from_stream(s: TcpStream) -> std::io::Result<RawConn> {
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        s.set_nodelay(true)?;
+        Ok(RawConn {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
     /// Encodes a command as a RESP array of bulk strings.
     pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();

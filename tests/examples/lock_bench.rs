@@ -15,7 +15,10 @@
 //! - RedLock over 3 and 5 independent servers: acquire+release cycles per second.
 //!
 //! `BENCH_REPS` (default 3) runs alternate the two servers; a ratio is the median of the
-//! per-run ratios, with their spread.
+//! per-run ratios, with their spread. `BENCH_ROWS` (default every row) runs only the rows
+//! named, comma-separated, out of `cycles`, `handoff` (or one waiter count of it: `handoff-1`,
+//! `handoff-8`, `handoff-64`), `redlock` and `embedded`: e.g. `BENCH_ROWS=handoff-8` to look
+//! at the hand-off with 8 waiters alone.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +30,9 @@ use latchkey_server::Server;
 use latchkey_tests::RedisProcess;
 
 const TTL: Duration = Duration::from_secs(10);
+
+/// A hand-off slower than this is counted apart, in the detail column.
+const SLOW: Duration = Duration::from_millis(2);
 
 /// The latchkey-server binary to run as a process.
 fn latchkey_binary() -> String {
@@ -153,6 +159,19 @@ fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
+/// Whether `BENCH_ROWS` asks for the rows named `name` (every row when it is unset); a
+/// family's name (`handoff`) asks for each of its rows (`handoff-8`).
+fn wanted(name: &str) -> bool {
+    std::env::var("BENCH_ROWS").map_or(true, |rows| {
+        rows.split(',').map(str::trim).any(|r| {
+            r == name
+                || name
+                    .strip_prefix(r)
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+    })
+}
+
 #[tokio::main]
 async fn main() {
     let reps: usize = std::env::var("BENCH_REPS")
@@ -171,7 +190,26 @@ async fn main() {
     println!("| row | latchkey / redis | detail |");
     println!("|---|---|---|");
 
-    // Cycles, one client.
+    if wanted("cycles") {
+        cycles_row(reps, n).await;
+    }
+    for waiters in [1usize, 8, 64] {
+        if wanted(&format!("handoff-{waiters}")) {
+            handoff_rows(reps, waiters).await;
+        }
+    }
+    if wanted("redlock") {
+        for nodes in [3usize, 5] {
+            redlock_row(reps, nodes, n).await;
+        }
+    }
+    if wanted("embedded") {
+        embedded_row(n).await;
+    }
+}
+
+/// Uncontended acquire+release cycles per second, one client, on each server kind.
+async fn cycles_row(reps: usize, n: u32) {
     let (mut r, mut last) = (Vec::new(), (0.0, 0.0));
     for _ in 0..reps {
         let mut rate = [0.0; 2];
@@ -190,55 +228,65 @@ async fn main() {
         last.0,
         last.1
     );
+}
 
-    // Hand-off with 1, 8 and 64 waiters.
-    for waiters in [1usize, 8, 64] {
-        let runs = (400 / waiters).max(4);
-        let (mut p50, mut p99) = (Vec::new(), Vec::new());
-        let mut detail = String::new();
-        for _ in 0..reps {
-            let mut q = [(Duration::ZERO, Duration::ZERO); 2];
-            for (i, kind) in [Kind::Latchkey, Kind::Redis].into_iter().enumerate() {
-                let p = spawn(kind);
-                let s = handoffs(&p.url(), waiters, runs).await;
-                q[i] = (quantile(&s, 0.5), quantile(&s, 0.99));
-            }
-            p50.push(q[0].0.as_secs_f64() / q[1].0.as_secs_f64());
-            p99.push(q[0].1.as_secs_f64() / q[1].1.as_secs_f64());
-            detail = format!(
-                "latchkey p50 {} p99 {}; redis p50 {} p99 {} ({} hand-offs)",
-                us(q[0].0),
-                us(q[0].1),
-                us(q[1].0),
-                us(q[1].1),
-                runs * waiters
-            );
+/// The hand-off rows with `waiters` clients waiting, p50 and p99.
+async fn handoff_rows(reps: usize, waiters: usize) {
+    let runs = (400 / waiters).max(4);
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    let mut detail = String::new();
+    for _ in 0..reps {
+        let mut q = [(Duration::ZERO, Duration::ZERO); 2];
+        // The tail behind the p99, which is only the 4th slowest of 400: how many hand-offs
+        // took longer than `SLOW`.
+        let mut slow = [0; 2];
+        for (i, kind) in [Kind::Latchkey, Kind::Redis].into_iter().enumerate() {
+            let p = spawn(kind);
+            let s = handoffs(&p.url(), waiters, runs).await;
+            q[i] = (quantile(&s, 0.5), quantile(&s, 0.99));
+            slow[i] = s.iter().filter(|d| **d > SLOW).count();
         }
-        println!(
-            "| hand-off, {waiters} waiting, p50 | {} | {detail} |",
-            ratio(&p50)
-        );
-        println!("| hand-off, {waiters} waiting, p99 | {} |  |", ratio(&p99));
-    }
-
-    // RedLock over 3 and 5 servers.
-    for nodes in [3usize, 5] {
-        let (mut r, mut last) = (Vec::new(), (0.0, 0.0));
-        for _ in 0..reps {
-            let a = redlock_cycles(Kind::Latchkey, nodes, n / 5).await;
-            let b = redlock_cycles(Kind::Redis, nodes, n / 5).await;
-            r.push(a / b);
-            last = (a, b);
-        }
-        println!(
-            "| RedLock over {nodes} servers, cycles/s | {} | latchkey {:.0}/s, redis {:.0}/s |",
-            ratio(&r),
-            last.0,
-            last.1
+        p50.push(q[0].0.as_secs_f64() / q[1].0.as_secs_f64());
+        p99.push(q[0].1.as_secs_f64() / q[1].1.as_secs_f64());
+        detail = format!(
+            "latchkey p50 {} p99 {}, {} over {}; redis p50 {} p99 {}, {} over {} ({} hand-offs)",
+            us(q[0].0),
+            us(q[0].1),
+            slow[0],
+            us(SLOW),
+            us(q[1].0),
+            us(q[1].1),
+            slow[1],
+            us(SLOW),
+            runs * waiters
         );
     }
+    println!(
+        "| hand-off, {waiters} waiting, p50 | {} | {detail} |",
+        ratio(&p50)
+    );
+    println!("| hand-off, {waiters} waiting, p99 | {} |  |", ratio(&p99));
+}
 
-    // The embedded server, in-process: no redis counterpart.
+/// RedLock acquire+release cycles per second over `nodes` servers, each kind.
+async fn redlock_row(reps: usize, nodes: usize, n: u32) {
+    let (mut r, mut last) = (Vec::new(), (0.0, 0.0));
+    for _ in 0..reps {
+        let a = redlock_cycles(Kind::Latchkey, nodes, n / 5).await;
+        let b = redlock_cycles(Kind::Redis, nodes, n / 5).await;
+        r.push(a / b);
+        last = (a, b);
+    }
+    println!(
+        "| RedLock over {nodes} servers, cycles/s | {} | latchkey {:.0}/s, redis {:.0}/s |",
+        ratio(&r),
+        last.0,
+        last.1
+    );
+}
+
+/// The embedded server, in-process: no redis counterpart.
+async fn embedded_row(n: u32) {
     let embedded = Server::builder().no_listener().start().await.unwrap();
     let local = LocalTransport::new(&embedded);
     cycles(local.clone(), n).await;

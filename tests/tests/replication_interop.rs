@@ -1159,3 +1159,139 @@ fn latchkey_replicates_from_a_redis_master_with_a_password() {
     assert_same_data(&mut m, &mut r);
     assert_stream_reaches(&mut m, &mut r);
 }
+
+/// The words of a command or reply made of simple bulk strings (`*3\r\n$8\r\nREPLCONF\r\n...`
+/// gives `["REPLCONF", ...]`): enough for the short ASCII commands a replica sends.
+fn words(reply: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(reply)
+        .split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with('$'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// An empty RDB snapshot: the header, the end mark and a zero checksum ("not computed"),
+/// which both servers accept.
+const EMPTY_RDB: &[u8] = b"REDIS0009\xff\0\0\0\0\0\0\0\0";
+
+/// Plays the master's side of a replication link over a real socket: `follow` is given the
+/// port to point a replica at; the replica's handshake gets `+FULLRESYNC` and an empty
+/// snapshot; then `stream` and `REPLCONF GETACK *` go out in one write. Returns the first
+/// acknowledgement the replica sends that covers all of `stream`, as it sent it.
+fn first_ack_covering(stream: &[u8], follow: impl FnOnce(u16)) -> Vec<u8> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener
+        .set_nonblocking(true)
+        .expect("nonblocking listener");
+    follow(listener.local_addr().expect("addr").port());
+    let mut socket = None;
+    until("the replica to connect", || {
+        socket = listener.accept().ok().map(|(s, _)| s);
+        socket.is_some()
+    });
+    let socket = socket.expect("accepted");
+    socket.set_nonblocking(false).expect("blocking socket");
+    let mut replica = RawConn::from_stream(socket).expect("wrap");
+    loop {
+        let command = words(&replica.read_reply());
+        match command.first().map(|w| w.to_ascii_uppercase()).as_deref() {
+            Some("PING") => replica.send_raw(b"+PONG\r\n"),
+            Some("REPLCONF") => replica.send_raw(b"+OK\r\n"),
+            Some("PSYNC") => break,
+            other => panic!("unexpected handshake command {other:?}"),
+        }
+    }
+    let mut sync = format!(
+        "+FULLRESYNC {} 0\r\n${}\r\n",
+        "a".repeat(40),
+        EMPTY_RDB.len()
+    )
+    .into_bytes();
+    sync.extend_from_slice(EMPTY_RDB);
+    replica.send_raw(&sync);
+    let mut out = stream.to_vec();
+    out.extend(RawConn::encode(&["REPLCONF", "GETACK", "*"]));
+    replica.send_raw(&out);
+    loop {
+        let ack = replica.read_reply();
+        let w = words(&ack);
+        assert_eq!(
+            w.get(..2),
+            Some(&["REPLCONF".to_string(), "ACK".to_string()][..])
+        );
+        let offset: usize = w[2].parse().expect("an offset");
+        if offset >= stream.len() {
+            return ack;
+        }
+    }
+}
+
+/// A replica answers `REPLCONF GETACK *` with `REPLCONF ACK` and the offset of the stream
+/// before the `GETACK`, latchkey's as redis-server's. (What `WAIT` waits on: the master sends
+/// a `GETACK` for it.) An acknowledgement from the replica's once-a-second timer instead,
+/// sent after the `GETACK` was applied, would count the `GETACK`'s own bytes too, so the
+/// offset tells the two apart without timing anything.
+#[test]
+fn a_replica_answers_getack_with_the_offset_before_it() {
+    let mut stream = RawConn::encode(&["SELECT", "0"]);
+    for i in 0..3 {
+        stream.extend(RawConn::encode(&["SET", &format!("k{i}"), "v"]));
+    }
+    let expected = RawConn::encode(&["REPLCONF", "ACK", &stream.len().to_string()]);
+
+    let replica = latchkey();
+    let mut r = conn(replica.addr());
+    let from_latchkey = first_ack_covering(&stream, |port| {
+        assert_eq!(
+            cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port.to_string()]),
+            "+OK\r\n"
+        );
+    });
+    assert_eq!(show(&from_latchkey), show(&expected), "latchkey's answer");
+    assert_eq!(cmd(&mut r, &["GET", "k2"]), "$1\r\nv\r\n");
+
+    let redis = RedisProcess::spawn(&[]);
+    let mut rr = conn(redis.addr());
+    let from_redis = first_ack_covering(&stream, |port| {
+        assert_eq!(
+            cmd(&mut rr, &["REPLICAOF", "127.0.0.1", &port.to_string()]),
+            "+OK\r\n"
+        );
+    });
+    assert_eq!(show(&from_redis), show(&expected), "redis-server's answer");
+}
+
+/// Writers racing on one key while another client runs `WAIT` after each of its writes, on a
+/// latchkey master with a redis-server replica: a replica's stream goes out in batches (what
+/// the clients wrote meanwhile, a `GETACK` among it), and every `WAIT` still counts the
+/// replica, which ends with the master's order-sensitive values and at the master's offset
+/// to the byte.
+#[test]
+fn writes_and_waits_racing_reach_a_redis_replica_to_the_byte() {
+    let master = latchkey();
+    let mut m = conn(master.addr());
+    let port = master.addr().port().to_string();
+    let redis = RedisProcess::spawn(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = conn(redis.addr());
+    until("redis-server's link to latchkey", || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    cmd(&mut m, &["SET", "log", ""]);
+    assert_eq!(cmd(&mut m, &["WAIT", "1", "5000"]), ":1\r\n");
+    let addr = master.addr();
+    let waiter = std::thread::spawn(move || {
+        let mut w = conn(addr);
+        for i in 0..200 {
+            assert_eq!(cmd(&mut w, &["SET", &format!("w{i}"), "v"]), "+OK\r\n");
+            assert_eq!(cmd(&mut w, &["WAIT", "1", "5000"]), ":1\r\n", "WAIT {i}");
+        }
+    });
+    race_order_sensitive_writes(addr, false);
+    waiter.join().expect("the waiting client");
+    assert_replica_has_the_raced_values(&mut m, &mut r);
+    assert_eq!(cmd(&mut r, &["GET", "w199"]), "$1\r\nv\r\n");
+    let offset = info(&mut m, "replication", "master_repl_offset");
+    until("the replica at the master's offset", || {
+        info(&mut r, "replication", "slave_repl_offset") == offset
+    });
+}

@@ -333,6 +333,7 @@ fn psync(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
     let request = crate::master::SyncRequest::Psync(&args[1], &args[2]);
+    ctx.client.is_replica = true;
     crate::master::attach_replica(ctx.shared, sender, id, port, request)
 }
 
@@ -348,6 +349,7 @@ fn sync(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     let sender = ctx.client.push.clone();
     let id = ctx.client.handle.id;
     let port = ctx.client.replica_port;
+    ctx.client.is_replica = true;
     crate::master::attach_replica(
         ctx.shared,
         sender,
