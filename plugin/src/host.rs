@@ -17,7 +17,7 @@ use wasmtime::{
 
 use crate::backend::Backend;
 use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host as _};
-use crate::bindings::LockClient;
+use crate::bindings::{LockClient, LockClientIndices};
 use crate::limits::Limits;
 use crate::state::{check_counts, TenantState};
 
@@ -96,9 +96,17 @@ pub struct Host {
 
 /// A loaded component: compiled (or read from the cache) and pre-linked, ready to be
 /// instantiated for any number of tenants.
+///
+/// Everything that does not depend on the instance is done here, once: type-checking the
+/// imports against the linker and resolving them (`InstancePre`), and finding the lock
+/// client's exports by name (`LockClientIndices`). An instantiation then only builds the
+/// instance and type-checks the exports' handles.
 #[derive(Clone)]
 pub struct Plugin {
     pub(crate) pre: InstancePre<TenantState>,
+    /// Where the lock client's exports are in this component: `None` when it is not the lock
+    /// client (a `wasi:keyvalue` tenant, the tests' rogue guest).
+    pub(crate) locks: Option<LockClientIndices>,
     /// Whether the compiled code came from the disk cache.
     pub from_cache: bool,
     /// Size of the component, in bytes.
@@ -263,15 +271,17 @@ impl Host {
                 }
             }
         };
+        let pre = if self.shared.trap_unknown_imports {
+            // A linker of this component's own: the traps never reach another's.
+            let mut linker = self.shared.linker.clone();
+            crate::unknown_imports::trap_unknown(&mut linker, engine, &component)?;
+            linker.instantiate_pre(&component)?
+        } else {
+            self.shared.linker.instantiate_pre(&component)?
+        };
         Ok(Plugin {
-            pre: if self.shared.trap_unknown_imports {
-                // A linker of this component's own: the traps never reach another's.
-                let mut linker = self.shared.linker.clone();
-                crate::unknown_imports::trap_unknown(&mut linker, engine, &component)?;
-                linker.instantiate_pre(&component)?
-            } else {
-                self.shared.linker.instantiate_pre(&component)?
-            },
+            locks: LockClientIndices::new(&pre).ok(),
+            pre,
             from_cache,
             size: bytes.len(),
         })

@@ -150,7 +150,10 @@ impl Tenant {
             Ok(())
         });
         let instance = plugin.pre.instantiate_async(&mut store).await?;
-        let locks = LockClient::new(&mut store, &instance).ok();
+        let locks = match &plugin.locks {
+            Some(indices) => indices.load(&mut store, &instance).ok(),
+            None => None,
+        };
         Ok(Instance {
             store,
             instance,
