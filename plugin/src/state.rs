@@ -15,7 +15,7 @@ use latchkey_client::Reply;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::backend::{Backend, Subscription};
+use crate::backend::{Backend, CommandSlot, Subscription};
 use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host, LostCause};
 use crate::budget::TenantBudget;
 use crate::keeper::{Interrupt, LeaseKeeper};
@@ -43,6 +43,8 @@ pub struct TenantState {
     pub(crate) cpu: crate::cpu::CpuClock,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
+    /// Where this instance's commands run on the backend, one allocation for all of them.
+    slot: CommandSlot,
 }
 
 impl WasiView for TenantState {
@@ -94,6 +96,7 @@ impl TenantState {
             next_sub: 0,
             interrupt,
             calls: 0,
+            slot: CommandSlot::default(),
         }
     }
 
@@ -224,7 +227,10 @@ impl Host for TenantState {
             Err(e) => return Ok(Err(e)),
         };
         let reply = match route {
-            Route::Shared => self.backend.command(args).await,
+            Route::Shared => {
+                self.backend.clone().command_in(args, &mut self.slot);
+                self.slot.run().await
+            }
             Route::Alone => {
                 let bound = self.limits.max_block + Duration::from_secs(1);
                 tokio::time::timeout(bound, self.backend.command_alone(args))
