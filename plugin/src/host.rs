@@ -177,6 +177,15 @@ impl Host {
                 .total_stacks(n)
                 .max_memory_size(cfg.limits.memory_bytes)
                 .table_elements(cfg.limits.table_elements);
+            // A slot's tables are zeroed in place when its instance ends, up to a page each,
+            // instead of being given back to the kernel: the next instance in the slot (whose
+            // start fills a table) then takes no page fault for it. Tables of the lock client
+            // fit in a page; a larger table's rest is given back as before. Linear memory
+            // keeps the default (given back whole): keeping it resident needs either a memset
+            // of the first megabyte (a Rust guest's stack sits below its data), or wasmtime's
+            // `pagemap_scan`, which in this version leaves a dirty page that was swapped out
+            // unreset for the next tenant (wasmtime PR 14357).
+            pool.table_keep_resident(4096);
             let mut c = config();
             c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
             engine = Engine::new(&c).ok();
