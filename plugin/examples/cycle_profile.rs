@@ -12,6 +12,9 @@
 //! The first argument is `wasm` (the lock inside the component) or `native` (the same lock,
 //! native), the second the number of cycles. The difference between two runs that differ only
 //! in the count, divided by it, is the cost of one cycle without the start-up.
+//!
+//! `instantiate` (pooled) and `instantiate-on-demand` instead start an instance of the
+//! component and drop it, that many times: the cost of one tenant's instance, start to end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -38,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 lock.release(&l).await?;
             }
         }
-        "wasm" => {
+        "wasm" | "instantiate" | "instantiate-on-demand" => {
             let release = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../target/wasm32-wasip2/release/latchkey_client.wasm");
             let path = if release.exists() {
@@ -49,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let host = Host::new(
                 <dyn Backend>::local(&server),
                 HostConfig {
-                    pool_instances: 4,
+                    pool_instances: if mode == "instantiate-on-demand" { 0 } else { 4 },
                     cache_dir: Some(std::env::temp_dir().join("latchkey-profile-cache")),
                     limits: Limits {
                         cpu_budget: Duration::from_secs(3600),
@@ -60,6 +63,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
             )?;
             let plugin = host.load(&path)?;
+            if mode != "wasm" {
+                let tenant = host.tenant("profile");
+                for _ in 0..n {
+                    drop(tenant.instantiate(&plugin).await?);
+                }
+                return Ok(());
+            }
             let mut inst = host.tenant("profile").instantiate(&plugin).await?;
             inst.run(|(store, _, l)| {
                 Box::pin(async move {
@@ -79,7 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .await?;
         }
-        other => return Err(format!("mode is wasm or native, not {other}").into()),
+        other => return Err(format!("mode is wasm, native, instantiate or instantiate-on-demand, not {other}").into()),
     }
     Ok(())
 }

@@ -8,9 +8,12 @@
 //! the guest from inside one (its allocator, called to hold a returned list) restarts it. The
 //! same time is charged to the tenant's per-second bucket ([`CpuBucket`]).
 //!
-//! A crossing happens several times per host call, so it is kept cheap: one clock read, no
-//! lock. The shared bucket is charged in batches ([`BUCKET_BATCH`] of running time, or when
-//! the guest returns, or at a tick), so the per-second share is judged at most that late.
+//! A crossing happens several times per host call, so it is kept cheap: one read of the CPU's
+//! time-stamp counter (`quanta`, as the server's command timings; the same counter the
+//! kernel's monotonic clock reads, without the system call's bookkeeping), integer
+//! nanoseconds, no lock. The shared bucket is charged in batches ([`BUCKET_BATCH`] of running
+//! time, or when the guest returns, or at a tick), so the per-second share is judged at most
+//! that late.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,19 +32,21 @@ pub(crate) const WALL_CEILING: u32 = 20;
 /// lock): the share is judged at most this late, the budget of one call not at all.
 const BUCKET_BATCH: Duration = Duration::from_millis(1);
 
+/// [`BUCKET_BATCH`] in nanoseconds.
+const BUCKET_BATCH_NS: u64 = BUCKET_BATCH.as_nanos() as u64;
+
 /// Times as nanoseconds after one instant: a crossing subtracts and compares integers.
 #[derive(Debug, Clone, Copy)]
 struct Clock {
-    base: Instant,
+    base: quanta::Instant,
 }
 
 impl Clock {
     fn now(&self) -> u64 {
-        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
-    }
-
-    fn instant(&self, ns: u64) -> Instant {
-        self.base + Duration::from_nanos(ns)
+        let ns = quanta::Instant::now()
+            .saturating_duration_since(self.base)
+            .as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX - 1)
     }
 }
 
@@ -85,14 +90,14 @@ pub(crate) struct CpuClock {
     pub(crate) resumed_at: Resumed,
     /// Host calls the guest is inside of (a guest re-entered from a host call is at depth 1).
     depth: u32,
-    /// Running time of the current call into the guest.
-    pub(crate) busy: Duration,
-    /// Wall time of the current call into the guest outside host calls.
-    pub(crate) wall: Duration,
+    /// Running time of the current call into the guest, in nanoseconds.
+    busy: u64,
+    /// Wall time of the current call into the guest outside host calls, in nanoseconds.
+    wall: u64,
     /// The tenant's per-second bucket.
     bucket: CpuBucket,
-    /// Running time not yet charged to `bucket` (see [`BUCKET_BATCH`]).
-    unbilled: Duration,
+    /// Running time not yet charged to `bucket` (see [`BUCKET_BATCH`]), in nanoseconds.
+    unbilled: u64,
     /// Set once the tenant used more than its per-second share.
     pub(crate) over_rate: bool,
 }
@@ -100,7 +105,7 @@ pub(crate) struct CpuClock {
 impl CpuClock {
     pub(crate) fn new(bucket: CpuBucket) -> CpuClock {
         let clock = Clock {
-            base: Instant::now(),
+            base: quanta::Instant::now(),
         };
         CpuClock {
             clock,
@@ -110,12 +115,17 @@ impl CpuClock {
                 at: Arc::default(),
             },
             depth: 0,
-            busy: Duration::ZERO,
-            wall: Duration::ZERO,
+            busy: 0,
+            wall: 0,
             bucket,
-            unbilled: Duration::ZERO,
+            unbilled: 0,
             over_rate: false,
         }
+    }
+
+    /// Running time of the current call into the guest.
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy)
     }
 
     /// Adds the stretch from `since` (or from the resumption after a yield, if later) to `now`.
@@ -123,22 +133,23 @@ impl CpuClock {
         let resumed = self.resumed_at.take();
         let Some(since) = self.since else { return };
         let start = resumed.map_or(since, |r| r.max(since));
-        let ran = Duration::from_nanos(now.saturating_sub(start));
-        self.busy += ran;
-        self.wall += Duration::from_nanos(now.saturating_sub(since));
-        self.unbilled += ran;
-        if self.unbilled >= BUCKET_BATCH {
-            self.bill(now);
+        let ran = now.saturating_sub(start);
+        self.busy = self.busy.saturating_add(ran);
+        self.wall = self.wall.saturating_add(now.saturating_sub(since));
+        self.unbilled = self.unbilled.saturating_add(ran);
+        if self.unbilled >= BUCKET_BATCH_NS {
+            self.bill();
         }
     }
 
-    /// Charges the running time gathered so far to the tenant's per-second bucket.
-    fn bill(&mut self, now: u64) {
-        if self.unbilled.is_zero() {
+    /// Charges the running time gathered so far to the tenant's per-second bucket (shared by
+    /// the tenant's instances, each on its own time line: the bucket reads the system's clock).
+    fn bill(&mut self) {
+        if self.unbilled == 0 {
             return;
         }
-        let now = self.clock.instant(now);
-        if !self.bucket.charge(std::mem::take(&mut self.unbilled), now) {
+        let used = Duration::from_nanos(std::mem::take(&mut self.unbilled));
+        if !self.bucket.charge(used, Instant::now()) {
             self.over_rate = true;
         }
     }
@@ -150,8 +161,8 @@ impl CpuClock {
             CallHook::CallingWasm => {
                 if self.depth == 0 {
                     // The embedder calls in: a new call, a new budget.
-                    self.busy = Duration::ZERO;
-                    self.wall = Duration::ZERO;
+                    self.busy = 0;
+                    self.wall = 0;
                     self.resumed_at.clear();
                 } else {
                     self.charge(now);
@@ -171,7 +182,7 @@ impl CpuClock {
                 self.charge(now);
                 if self.depth == 0 {
                     // Back to the embedder: the whole call is billed.
-                    self.bill(now);
+                    self.bill();
                 }
                 self.since = None;
             }
@@ -182,7 +193,7 @@ impl CpuClock {
     pub(crate) fn tick(&mut self) {
         let now = self.clock.now();
         self.charge(now);
-        self.bill(now);
+        self.bill();
         if self.since.is_some() {
             self.since = Some(now);
         }
@@ -190,17 +201,18 @@ impl CpuClock {
 
     /// Why the guest must stop, if it went over `budget` in this call or over its share.
     pub(crate) fn over(&self, budget: Duration, per_sec: Duration) -> Option<String> {
-        if self.busy > budget {
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        if self.busy > budget_ns {
             return Some(format!(
                 "ran for over {} ms of CPU in one call; interrupted",
                 budget.as_millis()
             ));
         }
-        if self.wall > budget * WALL_CEILING {
+        if self.wall > budget_ns.saturating_mul(u64::from(WALL_CEILING)) {
             return Some(format!(
                 "ran for over {} ms of CPU in one call (wall time outside host calls: {} ms); interrupted",
                 budget.as_millis(),
-                self.wall.as_millis()
+                self.wall / 1_000_000
             ));
         }
         if self.over_rate {
@@ -223,7 +235,7 @@ mod tests {
         c.hook(CallHook::CallingWasm);
         std::thread::sleep(Duration::from_millis(5));
         c.hook(CallHook::CallingHost);
-        assert!(c.busy >= Duration::from_millis(5), "{:?}", c.busy);
+        assert!(c.busy() >= Duration::from_millis(5), "{:?}", c.busy());
         let before = c.busy;
         // Time inside the host is not the guest's.
         std::thread::sleep(Duration::from_millis(5));
@@ -232,15 +244,15 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         c.resumed_at.now();
         c.hook(CallHook::ReturningFromWasm);
-        let ran = c.busy - before;
-        let outside_host = c.wall - before;
+        let ran = Duration::from_nanos(c.busy - before);
+        let outside_host = Duration::from_nanos(c.wall - before);
         assert!(
             outside_host >= ran + Duration::from_millis(50),
             "ran {ran:?}, wall outside host calls {outside_host:?}"
         );
         // A new call from the embedder starts from zero.
         c.hook(CallHook::CallingWasm);
-        assert_eq!(c.busy, Duration::ZERO);
+        assert_eq!(c.busy(), Duration::ZERO);
     }
 
     #[test]

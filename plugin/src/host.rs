@@ -11,15 +11,15 @@ use std::sync::Arc;
 use sha1::{Digest, Sha1};
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker, WasmList};
 use wasmtime::{
-    AsContext, AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
     StoreContextMut,
 };
 
 use crate::backend::Backend;
 use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host as _};
-use crate::bindings::LockClient;
+use crate::bindings::{LockClient, LockClientIndices};
 use crate::limits::Limits;
-use crate::state::{check_counts, TenantState};
+use crate::state::{check, check_counts, Checked, TenantState};
 
 /// How to build a [`Host`].
 #[derive(Debug, Clone)]
@@ -96,9 +96,17 @@ pub struct Host {
 
 /// A loaded component: compiled (or read from the cache) and pre-linked, ready to be
 /// instantiated for any number of tenants.
+///
+/// Everything that does not depend on the instance is done here, once: type-checking the
+/// imports against the linker and resolving them (`InstancePre`), and finding the lock
+/// client's exports by name (`LockClientIndices`). An instantiation then only builds the
+/// instance and type-checks the exports' handles.
 #[derive(Clone)]
 pub struct Plugin {
     pub(crate) pre: InstancePre<TenantState>,
+    /// Where the lock client's exports are in this component: `None` when it is not the lock
+    /// client (a `wasi:keyvalue` tenant, the tests' rogue guest).
+    pub(crate) locks: Option<LockClientIndices>,
     /// Whether the compiled code came from the disk cache.
     pub from_cache: bool,
     /// Size of the component, in bytes.
@@ -169,6 +177,15 @@ impl Host {
                 .total_stacks(n)
                 .max_memory_size(cfg.limits.memory_bytes)
                 .table_elements(cfg.limits.table_elements);
+            // A slot's tables are zeroed in place when its instance ends, up to a page each,
+            // instead of being given back to the kernel: the next instance in the slot (whose
+            // start fills a table) then takes no page fault for it. Tables of the lock client
+            // fit in a page; a larger table's rest is given back as before. Linear memory
+            // keeps the default (given back whole): keeping it resident needs either a memset
+            // of the first megabyte (a Rust guest's stack sits below its data), or wasmtime's
+            // `pagemap_scan`, which in this version leaves a dirty page that was swapped out
+            // unreset for the next tenant (wasmtime PR 14357).
+            pool.table_keep_resident(4096);
             let mut c = config();
             c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
             engine = Engine::new(&c).ok();
@@ -263,15 +280,17 @@ impl Host {
                 }
             }
         };
+        let pre = if self.shared.trap_unknown_imports {
+            // A linker of this component's own: the traps never reach another's.
+            let mut linker = self.shared.linker.clone();
+            crate::unknown_imports::trap_unknown(&mut linker, engine, &component)?;
+            linker.instantiate_pre(&component)?
+        } else {
+            self.shared.linker.instantiate_pre(&component)?
+        };
         Ok(Plugin {
-            pre: if self.shared.trap_unknown_imports {
-                // A linker of this component's own: the traps never reach another's.
-                let mut linker = self.shared.linker.clone();
-                crate::unknown_imports::trap_unknown(&mut linker, engine, &component)?;
-                linker.instantiate_pre(&component)?
-            } else {
-                self.shared.linker.instantiate_pre(&component)?
-            },
+            locks: LockClientIndices::new(&pre).ok(),
+            pre,
             from_cache,
             size: bytes.len(),
         })
@@ -294,9 +313,10 @@ fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
 /// `command-all` take a list of lists, which wasmtime would otherwise copy whole out of the
 /// guest before any check (a million entries pointing at one 1 MiB buffer would be a terabyte
 /// of host memory). These definitions replace the generated ones: they look at the list's
-/// shape in guest memory, refuse it when it has too many entries or bytes, and only then copy.
+/// shape in guest memory, refuse it when it has too many entries or bytes, then check the
+/// command where it lies and copy it once, keys already inside the tenant's namespace.
 /// The WASI random functions are replaced too, so that a tenant's random bytes go through its
-/// per-second bucket (their size per call is bounded by the WASI context itself).
+/// per-second bucket (their size per call is bounded by [`Limits::random_bytes_per_call`]).
 fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut redis = linker.instance("latchkey:locks/redis@0.2.0")?;
@@ -304,14 +324,15 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
         "command",
         |mut store: StoreContextMut<'_, TenantState>, (args,): (WasmList<WasmList<u8>>,)| {
             Box::new(async move {
-                let args = match copy_args(&mut store, &args)? {
-                    Ok(a) => a,
+                let cmd = match lift_command(&mut store, &args)? {
+                    Ok(cmd) => cmd,
                     Err(refused) => {
                         charge_refusal(store.data_mut()).await?;
                         return Ok((Err(refused),));
                     }
                 };
-                let r: Result<Vec<WitFrame>, String> = store.data_mut().command(args).await?;
+                let r: Result<Vec<WitFrame>, String> =
+                    store.data_mut().command_checked(cmd).await?;
                 Ok((r,))
             })
         },
@@ -321,8 +342,8 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
         |mut store: StoreContextMut<'_, TenantState>,
          (args, timeout_ms): (WasmList<WasmList<u8>>, u64)| {
             Box::new(async move {
-                let args = match copy_args(&mut store, &args)? {
-                    Ok(a) => a,
+                let cmd = match lift_command(&mut store, &args)? {
+                    Ok(cmd) => cmd,
                     Err(refused) => {
                         charge_refusal(store.data_mut()).await?;
                         let n = store.data_mut().nodes().await? as usize;
@@ -330,7 +351,7 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
                     }
                 };
                 let r: Vec<Result<Vec<WitFrame>, String>> =
-                    store.data_mut().command_all(args, timeout_ms).await?;
+                    store.data_mut().command_all_checked(cmd, timeout_ms).await?;
                 Ok((r,))
             })
         },
@@ -368,25 +389,43 @@ async fn charge_refusal(s: &mut TenantState) -> wasmtime::Result<()> {
     s.enter().await
 }
 
-/// Copies a command's arguments out of the guest, or says why not: at most
-/// [`Limits::args_per_call`] entries of at most [`Limits::bytes_per_call`] bytes in all,
-/// checked on the list's shape before anything is copied.
-fn copy_args(
+/// Reads a command's arguments in the guest's memory, checks them there and copies them once
+/// ([`check`]: quotas, allow-list, keys inside the tenant's namespace). The outer `Err` is
+/// a trap (the list is malformed); `Ok(Err(_))` a refusal told to the tenant before anything
+/// was copied (more than [`Limits::args_per_call`] entries, or more than
+/// [`Limits::bytes_per_call`] bytes in all, checked on the list's shape); `Ok(Ok(Err(_)))` a
+/// refusal of the command itself, charged like a command (see `command-all`).
+///
+/// [`Limits::args_per_call`]: crate::Limits::args_per_call
+/// [`Limits::bytes_per_call`]: crate::Limits::bytes_per_call
+fn lift_command(
     store: &mut StoreContextMut<'_, TenantState>,
     list: &WasmList<WasmList<u8>>,
-) -> wasmtime::Result<Result<Vec<Vec<u8>>, String>> {
-    let limits = store.data().limits.clone();
-    if let Err(e) = check_counts(list.len(), std::iter::empty::<usize>(), &limits) {
+) -> wasmtime::Result<Result<Result<Checked, String>, String>> {
+    if let Err(e) = check_counts(list.len(), std::iter::empty(), &store.data().limits) {
         return Ok(Err(e));
     }
     let items = list
         .iter(store.as_context_mut())?
         .collect::<wasmtime::Result<Vec<WasmList<u8>>>>()?;
-    if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &limits) {
+    // From here on the store is only read: the arguments stay where they are in its memory.
+    let cx: &StoreContextMut<'_, TenantState> = store;
+    let state = cx.data();
+    if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &state.limits) {
         return Ok(Err(e));
     }
-    Ok(Ok(items
-        .iter()
-        .map(|a| a.as_le_slice(store.as_context()).to_vec())
-        .collect()))
+    // Views of the arguments in the guest's memory: checked there, copied once. A lock's
+    // commands have a handful of arguments, whose views fit on the stack.
+    const ON_STACK: usize = 16;
+    let mut views: [&[u8]; ON_STACK] = [&[]; ON_STACK];
+    let checked = if items.len() <= ON_STACK {
+        for (view, item) in views.iter_mut().zip(&items) {
+            *view = item.as_le_slice(cx);
+        }
+        check(&views[..items.len()], &state.ns, &state.limits)
+    } else {
+        let views: Vec<&[u8]> = items.iter().map(|a| a.as_le_slice(cx)).collect();
+        check(&views, &state.ns, &state.limits)
+    };
+    Ok(Ok(checked))
 }

@@ -26,14 +26,15 @@ pub(crate) enum Route {
 
 /// The checks of this module on `args` (already allowed by the namespace, not yet rewritten);
 /// the error is what the tenant is told.
-pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
-    let Some(name) = args.first() else {
+pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, String> {
+    let Some(name) = args.first().map(AsRef::as_ref) else {
         return Err("empty command".into());
     };
+    let arg = |i: usize| args.get(i).map(AsRef::as_ref);
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     if is("wait") {
         let max = l.max_block.as_millis();
-        let timeout = args.get(2).and_then(|t| int(t));
+        let timeout = arg(2).and_then(int);
         return match timeout {
             Some(ms) if ms >= 1 && (ms as u128) <= max => Ok(Route::Alone),
             _ => Err(format!(
@@ -42,7 +43,7 @@ pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
         };
     }
     if is("publish") {
-        if let Some(ch) = args.get(1) {
+        if let Some(ch) = arg(1) {
             if ch.len() > l.channel_bytes {
                 return Err(format!(
                     "channel name of {} bytes is over the tenant's limit of {}",
@@ -51,7 +52,7 @@ pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
                 ));
             }
         }
-        if let Some(msg) = args.get(2) {
+        if let Some(msg) = arg(2) {
             if msg.len() > l.publish_bytes {
                 return Err(format!(
                     "message of {} bytes is over the tenant's limit of {}",
@@ -67,16 +68,12 @@ pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
         let mut expiry = None;
         let mut i = 3;
         while i < args.len() {
-            let opt = &args[i];
+            let opt = args[i].as_ref();
             let opt_is = |n: &str| opt.eq_ignore_ascii_case(n.as_bytes());
             if opt_is("px") || opt_is("ex") {
                 let unit = if opt_is("ex") { 1_000 } else { 1 };
                 // A value the server cannot parse is left to it: it refuses the command.
-                expiry = Some(
-                    args.get(i + 1)
-                        .and_then(|v| int(v))
-                        .map(|v| (v as i128) * unit),
-                );
+                expiry = Some(arg(i + 1).and_then(int).map(|v| (v as i128) * unit));
                 i += 2;
                 continue;
             }
@@ -99,7 +96,7 @@ pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
         };
     }
     if is("pexpire") {
-        if let Some(ms) = args.get(2).and_then(|v| int(v)) {
+        if let Some(ms) = arg(2).and_then(int) {
             if ms as i128 > max_ms as i128 {
                 return Err(format!(
                     "PEXPIRE of {ms} ms is over the tenant's limit of {max_ms} ms"

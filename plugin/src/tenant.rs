@@ -119,7 +119,7 @@ impl Tenant {
             s.cpu.tick();
             // A guest busy when its lease is lost is stopped here; one that just entered (say,
             // to ask `held()`) gets to finish its short call: its next host call traps.
-            if s.cpu.busy >= tick {
+            if s.cpu.busy() >= tick {
                 if let Some(reason) = s.interrupt.reason() {
                     return Err(wasmtime::format_err!("{reason}"));
                 }
@@ -150,7 +150,10 @@ impl Tenant {
             Ok(())
         });
         let instance = plugin.pre.instantiate_async(&mut store).await?;
-        let locks = LockClient::new(&mut store, &instance).ok();
+        let locks = match &plugin.locks {
+            Some(indices) => indices.load(&mut store, &instance).ok(),
+            None => None,
+        };
         Ok(Instance {
             store,
             instance,

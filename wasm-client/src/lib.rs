@@ -46,6 +46,11 @@ pub mod native;
 #[cfg(target_arch = "wasm32")]
 pub mod component;
 
+// The component's allocator, tested natively (its own module is wasm-only).
+#[cfg(all(test, not(target_arch = "wasm32")))]
+#[path = "component/alloc.rs"]
+mod component_alloc;
+
 pub use error::Error;
 pub use reply::Reply;
 pub use transport::Transport;

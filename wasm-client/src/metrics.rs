@@ -7,6 +7,8 @@ use std::time::Duration;
 /// Lock metrics, shared by every lock made from one client (all counters are cumulative).
 #[derive(Debug, Default)]
 pub struct Metrics {
+    /// Set for counters nobody reads ([`Metrics::off`]).
+    off: bool,
     acquisitions: AtomicU64,
     contended: AtomicU64,
     acquire_wait_us: AtomicU64,
@@ -42,7 +44,26 @@ pub struct Snapshot {
 }
 
 impl Metrics {
+    /// Counters nobody will read: nothing is recorded, and the locks skip the clock reads that
+    /// would only feed them (how long a lock was held). The WebAssembly component keeps its
+    /// locks' metrics off: its interface exports none, and each clock read there is a call
+    /// to the host.
+    pub fn off() -> Metrics {
+        Metrics {
+            off: true,
+            ..Metrics::default()
+        }
+    }
+
+    /// Whether anything is recorded (see [`Metrics::off`]).
+    pub fn is_on(&self) -> bool {
+        !self.off
+    }
+
     pub(crate) fn acquired(&self, waited: Duration, contended: bool) {
+        if self.off {
+            return;
+        }
         self.acquisitions.fetch_add(1, Ordering::Relaxed);
         self.acquire_wait_us
             .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
@@ -52,6 +73,9 @@ impl Metrics {
     }
 
     pub(crate) fn released(&self, held: Duration) {
+        if self.off {
+            return;
+        }
         self.releases.fetch_add(1, Ordering::Relaxed);
         self.hold_us
             .fetch_add(held.as_micros() as u64, Ordering::Relaxed);
@@ -90,5 +114,27 @@ impl Metrics {
             lost_expired: n(&self.lost_expired),
             lost_taken: n(&self.lost_taken),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_that_are_off_record_nothing_and_say_so() {
+        let on = Metrics::default();
+        on.acquired(Duration::from_millis(2), true);
+        on.released(Duration::from_millis(5));
+        assert!(on.is_on());
+        let s = on.snapshot();
+        assert_eq!((s.acquisitions, s.contended, s.releases), (1, 1, 1));
+        assert_eq!(s.hold, Duration::from_millis(5));
+
+        let off = Metrics::off();
+        off.acquired(Duration::from_millis(2), true);
+        off.released(Duration::from_millis(5));
+        assert!(!off.is_on());
+        assert_eq!(off.snapshot(), Snapshot::default());
     }
 }

@@ -57,8 +57,10 @@ pub async fn eval<T: Transport>(
     argv: &[&[u8]],
 ) -> Result<Reply, Error> {
     let build = |verb: &str, first: &[u8]| {
-        let mut a = vec![verb.as_bytes().to_vec(), first.to_vec()];
-        a.push(keys.len().to_string().into_bytes());
+        let mut a = Vec::with_capacity(3 + keys.len() + argv.len());
+        a.push(verb.as_bytes().to_vec());
+        a.push(first.to_vec());
+        a.push(decimal(keys.len() as u64));
         a.extend(keys.iter().map(|k| k.to_vec()));
         a.extend(argv.iter().map(|v| v.to_vec()));
         a
@@ -73,14 +75,39 @@ pub async fn eval<T: Transport>(
     }
 }
 
+/// `n` in decimal ASCII, as Redis reads integer arguments: written digit by digit into a
+/// buffer, without the formatting machinery (`to_string` on every command showed in the
+/// component's profiles).
+pub fn decimal(mut n: u64) -> Vec<u8> {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..].to_vec()
+}
+
 /// A fresh opaque owner token: 20 random bytes, hex encoded.
 pub fn token<T: Transport>(t: &T) -> String {
     let mut b = [0u8; 20];
     t.random_bytes(&mut b);
-    // Encoded into a buffer of the exact size, then one allocation: a token is made on every
-    // acquisition, and `hex::encode`'s char-by-char string growth showed in profiles.
+    hex_token(b)
+}
+
+/// 20 bytes as 40 lowercase hex digits, encoded into a buffer of the exact size, a digit per
+/// nibble, then one allocation: a token is made on every acquisition.
+fn hex_token(b: [u8; 20]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = [0u8; 40];
-    hex::encode_to_slice(b, &mut hex).expect("40 hex digits for 20 bytes");
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(b) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
+    }
     String::from_utf8(hex.to_vec()).expect("hex digits are ASCII")
 }
 
@@ -90,4 +117,23 @@ pub fn jitter<T: Transport>(t: &T, max: Duration) -> Duration {
     t.random_bytes(&mut b);
     let r = u64::from_le_bytes(b) as f64 / u64::MAX as f64;
     max.mul_f64(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_writes_what_to_string_writes() {
+        for n in [0, 1, 9, 10, 99, 100, 30_000, 1 << 40, u64::MAX] {
+            assert_eq!(decimal(n), n.to_string().into_bytes(), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_its_bytes_in_lowercase_hex() {
+        let b: [u8; 20] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+        assert_eq!(hex_token(b), hex::encode(b));
+        assert_eq!(hex_token([0xff; 20]), "f".repeat(40));
+    }
 }

@@ -4,12 +4,14 @@
 //! resources live here with the conversions every resource shares; the others have a file
 //! each under `locks/`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::transport::HostTransport;
 use super::{api, block_on, Component};
 use crate::locks::{self, Extended, Released};
-use crate::{Error, Transport};
+use crate::metrics::Metrics;
+use crate::Error;
 
 mod fair;
 mod multi;
@@ -45,13 +47,14 @@ fn to_wit(l: locks::Lease) -> api::Lease {
     }
 }
 
-/// A WIT lease back as a native one. The acquisition time only feeds metrics, so "now" is
-/// good enough.
+/// A WIT lease back as a native one. The acquisition time (which the WIT lease does not
+/// carry) only feeds metrics, which the component's locks keep off ([`Metrics::off`]): zero,
+/// without asking the host for the time.
 fn from_wit(l: api::Lease) -> locks::Lease {
     locks::Lease {
         key: l.key,
         token: l.token,
-        acquired_at: HostTransport.now(),
+        acquired_at: Duration::ZERO,
         ttl: ms(l.ttl_ms),
     }
 }
@@ -69,7 +72,8 @@ pub struct SimpleLock(locks::SimpleLock<HostTransport>);
 
 impl api::GuestSimpleLock for SimpleLock {
     fn new(name: String) -> Self {
-        SimpleLock(locks::SimpleLock::new(HostTransport, &name))
+        let lock = locks::SimpleLock::new(HostTransport, &name);
+        SimpleLock(lock.with_metrics(Arc::new(Metrics::off())))
     }
 
     fn try_acquire(&self, ttl_ms: u64) -> Result<Option<api::Lease>, String> {

@@ -8,15 +8,21 @@
 //!
 //! - [`transport`]: the transport over the host's imports;
 //! - [`locks`]: the exported `locks` interface;
-//! - [`watchdog`]: the exported `watchdog` interface (leases kept alive by the host).
+//! - [`watchdog`]: the exported `watchdog` interface (leases kept alive by the host);
+//! - `alloc`: the component's memory allocator (small blocks from per-size free lists).
 
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+mod alloc;
 pub mod locks;
 pub mod transport;
 pub mod watchdog;
+
+/// Every allocation of the component goes through the size-class lists of [`alloc`].
+#[global_allocator]
+static ALLOCATOR: alloc::SizeClasses = alloc::SizeClasses::new();
 
 /// The bindings wit-bindgen generates from the WIT world `lock-client` (`wit/`): the host's
 /// `redis` imports and the interfaces this component exports. Generated code carries no doc

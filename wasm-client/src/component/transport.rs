@@ -1,5 +1,6 @@
 //! The component's [`Transport`]: the host's `redis` imports, plus WASI clocks and random.
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use super::host;
@@ -69,14 +70,57 @@ impl Transport for HostTransport {
     }
 
     fn random_bytes(&self, buf: &mut [u8]) {
-        // wasi:random from the host, through getrandom.
-        if getrandom::fill(buf).is_err() {
-            let t = origin().elapsed().as_nanos().to_le_bytes();
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = t[i % t.len()];
+        RANDOM.with(|r| r.borrow_mut().fill(buf));
+    }
+}
+
+/// Random bytes asked of the host at once ([`Random`]).
+const RANDOM_BATCH: usize = 256;
+
+/// Random bytes from the host's `wasi:random` (its cryptographically secure generator), asked
+/// for [`RANDOM_BATCH`] at a time and handed out in order, each byte once. A lock token takes
+/// 20: asking the host for each cost three host calls per acquisition (`get-random-u64`, as
+/// the `getrandom` crate asks), where now one call serves a dozen tokens. The bytes are the
+/// host's own, only fetched earlier; they sit in this instance's memory, which no one else
+/// reads.
+struct Random {
+    bytes: [u8; RANDOM_BATCH],
+    /// How many of `bytes` were handed out already.
+    used: usize,
+}
+
+impl Random {
+    /// Fills `buf` with the next bytes, asking the host for more as needed.
+    fn fill(&mut self, mut buf: &mut [u8]) {
+        while !buf.is_empty() {
+            if self.used == RANDOM_BATCH {
+                let fresh = wasip2::random::random::get_random_bytes(RANDOM_BATCH as u64);
+                // The host gives exactly what was asked for; anything short is never handed
+                // out twice: what is missing is asked for again.
+                let n = fresh.len().min(RANDOM_BATCH);
+                self.bytes[RANDOM_BATCH - n..].copy_from_slice(&fresh[..n]);
+                self.used = RANDOM_BATCH - n;
+                continue;
             }
+            let n = buf.len().min(RANDOM_BATCH - self.used);
+            let (now, rest) = std::mem::take(&mut buf).split_at_mut(n);
+            now.copy_from_slice(&self.bytes[self.used..self.used + n]);
+            // Handed out: forget them here.
+            self.bytes[self.used..self.used + n].fill(0);
+            self.used += n;
+            buf = rest;
         }
     }
+}
+
+thread_local! {
+    /// The instance's random bytes (a component runs on one thread).
+    static RANDOM: RefCell<Random> = const {
+        RefCell::new(Random {
+            bytes: [0; RANDOM_BATCH],
+            used: RANDOM_BATCH,
+        })
+    };
 }
 
 /// The independent servers the host offers for quorum locks (`nodes`, `command-all`), as a

@@ -37,5 +37,5 @@ pub fn helper_key(name: &str, suffix: &str) -> Vec<u8> {
 }
 
 fn ms(d: std::time::Duration) -> Vec<u8> {
-    d.as_millis().max(1).to_string().into_bytes()
+    crate::transport::decimal(u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1))
 }

@@ -210,8 +210,11 @@ impl<T: Transport + Clone> SimpleLock<T> {
         .int()?;
         Ok(match r {
             1 => {
-                self.metrics
-                    .released(self.t.now().saturating_sub(lease.acquired_at));
+                // The hold time reads the clock: only for metrics someone keeps.
+                if self.metrics.is_on() {
+                    self.metrics
+                        .released(self.t.now().saturating_sub(lease.acquired_at));
+                }
                 Released::Released
             }
             -1 => Released::AlreadyExpired,
