@@ -52,7 +52,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let host = Host::new(
                 <dyn Backend>::local(&server),
                 HostConfig {
-                    pool_instances: if mode == "instantiate-on-demand" { 0 } else { 4 },
+                    pool_instances: if mode == "instantiate-on-demand" {
+                        0
+                    } else {
+                        4
+                    },
                     cache_dir: Some(std::env::temp_dir().join("latchkey-profile-cache")),
                     limits: Limits {
                         cpu_budget: Duration::from_secs(3600),
@@ -89,7 +93,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .await?;
         }
-        other => return Err(format!("mode is wasm, native, instantiate or instantiate-on-demand, not {other}").into()),
+        other => {
+            return Err(format!(
+                "mode is wasm, native, instantiate or instantiate-on-demand, not {other}"
+            )
+            .into())
+        }
     }
     Ok(())
 }

@@ -210,13 +210,7 @@ impl Backend for Redis {
     }
 
     fn command_in(self: Arc<Self>, args: Vec<Vec<u8>>, slot: &mut CommandSlot) {
-        slot.put(async move {
-            self.shared
-                .0
-                .command(args)
-                .await
-                .map_err(|e| e.to_string())
-        });
+        slot.put(async move { self.shared.0.command(args).await.map_err(|e| e.to_string()) });
     }
 
     fn subscribe(&self, channel: Vec<u8>) -> BoxFuture<'_, Result<Box<dyn Subscription>, String>> {

@@ -350,8 +350,10 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
                         return Ok((vec![Err(refused); n],));
                     }
                 };
-                let r: Vec<Result<Vec<WitFrame>, String>> =
-                    store.data_mut().command_all_checked(cmd, timeout_ms).await?;
+                let r: Vec<Result<Vec<WitFrame>, String>> = store
+                    .data_mut()
+                    .command_all_checked(cmd, timeout_ms)
+                    .await?;
                 Ok((r,))
             })
         },
