@@ -130,7 +130,7 @@ pub struct KeyPositions {
 impl KeyPositions {
     /// Whether argument `i` is a key.
     pub fn contains(&self, i: usize) -> bool {
-        i >= self.start && i < self.end && (i - self.start) % self.step == 0
+        i >= self.start && i < self.end && (i - self.start).is_multiple_of(self.step)
     }
 }
 
