@@ -161,7 +161,7 @@ pub(crate) async fn open_aof(shared: &Arc<Shared>) -> std::io::Result<()> {
         durability,
     )?));
     tracing::info!("AOF {} loaded: {loaded} commands", path.display());
-    crate::cmd::appendonly::start_flusher(shared);
+    start_flusher(shared);
     Ok(())
 }
 
@@ -199,4 +199,32 @@ pub(crate) async fn load_snapshot(shared: &Arc<Shared>) -> std::io::Result<()> {
     replay(shared, load).await;
     tracing::info!(keys, "loaded the snapshot file");
     Ok(())
+}
+
+/// How often the flush task looks at the clock: Redis's `hz 10`.
+const FLUSH_TICK_MS: u64 = 100;
+
+/// Starts the task that runs `appendfsync everysec`'s fsyncs as they come due, once per
+/// server (it serves whichever AOF is open, and idles while none is). Does nothing under
+/// another policy.
+pub(crate) fn start_flusher(shared: &Arc<Shared>) {
+    let fsync = crate::aof::Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
+    if fsync != crate::aof::Fsync::EverySec || shared.aof_flusher.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    let clock = shared.clock.clone();
+    tokio::spawn(async move {
+        loop {
+            // On the server's clock: a virtual clock moves it only when advanced. Which
+            // writes an fsync covers does not depend on when this runs (the model dates each
+            // fsync itself); this only makes the file's real fsyncs follow.
+            clock.sleep_until_ms(clock.now_ms() + FLUSH_TICK_MS).await;
+            let Some(shared) = weak.upgrade() else { return };
+            let aof = shared.aof.read();
+            if let Some(aof) = aof.as_ref() {
+                aof.catch_up();
+            }
+        }
+    });
 }

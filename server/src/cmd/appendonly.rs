@@ -61,7 +61,7 @@ pub(crate) fn turn_on(shared: &Arc<Shared>, in_exec: bool) -> Result<(), &'stati
         durability,
         sizes,
     )));
-    start_flusher(shared);
+    crate::restart::start_flusher(shared);
     if running.is_some() || in_exec || shared.background.try_start(Job::AofRewrite).is_err() {
         let why = if in_exec {
             "during a transaction"
@@ -100,32 +100,4 @@ pub(crate) fn turn_off(shared: &Shared) {
     if let Err(e) = aof.fsync_now() {
         tracing::warn!("Fail to fsync the AOF file: {e}");
     }
-}
-
-/// How often the flush task looks at the clock: Redis's `hz 10`.
-const FLUSH_TICK_MS: u64 = 100;
-
-/// Starts the task that runs `appendfsync everysec`'s fsyncs as they come due, once per
-/// server (it serves whichever AOF is open, and idles while none is). Does nothing under
-/// another policy.
-pub(crate) fn start_flusher(shared: &Arc<Shared>) {
-    let fsync = Fsync::parse(&shared.config.get("appendfsync").unwrap_or_default());
-    if fsync != Fsync::EverySec || shared.aof_flusher.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let weak = Arc::downgrade(shared);
-    let clock = shared.clock.clone();
-    tokio::spawn(async move {
-        loop {
-            // On the server's clock: a virtual clock moves it only when advanced. Which
-            // writes an fsync covers does not depend on when this runs (the model dates each
-            // fsync itself); this only makes the file's real fsyncs follow.
-            clock.sleep_until_ms(clock.now_ms() + FLUSH_TICK_MS).await;
-            let Some(shared) = weak.upgrade() else { return };
-            let aof = shared.aof.read();
-            if let Some(aof) = aof.as_ref() {
-                aof.catch_up();
-            }
-        }
-    });
 }
