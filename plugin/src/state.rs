@@ -43,8 +43,6 @@ pub struct TenantState {
     pub(crate) cpu: crate::cpu::CpuClock,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
-    /// Where this instance's commands run on the backend, one allocation for all of them.
-    slot: CommandSlot,
 }
 
 impl WasiView for TenantState {
@@ -96,7 +94,6 @@ impl TenantState {
             next_sub: 0,
             interrupt,
             calls: 0,
-            slot: CommandSlot::default(),
         }
     }
 
@@ -158,8 +155,12 @@ impl TenantState {
         };
         let reply = match route {
             Route::Shared => {
-                self.backend.clone().command_in(args, &mut self.slot);
-                self.slot.run().await
+                // Dropped with this future if the guest's call is abandoned: the command too.
+                let mut slot = CommandSlot::take();
+                self.backend.clone().command_in(args, &mut slot);
+                let reply = slot.run().await;
+                slot.give_back();
+                reply
             }
             Route::Alone => {
                 let bound = self.limits.max_block + Duration::from_secs(1);
