@@ -11,8 +11,9 @@
 //! object-safe (it has an associated subscription type), so [`Backend`] wraps any transport
 //! behind boxed futures; tenants share one `Arc<dyn Backend>`.
 //!
-//! A tenant's own commands, the hot path, do not box a future each: each instance keeps a
-//! [`CommandSlot`], an allocation the next command reuses ([`Backend::command_in`]).
+//! A tenant's own commands, the hot path, do not box a future each: a command runs in a
+//! [`CommandSlot`], an allocation taken from a small per-thread pool and given back when the
+//! command ends, for the next command of any tenant to reuse ([`Backend::command_in`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -60,20 +61,49 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Where one instance's commands run, one at a time ([`Backend::command_in`]): a heap
-/// allocation kept from one command to the next.
+/// Where a command runs ([`Backend::command_in`]): a heap allocation reused from one command
+/// to the next.
 ///
 /// A command's future holds everything the command keeps across its awaits; for the
 /// in-process server, several kilobytes. Boxing it anew for every tenant command cost one
 /// large allocation and its free each time (the C allocator serves sizes past one kilobyte
-/// from its slower bins, and tidies them up as it goes): about a tenth of a wasm lock
-/// cycle's instructions. A tenant's state keeps one slot instead.
+/// from its slower bins, and tidies them up as it goes): about a twentieth of a wasm lock
+/// cycle's instructions. A command takes a slot from its thread's pool instead
+/// ([`CommandSlot::take`]) and gives it back when done ([`CommandSlot::give_back`]): the
+/// slots in use are the commands running at once, not the instances alive (whose memory an
+/// idle slot each would add to).
 #[derive(Default)]
 pub struct CommandSlot {
     fut: Option<ReusableBoxFuture<'static, Result<Reply, String>>>,
 }
 
+thread_local! {
+    /// Idle slots kept for reuse on this thread, at most [`IDLE_SLOTS`]: a command takes one on
+    /// the thread it starts on and gives it back on the one it ends on, with no lock.
+    static IDLE: std::cell::RefCell<Vec<CommandSlot>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// How many idle slots each thread keeps (a few kilobytes each); more are freed.
+const IDLE_SLOTS: usize = 16;
+
 impl CommandSlot {
+    /// A slot from this thread's pool, or a new one (empty: its first command allocates).
+    pub fn take() -> CommandSlot {
+        IDLE.with(|idle| idle.borrow_mut().pop()).unwrap_or_default()
+    }
+
+    /// Gives the slot back to this thread's pool once its command is done, or frees it if the
+    /// pool is full. A slot dropped instead (say, with its command unfinished) frees its
+    /// allocation.
+    pub fn give_back(self) {
+        IDLE.with(|idle| {
+            let mut idle = idle.borrow_mut();
+            if idle.len() < IDLE_SLOTS {
+                idle.push(self);
+            }
+        });
+    }
+
     /// Puts `command` in the slot, dropping the finished command before it. The allocation is
     /// reused when the new future has the same size and alignment as the old one.
     pub fn put(&mut self, command: impl Future<Output = Result<Reply, String>> + Send + 'static) {
@@ -83,37 +113,14 @@ impl CommandSlot {
         }
     }
 
-    /// Runs the command last put in the slot to its end.
-    ///
-    /// If the caller stops waiting (drops this future: a timeout, an instance dropped while
-    /// its guest waited in a host call), the command is dropped at once, as a boxed future
-    /// would have been, rather than left half-done in the slot: a command can hold the
-    /// server's locks across an await, and must release them now, not at the next command.
-    pub async fn run(&mut self) -> Result<Reply, String> {
-        let Some(fut) = self.fut.as_mut() else {
-            return Err("no command was started".into());
-        };
-        let mut running = Unfinished(Some(fut));
-        let reply = std::future::poll_fn(|cx| match running.0.as_mut() {
-            Some(f) => f.poll(cx),
-            None => std::task::Poll::Ready(Err("no command was started".into())),
+    /// The command last put in the slot, to await. Whoever drops the slot drops an unfinished
+    /// command with it, at once, as a boxed future would be: a command can hold the server's
+    /// locks across an await (a host function owns its slot, so an abandoned guest call ends
+    /// its command).
+    pub fn run(&mut self) -> &mut ReusableBoxFuture<'static, Result<Reply, String>> {
+        self.fut.get_or_insert_with(|| {
+            ReusableBoxFuture::new(std::future::ready(Err("no command was started".into())))
         })
-        .await;
-        // Finished: nothing is left to drop early.
-        running.0 = None;
-        reply
-    }
-}
-
-/// A command of a [`CommandSlot`] still running: dropped unfinished, it is dropped from the
-/// slot at once (replaced by a finished placeholder).
-struct Unfinished<'a>(Option<&'a mut ReusableBoxFuture<'static, Result<Reply, String>>>);
-
-impl Drop for Unfinished<'_> {
-    fn drop(&mut self) {
-        if let Some(f) = self.0.take() {
-            f.set(std::future::ready(Err("abandoned".into())));
-        }
     }
 }
 

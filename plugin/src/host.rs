@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sha1::{Digest, Sha1};
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker, WasmList};
 use wasmtime::{
-    AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    AsContext, AsContextMut, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
     StoreContextMut,
 };
 
@@ -19,7 +19,7 @@ use crate::backend::Backend;
 use crate::bindings::latchkey::locks::redis::{Frame as WitFrame, Host as _};
 use crate::bindings::{LockClient, LockClientIndices};
 use crate::limits::Limits;
-use crate::state::{check, check_counts, Checked, TenantState};
+use crate::state::{check_counts, TenantState};
 
 /// How to build a [`Host`].
 #[derive(Debug, Clone)]
@@ -313,10 +313,9 @@ fn cache_name(engine: &Engine, bytes: &[u8]) -> String {
 /// `command-all` take a list of lists, which wasmtime would otherwise copy whole out of the
 /// guest before any check (a million entries pointing at one 1 MiB buffer would be a terabyte
 /// of host memory). These definitions replace the generated ones: they look at the list's
-/// shape in guest memory, refuse it when it has too many entries or bytes, then check the
-/// command where it lies and copy it once, keys already inside the tenant's namespace.
+/// shape in guest memory, refuse it when it has too many entries or bytes, and only then copy.
 /// The WASI random functions are replaced too, so that a tenant's random bytes go through its
-/// per-second bucket (their size per call is bounded by [`Limits::random_bytes_per_call`]).
+/// per-second bucket (their size per call is bounded by the WASI context itself).
 fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut redis = linker.instance("latchkey:locks/redis@0.2.0")?;
@@ -324,15 +323,14 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
         "command",
         |mut store: StoreContextMut<'_, TenantState>, (args,): (WasmList<WasmList<u8>>,)| {
             Box::new(async move {
-                let cmd = match lift_command(&mut store, &args)? {
-                    Ok(cmd) => cmd,
+                let args = match copy_args(&mut store, &args)? {
+                    Ok(a) => a,
                     Err(refused) => {
                         charge_refusal(store.data_mut()).await?;
                         return Ok((Err(refused),));
                     }
                 };
-                let r: Result<Vec<WitFrame>, String> =
-                    store.data_mut().command_checked(cmd).await?;
+                let r: Result<Vec<WitFrame>, String> = store.data_mut().command(args).await?;
                 Ok((r,))
             })
         },
@@ -342,18 +340,16 @@ fn bounded_imports(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
         |mut store: StoreContextMut<'_, TenantState>,
          (args, timeout_ms): (WasmList<WasmList<u8>>, u64)| {
             Box::new(async move {
-                let cmd = match lift_command(&mut store, &args)? {
-                    Ok(cmd) => cmd,
+                let args = match copy_args(&mut store, &args)? {
+                    Ok(a) => a,
                     Err(refused) => {
                         charge_refusal(store.data_mut()).await?;
                         let n = store.data_mut().nodes().await? as usize;
                         return Ok((vec![Err(refused); n],));
                     }
                 };
-                let r: Vec<Result<Vec<WitFrame>, String>> = store
-                    .data_mut()
-                    .command_all_checked(cmd, timeout_ms)
-                    .await?;
+                let r: Vec<Result<Vec<WitFrame>, String>> =
+                    store.data_mut().command_all(args, timeout_ms).await?;
                 Ok((r,))
             })
         },
@@ -391,43 +387,25 @@ async fn charge_refusal(s: &mut TenantState) -> wasmtime::Result<()> {
     s.enter().await
 }
 
-/// Reads a command's arguments in the guest's memory, checks them there and copies them once
-/// ([`check`]: quotas, allow-list, keys inside the tenant's namespace). The outer `Err` is
-/// a trap (the list is malformed); `Ok(Err(_))` a refusal told to the tenant before anything
-/// was copied (more than [`Limits::args_per_call`] entries, or more than
-/// [`Limits::bytes_per_call`] bytes in all, checked on the list's shape); `Ok(Ok(Err(_)))` a
-/// refusal of the command itself, charged like a command (see `command-all`).
-///
-/// [`Limits::args_per_call`]: crate::Limits::args_per_call
-/// [`Limits::bytes_per_call`]: crate::Limits::bytes_per_call
-fn lift_command(
+/// Copies a command's arguments out of the guest, or says why not: at most
+/// [`Limits::args_per_call`] entries of at most [`Limits::bytes_per_call`] bytes in all,
+/// checked on the list's shape before anything is copied.
+fn copy_args(
     store: &mut StoreContextMut<'_, TenantState>,
     list: &WasmList<WasmList<u8>>,
-) -> wasmtime::Result<Result<Result<Checked, String>, String>> {
-    if let Err(e) = check_counts(list.len(), std::iter::empty(), &store.data().limits) {
+) -> wasmtime::Result<Result<Vec<Vec<u8>>, String>> {
+    let limits = store.data().limits.clone();
+    if let Err(e) = check_counts(list.len(), std::iter::empty::<usize>(), &limits) {
         return Ok(Err(e));
     }
     let items = list
         .iter(store.as_context_mut())?
         .collect::<wasmtime::Result<Vec<WasmList<u8>>>>()?;
-    // From here on the store is only read: the arguments stay where they are in its memory.
-    let cx: &StoreContextMut<'_, TenantState> = store;
-    let state = cx.data();
-    if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &state.limits) {
+    if let Err(e) = check_counts(items.len(), items.iter().map(WasmList::len), &limits) {
         return Ok(Err(e));
     }
-    // Views of the arguments in the guest's memory: checked there, copied once. A lock's
-    // commands have a handful of arguments, whose views fit on the stack.
-    const ON_STACK: usize = 16;
-    let mut views: [&[u8]; ON_STACK] = [&[]; ON_STACK];
-    let checked = if items.len() <= ON_STACK {
-        for (view, item) in views.iter_mut().zip(&items) {
-            *view = item.as_le_slice(cx);
-        }
-        check(&views[..items.len()], &state.ns, &state.limits)
-    } else {
-        let views: Vec<&[u8]> = items.iter().map(|a| a.as_le_slice(cx)).collect();
-        check(&views, &state.ns, &state.limits)
-    };
-    Ok(Ok(checked))
+    Ok(Ok(items
+        .iter()
+        .map(|a| a.as_le_slice(store.as_context()).to_vec())
+        .collect()))
 }

@@ -1,11 +1,10 @@
 //! A tenant's namespace: which commands it may send, and how its keys and channels are
 //! rewritten so that no two tenants can ever name the same key.
 //!
-//! Every command a tenant sends passes through here ([`Namespace::keys`], then
-//! [`Namespace::copy`]; [`Namespace::rewrite`] does both), so it is on the hot path of every
-//! lock operation: it looks the command up in a small table built once, finds script bodies
-//! and SHA1s among the lock client's own without hashing or allocating ([`own_script`]), and
-//! copies each argument once, straight from the tenant's memory, keys with their prefix.
+//! Every command a tenant sends passes through [`Namespace::rewrite`], so it is on the hot path
+//! of every lock operation: it looks the command up in a small table built once, compares
+//! script bodies and SHA1s to the lock client's own without hashing or allocating, and
+//! allocates only the rewritten keys.
 
 use std::sync::{Arc, OnceLock};
 
@@ -62,98 +61,49 @@ fn allowed() -> &'static [(&'static str, Keys)] {
     })
 }
 
-/// The lock client's scripts: the only ones a tenant may run, each with the first eight
-/// bytes of its SHA1 (lowercase hex) as a number, to find a SHA1 with one comparison per
-/// script.
-fn own_scripts() -> &'static [(u64, &'static Script)] {
-    static ALL: OnceLock<Vec<(u64, &'static Script)>> = OnceLock::new();
+/// The lock client's scripts: the only ones a tenant may run.
+fn own_scripts() -> &'static [&'static Script] {
+    static ALL: OnceLock<Vec<&'static Script>> = OnceLock::new();
     ALL.get_or_init(|| {
-        // Every SHA1 is computed now, not on a tenant's first EVALSHA.
-        scripts::all()
-            .into_iter()
-            .map(|s| (sha_prefix(s.sha().as_bytes()).unwrap_or(0), s))
-            .collect()
+        let all = scripts::all().to_vec();
+        // Compute every SHA1 now, not on a tenant's first EVALSHA.
+        for s in &all {
+            s.sha();
+        }
+        all
     })
 }
 
-/// The first eight bytes of a would-be SHA1 in lowercase, as a number (`None` when it is not
-/// 40 bytes long, as no SHA1 in hex is).
-fn sha_prefix(sha: &[u8]) -> Option<u64> {
-    if sha.len() != 40 {
-        return None;
-    }
-    let mut head = [0u8; 8];
-    for (h, b) in head.iter_mut().zip(sha) {
-        *h = b.to_ascii_lowercase();
-    }
-    Some(u64::from_le_bytes(head))
+/// Whether `body` is one of the lock client's scripts. Comparing the bytes accepts exactly
+/// the bodies whose SHA1 is allow-listed, without hashing the body on every `EVAL`.
+fn is_own_body(body: &[u8]) -> bool {
+    own_scripts().iter().any(|s| s.body.as_bytes() == body)
 }
 
-/// The lock client's script that `script` names: its body (`by_body`, as `EVAL` sends it) or
-/// its SHA1 (`EVALSHA`, in any letter case, as Redis accepts it). Comparing bodies byte for
-/// byte accepts exactly the bodies whose SHA1 is allow-listed, without hashing the body.
-pub(crate) fn own_script(script: &[u8], by_body: bool) -> Option<&'static Script> {
-    if by_body {
-        return own_scripts()
-            .iter()
-            .find(|(_, s)| s.body.as_bytes() == script)
-            .map(|&(_, s)| s);
-    }
-    let head = sha_prefix(script)?;
+/// Whether `sha` names one of the lock client's scripts (in any letter case, as Redis
+/// accepts it).
+fn is_own_sha(sha: &[u8]) -> bool {
     own_scripts()
         .iter()
-        .find(|&&(h, s)| h == head && s.sha().as_bytes().eq_ignore_ascii_case(script))
-        .map(|&(_, s)| s)
-}
-
-/// Whether `body` is one of the lock client's scripts.
-#[cfg(test)]
-fn is_own_body(body: &[u8]) -> bool {
-    own_script(body, true).is_some()
-}
-
-/// Whether `sha` names one of the lock client's scripts.
-#[cfg(test)]
-fn is_own_sha(sha: &[u8]) -> bool {
-    own_script(sha, false).is_some()
-}
-
-/// Which arguments of one command are keys (or a channel) to put inside the namespace: the
-/// positions `start`, `start + step`, ... below `end`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyPositions {
-    start: usize,
-    end: usize,
-    step: usize,
-}
-
-impl KeyPositions {
-    /// Whether argument `i` is a key.
-    pub fn contains(&self, i: usize) -> bool {
-        i >= self.start && i < self.end && (i - self.start).is_multiple_of(self.step)
-    }
+        .any(|s| s.sha().as_bytes().eq_ignore_ascii_case(sha))
 }
 
 /// The positions of the key arguments of a `spec` command called with `argc` arguments: what
-/// [`CommandInfo::key_positions`] says, without building a vector.
-fn table_positions(spec: CommandInfo, argc: usize) -> KeyPositions {
-    if spec.first_key() <= 0 || argc == 0 {
-        return KeyPositions {
-            start: 0,
-            end: 0,
-            step: 1,
-        };
-    }
-    let last = if spec.last_key() < 0 {
+/// [`CommandInfo::key_positions`] says, as an iterator instead of a vector.
+fn table_keys(spec: CommandInfo, argc: usize) -> impl Iterator<Item = usize> {
+    let (first, step) = if spec.first_key() <= 0 || argc == 0 {
+        (1, 1) // an empty range below
+    } else {
+        (spec.first_key() as usize, spec.step().max(1) as usize)
+    };
+    let last = if spec.first_key() <= 0 || argc == 0 {
+        0
+    } else if spec.last_key() < 0 {
         (argc as i32 + spec.last_key()).max(0) as usize
     } else {
         spec.last_key() as usize
     };
-    KeyPositions {
-        start: spec.first_key() as usize,
-        end: last.saturating_add(1).min(argc),
-        step: spec.step().max(1) as usize,
-    }
+    (first..=last).step_by(step).filter(move |i| *i < argc)
 }
 
 /// The longest tenant name, in bytes.
@@ -205,10 +155,10 @@ impl Namespace {
         k
     }
 
-    /// Checks a command (its arguments as the tenant sent them) against the allow-list, and
-    /// says which of its arguments are keys; the error is what the tenant is told.
-    pub fn keys<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<KeyPositions, String> {
-        let name = args.first().ok_or("empty command")?.as_ref();
+    /// Checks a command against the allow-list and rewrites its keys; the error is what the
+    /// tenant is told.
+    pub fn rewrite(&self, mut args: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        let name = args.first().ok_or("empty command")?;
         let Some(&(_, keys)) = allowed()
             .iter()
             .find(|(allowed, _)| allowed.as_bytes().eq_ignore_ascii_case(name))
@@ -216,56 +166,39 @@ impl Namespace {
             let name = String::from_utf8_lossy(name).to_ascii_lowercase();
             return Err(format!("command '{name}' is not allowed for tenants"));
         };
-        Ok(match keys {
+        match keys {
             Keys::Eval | Keys::EvalSha => {
-                let script = args.get(1).ok_or("missing script")?.as_ref();
-                if own_script(script, matches!(keys, Keys::Eval)).is_none() {
+                let script = args.get(1).ok_or("missing script")?;
+                let own = match keys {
+                    Keys::Eval => is_own_body(script),
+                    _ => is_own_sha(script),
+                };
+                if !own {
                     return Err("only the lock client's own scripts may run".into());
                 }
-                let n: usize = std::str::from_utf8(args.get(2).ok_or("missing numkeys")?.as_ref())
+                let n: usize = std::str::from_utf8(args.get(2).ok_or("missing numkeys")?)
                     .ok()
                     .and_then(|s| s.parse().ok())
                     .ok_or("bad numkeys")?;
-                KeyPositions {
-                    start: 3,
-                    end: n.saturating_add(3).min(args.len()),
-                    step: 1,
-                }
+                let end = n.saturating_add(3).min(args.len());
+                self.rewrite_keys(&mut args, 3..end);
             }
-            Keys::Channel => KeyPositions {
-                start: 1,
-                end: args.len().min(2),
-                step: 1,
-            },
-            Keys::Table(spec) => table_positions(spec, args.len()),
-        })
-    }
-
-    /// The arguments, each copied once into a vector of its own, the keys at `keys` inside the
-    /// namespace (see [`Namespace::key`]).
-    pub fn copy<A: AsRef<[u8]>>(&self, args: &[A], keys: KeyPositions) -> Vec<Vec<u8>> {
-        args.iter()
-            .enumerate()
-            .map(|(i, a)| {
-                if keys.contains(i) {
-                    self.key(a.as_ref())
-                } else {
-                    a.as_ref().to_vec()
-                }
-            })
-            .collect()
-    }
-
-    /// Checks a command against the allow-list and rewrites its keys; the error is what the
-    /// tenant is told.
-    pub fn rewrite(&self, mut args: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
-        let keys = self.keys(&args)?;
-        for (i, arg) in args.iter_mut().enumerate() {
-            if keys.contains(i) {
-                *arg = self.key(arg);
+            Keys::Channel => self.rewrite_keys(&mut args, 1..2),
+            Keys::Table(spec) => {
+                let argc = args.len();
+                self.rewrite_keys(&mut args, table_keys(spec, argc));
             }
         }
         Ok(args)
+    }
+
+    /// Puts the arguments at `positions` (those that exist) inside the namespace.
+    fn rewrite_keys(&self, args: &mut [Vec<u8>], positions: impl Iterator<Item = usize>) {
+        for i in positions {
+            if let Some(arg) = args.get_mut(i) {
+                *arg = self.key(arg);
+            }
+        }
     }
 }
 
@@ -279,15 +212,11 @@ mod tests {
 
     #[test]
     fn table_keys_agree_with_the_server_for_every_allowed_command() {
-        let positions = |spec, argc| {
-            let p = table_positions(spec, argc);
-            (0..argc).filter(|&i| p.contains(i)).collect::<Vec<_>>()
-        };
         for (name, keys) in allowed() {
             let Keys::Table(spec) = keys else { continue };
             for argc in 0..8 {
                 assert_eq!(
-                    positions(*spec, argc),
+                    table_keys(*spec, argc).collect::<Vec<_>>(),
                     spec.key_positions(argc),
                     "{name} with {argc} arguments"
                 );
@@ -298,7 +227,7 @@ mod tests {
             let spec = commands::lookup(name.as_bytes()).expect(name);
             for argc in 0..8 {
                 assert_eq!(
-                    positions(spec, argc),
+                    table_keys(spec, argc).collect::<Vec<_>>(),
                     spec.key_positions(argc),
                     "{name} with {argc} arguments"
                 );

@@ -26,15 +26,14 @@ pub(crate) enum Route {
 
 /// The checks of this module on `args` (already allowed by the namespace, not yet rewritten);
 /// the error is what the tenant is told.
-pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, String> {
-    let Some(name) = args.first().map(AsRef::as_ref) else {
+pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Route, String> {
+    let Some(name) = args.first() else {
         return Err("empty command".into());
     };
-    let arg = |i: usize| args.get(i).map(AsRef::as_ref);
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     if is("wait") {
         let max = l.max_block.as_millis();
-        let timeout = arg(2).and_then(int);
+        let timeout = args.get(2).and_then(|t| int(t));
         return match timeout {
             Some(ms) if ms >= 1 && (ms as u128) <= max => Ok(Route::Alone),
             _ => Err(format!(
@@ -43,7 +42,7 @@ pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, Str
         };
     }
     if is("publish") {
-        if let Some(ch) = arg(1) {
+        if let Some(ch) = args.get(1) {
             if ch.len() > l.channel_bytes {
                 return Err(format!(
                     "channel name of {} bytes is over the tenant's limit of {}",
@@ -52,7 +51,7 @@ pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, Str
                 ));
             }
         }
-        if let Some(msg) = arg(2) {
+        if let Some(msg) = args.get(2) {
             if msg.len() > l.publish_bytes {
                 return Err(format!(
                     "message of {} bytes is over the tenant's limit of {}",
@@ -68,12 +67,16 @@ pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, Str
         let mut expiry = None;
         let mut i = 3;
         while i < args.len() {
-            let opt = args[i].as_ref();
+            let opt = &args[i];
             let opt_is = |n: &str| opt.eq_ignore_ascii_case(n.as_bytes());
             if opt_is("px") || opt_is("ex") {
                 let unit = if opt_is("ex") { 1_000 } else { 1 };
                 // A value the server cannot parse is left to it: it refuses the command.
-                expiry = Some(arg(i + 1).and_then(int).map(|v| (v as i128) * unit));
+                expiry = Some(
+                    args.get(i + 1)
+                        .and_then(|v| int(v))
+                        .map(|v| (v as i128) * unit),
+                );
                 i += 2;
                 continue;
             }
@@ -96,7 +99,7 @@ pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Route, Str
         };
     }
     if is("pexpire") {
-        if let Some(ms) = arg(2).and_then(int) {
+        if let Some(ms) = args.get(2).and_then(|v| int(v)) {
             if ms as i128 > max_ms as i128 {
                 return Err(format!(
                     "PEXPIRE of {ms} ms is over the tenant's limit of {max_ms} ms"

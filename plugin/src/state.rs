@@ -43,8 +43,6 @@ pub struct TenantState {
     pub(crate) cpu: crate::cpu::CpuClock,
     /// Host calls made, for statistics.
     pub(crate) calls: u64,
-    /// Where this instance's commands run on the backend, one allocation for all of them.
-    slot: CommandSlot,
 }
 
 impl WasiView for TenantState {
@@ -96,7 +94,6 @@ impl TenantState {
             next_sub: 0,
             interrupt,
             calls: 0,
-            slot: CommandSlot::default(),
         }
     }
 
@@ -116,15 +113,14 @@ impl TenantState {
         Duration::from_millis(ms).min(self.limits.max_block)
     }
 
-    /// Charges a checked command to the tenant: the keys it may create without expiry against
-    /// the tenant's count of them, its bytes against the tenant's byte rate. The command to
-    /// send and where, or the refusal.
-    async fn admit(&mut self, cmd: Checked) -> Result<(Vec<Vec<u8>>, Route), String> {
-        let Checked {
-            args,
-            route,
-            persistent,
-        } = cmd;
+    /// Checks a command against the allow-list and the quotas, namespaces it, and charges its
+    /// bytes to the tenant's byte rate: the command to send and where, or the refusal.
+    async fn prepare(&mut self, args: Vec<Vec<u8>>) -> Result<(Vec<Vec<u8>>, Route), String> {
+        check_size(&args, &self.limits)?;
+        // The quotas read the names as the tenant gave them (before the namespace prefix).
+        let route = quota::check(&args, &self.limits)?;
+        let persistent = crate::storage::check(&args, &self.limits)?;
+        let args = self.ns.rewrite(args)?;
         for at in persistent {
             self.budget
                 .persistent
@@ -140,117 +136,15 @@ impl TenantState {
         self.budget.bytes.acquire_n(bytes as f64).await;
         Ok((args, route))
     }
-
-    /// The `redis.command` import, on a command already checked ([`check`]): rate-limited
-    /// (a refused command costs a call too), charged, sent.
-    pub(crate) async fn command_checked(
-        &mut self,
-        cmd: Result<Checked, String>,
-    ) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
-        self.enter().await?;
-        let admitted = match cmd {
-            Ok(cmd) => self.admit(cmd).await,
-            Err(refused) => Err(refused),
-        };
-        let (args, route) = match admitted {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(e)),
-        };
-        let reply = match route {
-            Route::Shared => {
-                self.backend.clone().command_in(args, &mut self.slot);
-                self.slot.run().await
-            }
-            Route::Alone => {
-                let bound = self.limits.max_block + Duration::from_secs(1);
-                tokio::time::timeout(bound, self.backend.command_alone(args))
-                    .await
-                    .unwrap_or_else(|_| Err("no answer in time".into()))
-            }
-        };
-        Ok(reply.map(frames))
-    }
-
-    /// The `redis.command-all` import, on a command already checked: the first node's call
-    /// is charged by [`TenantState::enter`], every other node's here (the rate limiter counts
-    /// commands sent, however they were batched); then each node is asked at once, each
-    /// within `timeout_ms` (cut to the tenant's limit).
-    pub(crate) async fn command_all_checked(
-        &mut self,
-        cmd: Result<Checked, String>,
-        timeout_ms: u64,
-    ) -> wasmtime::Result<Vec<Result<Vec<WitFrame>, String>>> {
-        self.enter().await?;
-        let mut wait = None;
-        for _ in 1..self.nodes.len() {
-            wait = self.budget.calls.reserve().or(wait);
-        }
-        if let Some(wait) = wait {
-            tokio::time::sleep(wait).await;
-        }
-        // One namespace, one allow-list: a refused command is refused on every node.
-        let admitted = match cmd {
-            Ok(cmd) => self.admit(cmd).await,
-            Err(refused) => Err(refused),
-        };
-        let (args, route) = match admitted {
-            Ok(a) => a,
-            Err(e) => return Ok(vec![Err(e); self.nodes.len()]),
-        };
-        let timeout = self.bounded(timeout_ms);
-        let calls = self.nodes.iter().map(|node| {
-            let args = args.clone();
-            async move {
-                let call = match route {
-                    Route::Shared => node.command(args),
-                    Route::Alone => node.command_alone(args),
-                };
-                match tokio::time::timeout(timeout, call).await {
-                    Ok(reply) => reply.map(frames),
-                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-                }
-            }
-        });
-        Ok(futures_util::future::join_all(calls).await)
-    }
 }
 
-/// A tenant's command, checked and inside its namespace: ready to be charged and sent.
-pub(crate) struct Checked {
-    /// The arguments, keys and channels inside the tenant's namespace.
-    args: Vec<Vec<u8>>,
-    /// Where it may run.
-    route: Route,
-    /// Positions in `args` of keys a script may create without expiry (see
-    /// [`crate::storage`]).
-    persistent: Vec<usize>,
+/// The count and size of a command's arguments against the tenant's limits (checked before
+/// they are copied out of the guest too: see `crate::host`).
+pub(crate) fn check_size(args: &[Vec<u8>], l: &Limits) -> Result<(), String> {
+    check_counts(args.len(), args.iter().map(Vec::len), l)
 }
 
-/// Checks a command, its arguments as the tenant sent them (borrowed, say, straight from the
-/// guest's memory), against the tenant's limits, the quotas and the allow-list, and copies it
-/// once with its keys inside `ns`: the command, or the refusal the tenant is told. The checks
-/// run in a fixed order (size, quotas, storage rules, allow-list), so a command wrong in
-/// several ways is always told the same thing.
-pub(crate) fn check<A: AsRef<[u8]>>(
-    args: &[A],
-    ns: &Namespace,
-    l: &Limits,
-) -> Result<Checked, String> {
-    check_counts(args.len(), args.iter().map(|a| a.as_ref().len()), l)?;
-    // The quotas read the names as the tenant gave them (before the namespace prefix).
-    let route = quota::check(args, l)?;
-    let persistent = crate::storage::check(args, l)?;
-    let keys = ns.keys(args)?;
-    Ok(Checked {
-        args: ns.copy(args, keys),
-        route,
-        persistent,
-    })
-}
-
-/// The count and size of a command's arguments against the tenant's limits, on the count
-/// and the lengths alone (checked before anything is copied out of the guest: see
-/// `crate::host`).
+/// [`check_size`] on the count and the lengths alone.
 pub(crate) fn check_counts(
     n: usize,
     lens: impl Iterator<Item = usize>,
@@ -319,16 +213,32 @@ fn flatten(r: Reply, out: &mut Vec<WitFrame>) {
     }
 }
 
-/// The generated `redis` host functions. `command` and `command-all` are replaced in the linker
-/// by versions that check their arguments in the guest's memory before copying them (see
-/// `crate::host`); these take them copied, and check them the same way.
 impl Host for TenantState {
     async fn command(
         &mut self,
         args: Vec<Vec<u8>>,
     ) -> wasmtime::Result<Result<Vec<WitFrame>, String>> {
-        let cmd = check(&args, &self.ns, &self.limits);
-        self.command_checked(cmd).await
+        self.enter().await?;
+        let (args, route) = match self.prepare(args).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let reply = match route {
+            Route::Shared => {
+                let mut slot = CommandSlot::take();
+                self.backend.clone().command_in(args, &mut slot);
+                let reply = slot.run().await;
+                slot.give_back();
+                reply
+            }
+            Route::Alone => {
+                let bound = self.limits.max_block + Duration::from_secs(1);
+                tokio::time::timeout(bound, self.backend.command_alone(args))
+                    .await
+                    .unwrap_or_else(|_| Err("no answer in time".into()))
+            }
+        };
+        Ok(reply.map(frames))
     }
 
     async fn nodes(&mut self) -> wasmtime::Result<u32> {
@@ -340,8 +250,36 @@ impl Host for TenantState {
         args: Vec<Vec<u8>>,
         timeout_ms: u64,
     ) -> wasmtime::Result<Vec<Result<Vec<WitFrame>, String>>> {
-        let cmd = check(&args, &self.ns, &self.limits);
-        self.command_all_checked(cmd, timeout_ms).await
+        // The first node's call is charged by `enter`, every other node's here: the rate
+        // limiter counts commands sent, however they were batched.
+        self.enter().await?;
+        let mut wait = None;
+        for _ in 1..self.nodes.len() {
+            wait = self.budget.calls.reserve().or(wait);
+        }
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+        // One namespace, one allow-list: a refused command is refused on every node.
+        let (args, route) = match self.prepare(args).await {
+            Ok(a) => a,
+            Err(e) => return Ok(vec![Err(e); self.nodes.len()]),
+        };
+        let timeout = self.bounded(timeout_ms);
+        let calls = self.nodes.iter().map(|node| {
+            let args = args.clone();
+            async move {
+                let call = match route {
+                    Route::Shared => node.command(args),
+                    Route::Alone => node.command_alone(args),
+                };
+                match tokio::time::timeout(timeout, call).await {
+                    Ok(reply) => reply.map(frames),
+                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+                }
+            }
+        });
+        Ok(futures_util::future::join_all(calls).await)
     }
 
     async fn subscribe(&mut self, channel: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {

@@ -24,12 +24,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use latchkey_client::scripts::Script;
+use latchkey_client::scripts::{self, Script};
 use latchkey_client::Reply;
 
 use crate::backend::Backend;
 use crate::limits::{Limits, RateLimiter};
-use crate::namespace::own_script;
 
 /// What one of the lock client's scripts stores: which of its `ARGV` are TTLs in milliseconds,
 /// and which of its `KEYS` may be created without an expiry (both 1-based, as in Lua).
@@ -69,25 +68,33 @@ pub(crate) fn rule(script: &Script) -> Option<Rule> {
     }
 }
 
+/// The lock client's script `EVAL`/`EVALSHA` names by its body or SHA1 (`by_body` says which).
+fn find(script: &[u8], by_body: bool) -> Option<&'static Script> {
+    scripts::all().into_iter().find(|s| {
+        if by_body {
+            s.body.as_bytes() == script
+        } else {
+            s.sha().as_bytes().eq_ignore_ascii_case(script)
+        }
+    })
+}
+
 /// Checks the TTL arguments of a script call (`args` as the tenant sent them) and says which
 /// argument positions (0-based, in `args`) hold keys it may create without expiry. Anything
 /// but `EVAL`/`EVALSHA` passes through with no positions; malformed calls are left to the
 /// namespace, which refuses them.
-pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Vec<usize>, String> {
-    let Some(name) = args.first().map(AsRef::as_ref) else {
+pub(crate) fn check(args: &[Vec<u8>], l: &Limits) -> Result<Vec<usize>, String> {
+    let Some(name) = args.first() else {
         return Ok(Vec::new());
     };
     let by_body = name.eq_ignore_ascii_case(b"eval");
     if !by_body && !name.eq_ignore_ascii_case(b"evalsha") {
         return Ok(Vec::new());
     }
-    let (Some(script), Some(numkeys)) = (
-        args.get(1).map(AsRef::as_ref),
-        args.get(2).and_then(|n| int(n.as_ref())),
-    ) else {
+    let (Some(script), Some(numkeys)) = (args.get(1), args.get(2).and_then(|n| int(n))) else {
         return Ok(Vec::new());
     };
-    let Some(script) = own_script(script, by_body) else {
+    let Some(script) = find(script, by_body) else {
         return Ok(Vec::new());
     };
     let rule = rule(script).ok_or_else(|| {
@@ -103,7 +110,7 @@ pub(crate) fn check<A: AsRef<[u8]>>(args: &[A], l: &Limits) -> Result<Vec<usize>
         let at = argv.saturating_add(i - 1);
         let ok = args
             .get(at)
-            .and_then(|v| int(v.as_ref()))
+            .and_then(|v| int(v))
             .is_some_and(|ms| ms >= 1 && (ms as u128) <= max);
         if !ok {
             return Err(format!(
@@ -226,7 +233,6 @@ impl PersistentKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use latchkey_client::scripts;
     use std::time::Duration;
 
     fn eval(script: &Script, keys: &[&str], argv: &[&str]) -> Vec<Vec<u8>> {
