@@ -89,7 +89,8 @@ const IDLE_SLOTS: usize = 16;
 impl CommandSlot {
     /// A slot from this thread's pool, or a new one (empty: its first command allocates).
     pub fn take() -> CommandSlot {
-        IDLE.with(|idle| idle.borrow_mut().pop()).unwrap_or_default()
+        IDLE.with(|idle| idle.borrow_mut().pop())
+            .unwrap_or_default()
     }
 
     /// Gives the slot back to this thread's pool once its command is done, or frees it if the
