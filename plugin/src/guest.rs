@@ -65,7 +65,7 @@ pub fn component_path() -> std::io::Result<PathBuf> {
 pub fn rogue_path() -> std::io::Result<PathBuf> {
     build_wasm(
         &["--manifest-path", "plugin/rogue/Cargo.toml"],
-        "rogue-build",
+        GUEST_BUILD,
         "latchkey_rogue",
         "the rogue guest",
     )
@@ -76,7 +76,7 @@ pub fn rogue_path() -> std::io::Result<PathBuf> {
 pub fn kv_guest_path() -> std::io::Result<PathBuf> {
     build_wasm(
         &["--manifest-path", "plugin/kv-guest/Cargo.toml"],
-        "kv-guest-build",
+        GUEST_BUILD,
         "latchkey_kv_guest",
         "the wasi:keyvalue guest",
     )
@@ -87,7 +87,7 @@ pub fn kv_guest_path() -> std::io::Result<PathBuf> {
 pub fn lease_guest_path() -> std::io::Result<PathBuf> {
     build_wasm(
         &["--manifest-path", "plugin/lease-guest/Cargo.toml"],
-        "lease-guest-build",
+        GUEST_BUILD,
         "latchkey_lease_guest",
         "the lease guest",
     )
@@ -98,7 +98,7 @@ pub fn lease_guest_path() -> std::io::Result<PathBuf> {
 pub fn kv_draft_guest_path() -> std::io::Result<PathBuf> {
     build_wasm(
         &["--manifest-path", "plugin/kv-draft-guest/Cargo.toml"],
-        "kv-draft-guest-build",
+        GUEST_BUILD,
         "latchkey_kv_draft_guest",
         "the wasi:keyvalue 0.2.0-draft guest",
     )
@@ -158,6 +158,11 @@ pub fn tenant_js_path() -> std::io::Result<PathBuf> {
     }
     Ok(out)
 }
+
+/// Where the small test guests (rogue, wasi:keyvalue, lease, keyvalue-draft) are built: one
+/// target folder for all of them, so the build scripts and macros they share (wit-bindgen's)
+/// are compiled once and kept once, not once per guest (half a gigabyte each).
+const GUEST_BUILD: &str = "guest-build";
 
 /// Builds a wasm32-wasip2 component with an inner cargo (`which` selects the package) into
 /// `target/<dir>`, and returns where `<artifact>.wasm` lies; `what` names it in the error.
