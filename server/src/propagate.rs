@@ -87,6 +87,16 @@ impl Shared {
         if !self.replication.feeds_stream() && aof.is_none() {
             return self.replication.offset();
         }
+        // Inside a script or `EXEC`, each command is one write of the unit, as Redis's
+        // `alsoPropagate` adds each to the transaction it sends (see `unit`).
+        if unit::is_open() {
+            let mut offset = self.replication.offset();
+            for c in commands {
+                let chunk = stream_chunk(|out| encode(c, out));
+                offset = unit::route(self, aof.as_ref(), db, &chunk).unwrap_or(offset);
+            }
+            return offset;
+        }
         let effects = stream_chunk(|out| {
             for c in commands {
                 encode(c, out);
@@ -159,12 +169,25 @@ impl Shared {
     }
 }
 
-/// Appends to `out` what a write command that just ran becomes in the stream: its effect,
-/// with relative expiries made absolute, so a replica applying it later reaches the same
-/// state (`SET k v PXAT t`, `PEXPIREAT k t`, or `DEL k` for a key that is gone); the command
-/// itself for the rest; nothing for scripts and transactions, whose inner writes were fed
-/// as they ran (wrapped in `MULTI`/`EXEC` when more than one, see `unit`). Reads the key's
-/// new state in place, without copying its value.
+/// Appends to `out` what a write command that just ran becomes in the stream, byte for byte
+/// as Redis 7.0 propagates it: the command as the client sent it (its name's case kept), except
+/// where Redis rewrites it so that a replica applying it later, or an AOF replayed at a start,
+/// reaches the same state. Those rewrites (Redis's `rewriteClientCommandVector`):
+///
+/// - a relative or absolute expiry becomes an absolute one in milliseconds: `SET k v EX 10 NX`
+///   (or `PX`, `EXAT`, `PXAT`, with any other option), `SETEX` and `PSETEX` become
+///   `SET k v PXAT t`; `EXPIRE`, `PEXPIRE` and `EXPIREAT` become `PEXPIREAT k t` with their
+///   `NX`/`XX`/`GT`/`LT` kept; `GETEX k EX 10` becomes `PEXPIREAT k t`, `GETEX k PERSIST`
+///   `PERSIST k`; an expiry already past, which deleted the key, becomes `DEL k` (`UNLINK k`
+///   under `lazyfree-lazy-expire yes`);
+/// - `SET ... GET` loses its `GET`s, `GETSET k v` becomes `SET k v`, `GETDEL k` `DEL k`;
+/// - the float increments become the value they stored: `INCRBYFLOAT` as `SET k v KEEPTTL`,
+///   `HINCRBYFLOAT` as `HSET k f v` (a replica must not round differently);
+/// - scripts and transactions are nothing here: their inner writes were fed as they ran
+///   (wrapped in `MULTI`/`EXEC` when more than one, see `unit`).
+///
+/// The absolute deadline is read back from the key (without touching its LRU clock, and even
+/// if it has already passed), so it is exactly the one the command stored.
 pub(crate) fn encode_effects(
     shared: &Shared,
     db: usize,
@@ -174,35 +197,111 @@ pub(crate) fn encode_effects(
 ) {
     let key: &[u8] = args.get(1).map_or(&[], |k| &k[..]);
     let mut n = itoa::Buffer::new();
+    // The key's deadline as the command left it: `None` for no key, `Some(None)` for no TTL.
+    // (`now` 0 reads the entry whatever its deadline, and leaves its access time alone.)
+    let deadline = || {
+        shared
+            .keyspace
+            .db(db)
+            .get(key, 0, false)
+            .map(|e| e.expires_at())
+    };
+    // What Redis sends for a key an expiry in the past deleted.
+    let deleted: &[u8] = if shared.config.limits.lazy_expire() {
+        b"UNLINK"
+    } else {
+        b"DEL"
+    };
     match command {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec" => {}
-        "set" | "setex" | "psetex" | "getset" | "setnx" => {
+        "set" => {
+            if !set_has_expiry(args) {
+                // Without an expiry: as sent, less any `GET` (an option only from the fourth
+                // argument on, so a key or a value named `get` stays).
+                let kept: Vec<&[u8]> = args
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
+                    .map(|(_, a)| &a[..])
+                    .collect();
+                encode(&kept, out);
+                return;
+            }
+            set_pxat(key, &args[2], deadline(), out);
+        }
+        "setex" | "psetex" => set_pxat(key, &args[3], deadline(), out),
+        "getset" => {
+            let mut renamed: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            renamed[0] = b"SET";
+            encode(&renamed, out);
+        }
+        // Redis sends `UNLINK` here only under `lazyfree-lazy-user-del yes`, a parameter
+        // latchkey does not have (its default is `no`).
+        "getdel" => encode(&[&b"DEL"[..], key], out),
+        "getex" => match deadline() {
+            Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
+            Some(None) => encode(&[&b"PERSIST"[..], key], out),
+            None => encode(&[deleted, key], out),
+        },
+        "expire" | "pexpire" | "expireat" | "pexpireat" => match deadline() {
+            // `PEXPIREAT` with a time in milliseconds since the epoch: as sent.
+            Some(Some(_)) if command == "pexpireat" => encode(args, out),
+            Some(Some(t)) => {
+                let mut rewritten: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                rewritten[0] = b"PEXPIREAT";
+                rewritten[2] = n.format(t).as_bytes();
+                encode(&rewritten, out);
+            }
+            // On a replica an expiry in the past leaves the key (the master's `DEL` comes),
+            // with its time as sent; a key with no deadline cannot follow a change of it.
+            Some(None) => encode(args, out),
+            None => encode(&[deleted, key], out),
+        },
+        "incrbyfloat" => {
             let entry = shared.keyspace.db(db).get(key, 0, false);
-            match entry.as_deref().map(|e| (&e.value, e.expires_at())) {
-                Some((Value::Str(v), Some(t))) => encode(
-                    &[&b"SET"[..], key, &v[..], b"PXAT", n.format(t).as_bytes()],
-                    out,
-                ),
-                Some((Value::Str(v), None)) => encode(&[&b"SET"[..], key, &v[..]], out),
-                _ => encode(&[&b"DEL"[..], key], out),
+            match entry.as_deref().map(|e| &e.value) {
+                Some(Value::Str(v)) => encode(&[&b"SET"[..], key, &v[..], b"KEEPTTL"], out),
+                _ => encode(args, out),
             }
         }
-        "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" | "persist" => {
-            let expiry = shared
-                .keyspace
-                .db(db)
-                .get(key, 0, false)
-                .map(|e| e.expires_at());
-            match expiry {
-                Some(Some(t)) => encode(&[&b"PEXPIREAT"[..], key, n.format(t).as_bytes()], out),
-                Some(None) => encode(&[&b"PERSIST"[..], key], out),
-                // A time in the past deleted the key: Redis sends `UNLINK` when expired
-                // values are freed lazily (`lazyfree-lazy-expire yes`), `DEL` otherwise.
-                None if shared.config.limits.lazy_expire() => encode(&[&b"UNLINK"[..], key], out),
-                None => encode(&[&b"DEL"[..], key], out),
+        "hincrbyfloat" => {
+            let entry = shared.keyspace.db(db).get(key, 0, false);
+            let field = args.get(2).map_or(&[][..], |f| &f[..]);
+            match entry.as_deref().map(|e| &e.value) {
+                Some(Value::Hash(h)) => match h.get(field) {
+                    Some(v) => encode(&[&b"HSET"[..], key, field, &v[..]], out),
+                    None => encode(args, out),
+                },
+                _ => encode(args, out),
             }
         }
         _ => encode(args, out),
+    }
+}
+
+/// Whether a `SET` was given an expiry (`EX`, `PX`, `EXAT` or `PXAT`, from its fourth argument
+/// on): Redis then propagates it as `SET k v PXAT t` whatever its other options.
+fn set_has_expiry(args: &[Bytes]) -> bool {
+    args.iter().skip(3).any(|a| {
+        [&b"ex"[..], b"px", b"exat", b"pxat"]
+            .iter()
+            .any(|o| a.eq_ignore_ascii_case(o))
+    })
+}
+
+/// `SET key value PXAT t`, what a `SET` with an expiry, `SETEX` and `PSETEX` propagate
+/// (`deadline`: the key's, read back after the write).
+fn set_pxat(key: &[u8], value: &[u8], deadline: Option<Option<u64>>, out: &mut BytesMut) {
+    let mut n = itoa::Buffer::new();
+    match deadline {
+        Some(Some(t)) => encode(
+            &[&b"SET"[..], key, value, b"PXAT", n.format(t).as_bytes()],
+            out,
+        ),
+        // Not reached: the command just stored the key with that deadline, under the
+        // stream-order lock. Kept total rather than trusted.
+        Some(None) => encode(&[&b"SET"[..], key, value], out),
+        None => encode(&[&b"DEL"[..], key], out),
     }
 }
 
@@ -212,7 +311,8 @@ mod tests {
     use crate::Server;
 
     /// The stream carries a write's effect, encoded once: relative expiries made absolute,
-    /// a key that is gone as `DEL`, other commands as they were sent, scripts as nothing.
+    /// `GET` dropped from a `SET`, `GETSET` as `SET`, other commands as they were sent (their
+    /// case kept), scripts as nothing.
     #[tokio::test]
     async fn effects_are_encoded_as_the_stream_carries_them() {
         let server = Server::builder()
@@ -243,13 +343,29 @@ mod tests {
             )
         );
         c.cmd(["PERSIST", "k"]).await;
+        // Not rewritten: as the client sent it, its case kept.
         assert_eq!(
             effect(&["persist", "k"]),
-            "*2\r\n$7\r\nPERSIST\r\n$1\r\nk\r\n"
+            "*2\r\n$7\r\npersist\r\n$1\r\nk\r\n"
         );
+        c.cmd(["set", "k", "v", "nx", "get"]).await;
         assert_eq!(
-            effect(&["SET", "gone", "x"]),
-            "*2\r\n$3\r\nDEL\r\n$4\r\ngone\r\n"
+            effect(&["set", "k", "v", "xx", "get"]),
+            "*4\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nxx\r\n"
+        );
+        c.cmd(["GETSET", "k", "w"]).await;
+        assert_eq!(
+            effect(&["getset", "k", "w"]),
+            "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n"
+        );
+        c.cmd(["EXPIRE", "k", "10", "NX"]).await;
+        let at = (now + 10000).to_string();
+        assert_eq!(
+            effect(&["expire", "k", "10", "NX"]),
+            format!(
+                "*4\r\n$9\r\nPEXPIREAT\r\n$1\r\nk\r\n${}\r\n{at}\r\n$2\r\nNX\r\n",
+                at.len()
+            )
         );
         assert_eq!(
             effect(&["hset", "h", "f", "v"]),

@@ -325,9 +325,11 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             Some(Err(e)) => return (Update::Keep, e),
             Some(Ok(ttl)) => ttl,
         };
+        // An expiry is always a change, even to the deadline the key had (Redis counts it
+        // and propagates its `PEXPIREAT`); `PERSIST` only when there was a TTL to remove.
         let update = match ttl {
             Some(at) if at <= now && !is_replica => Update::Remove,
-            ttl if ttl == current.and_then(|e| e.expires_at()) => Update::Keep,
+            None if current.and_then(|e| e.expires_at()).is_none() => Update::Keep,
             ttl => Update::Expire(ttl),
         };
         (update, Frame::Bulk(value))

@@ -93,6 +93,11 @@ impl Drop for UnitGuard<'_> {
     }
 }
 
+/// Whether an execution unit is open on this thread (a script, a function or `EXEC` runs).
+pub(super) fn is_open() -> bool {
+    UNIT.with(|u| u.borrow().is_some())
+}
+
 /// Called with each encoded write: when an execution unit is open on this thread, it takes
 /// the write (holding it, or sending it inside the unit's transaction) and returns the
 /// replication offset after it; else returns `None`, and the caller sends it as it is.
