@@ -551,6 +551,30 @@ type Table = std::collections::HashMap<&'static [u8], &'static CommandSpec, ahas
 
 static TABLE: OnceLock<Table> = OnceLock::new();
 
+/// How to turn the append-only file off and on again, which `CONFIG SET appendonly` owns
+/// (in the command families, above this floor) and a replica's full sync needs (below them):
+/// the families hand it over with the table when a server starts ([`install_aof_switch`]).
+#[derive(Clone, Copy)]
+pub(crate) struct AofSwitch {
+    /// Fsyncs and closes the AOF, giving up a running rewrite.
+    pub off: fn(&Shared),
+    /// Turns the AOF on from the keyspace as it is now: a rewrite, started or scheduled
+    /// (`in_exec` false). The caller holds the execution gate exclusively.
+    pub on: fn(&Arc<Shared>, bool) -> Result<(), &'static str>,
+}
+
+static AOF_SWITCH: OnceLock<AofSwitch> = OnceLock::new();
+
+/// Registers the [`AofSwitch`] (once), with the table.
+pub(crate) fn install_aof_switch(switch: AofSwitch) {
+    AOF_SWITCH.get_or_init(|| switch);
+}
+
+/// The [`AofSwitch`], once a server started.
+pub(crate) fn aof_switch() -> Option<AofSwitch> {
+    AOF_SWITCH.get().copied()
+}
+
 /// Registers the command table (once; later calls change nothing): every spec of `tables`,
 /// by name. Called when a server starts, before any command runs.
 pub(crate) fn install(tables: impl FnOnce() -> Vec<&'static [CommandSpec]>) {

@@ -6,6 +6,7 @@
 //! command inside a script or a transaction, which already holds the gate.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -197,10 +198,16 @@ async fn run_command(
             .wait_while(|mode| mode == PauseMode::All || may_replicate(shared, client, spec))
             .await;
     }
-    let threshold = shared.config.busy_reply_threshold();
     // A script past its time limit refuses, at once, every command that may not run beside
     // it, as Redis's `processCommand` does: inside `MULTI` that refusal dooms the transaction
-    // (a command that was never queued must not leave the rest to run without it).
+    // (a command that was never queued must not leave the rest to run without it). Not the
+    // master's stream on a replica: it waits for the script to end, as Redis stops reading
+    // its master while a script is busy. A `BUSY` would be lost (the link reads no reply),
+    // and with it the master's write.
+    let threshold = match client.is_replication_link {
+        false => shared.config.busy_reply_threshold(),
+        true => Duration::MAX,
+    };
     if !spec.has(ALLOW_BUSY) {
         if let Err(busy) = shared.gate.busy_check(threshold) {
             return refuse_in_transaction(shared, client, spec, busy.message());

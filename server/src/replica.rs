@@ -301,7 +301,19 @@ async fn full_resync<R: AsyncRead + Unpin>(
         )));
     };
     let payload = read_snapshot(rd).await?;
-    let loaded = crate::rdb::read::load(shared, &payload)?;
+    // An AOF holds the keyspace the snapshot is about to replace: as in Redis 7.0
+    // (`readSyncBulkPayload`), it is closed first, so that nothing of the load reaches it,
+    // and turned on again once the master's data set is here (`restart_aof_after_sync`).
+    let switch = crate::command::aof_switch().filter(|_| shared.aof.is_open());
+    if let Some(switch) = switch {
+        (switch.off)(shared);
+    }
+    let loaded = crate::rdb::read::load(shared, &payload);
+    if let (Err(_), Some(switch)) = (&loaded, switch) {
+        // Nothing replaced: the old file still holds this keyspace; append to it again.
+        restart_aof_after_sync(shared, switch).await;
+    }
+    let loaded = loaded?;
     crate::dispatch::execute(shared, link, vec![b("FUNCTION"), b("FLUSH")]).await;
     for code in loaded.functions {
         crate::dispatch::execute(
@@ -325,7 +337,33 @@ async fn full_resync<R: AsyncRead + Unpin>(
     repl.offset.store(start, Ordering::Release);
     *repl.backlog.lock() = Some(Backlog::new(backlog_size(shared), start));
     repl.recording.store(true, Ordering::Release);
+    drop(_down);
+    if let Some(switch) = switch {
+        restart_aof_after_sync(shared, switch).await;
+    }
     Ok(())
+}
+
+/// Turns the AOF on again after a full sync (Redis's `restartAOFAfterSYNC`): a rewrite of the
+/// keyspace the master sent, which replaces the old file once done; meanwhile the master's
+/// writes wait in the rewrite's log. Tried again each second, ten times, if the rewrite cannot
+/// start; Redis then exits, an embedded server keeps running with its AOF off (and says so).
+async fn restart_aof_after_sync(shared: &Arc<Shared>, switch: crate::command::AofSwitch) {
+    for _ in 0..10 {
+        let started = {
+            // `on` snapshots the keyspace: no command may run between it and the switch.
+            let _gate = shared.gate.exclusive(Duration::MAX).await;
+            (switch.on)(shared, false)
+        };
+        match started {
+            Ok(()) => return,
+            Err(_) => {
+                tracing::warn!("Failed enabling the AOF after successful master synchronization! Trying it again in one second.");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    tracing::error!("this replica finished the synchronization with its master, but the AOF can't be turned on: it stays off");
 }
 
 /// Applies the master's stream, records it in our backlog, and acknowledges: once a second

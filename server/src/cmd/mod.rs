@@ -135,10 +135,15 @@ fn tables() -> [&'static [CommandSpec]; 50] {
     ]
 }
 
-/// Registers the command table with the dispatcher (see [`crate::command::install`]); a
-/// server does this when it starts.
+/// Registers the command table with the dispatcher (see [`crate::command::install`]), and
+/// the AOF's switch a replica's full sync uses ([`crate::command::AofSwitch`]); a server does
+/// this when it starts.
 pub(crate) fn install() {
     crate::command::install(|| tables().to_vec());
+    crate::command::install_aof_switch(crate::command::AofSwitch {
+        off: appendonly::turn_off,
+        on: appendonly::turn_on,
+    });
 }
 
 /// Looks a command up by name, case-insensitively.
