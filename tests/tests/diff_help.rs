@@ -27,8 +27,6 @@ const CONTAINERS: &[(&str, &[&str])] = &[
             "CHANGE-REPL-ID",
             "CONFIG-REWRITE-FORCE-ALL",
             "CRASH-AND-RECOVER",
-            "DIGEST",
-            "DIGEST-VALUE",
             "ERROR",
             "LEAK",
             "LOG",

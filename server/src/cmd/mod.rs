@@ -25,6 +25,7 @@ pub(crate) mod cluster;
 pub(crate) mod command_info;
 mod command_meta;
 pub(crate) mod connection;
+pub(crate) mod debug_digest;
 pub(crate) mod debug_object;
 pub(crate) mod dump;
 pub(crate) mod function_dump;

@@ -61,7 +61,8 @@ pub(crate) const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         debug,
-    ),
+    )
+    .with_flags_of(debug_flags),
     spec(
         "shutdown",
         -1,
@@ -267,6 +268,16 @@ fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     ])
 }
 
+/// The flags `DEBUG` runs with: `DIGEST` and `DIGEST-VALUE` read a still keyspace (the gate
+/// held exclusively, as Redis computes them between two commands) and walk it, so a large one
+/// first hands the worker's other tasks off (see [`crate::walk`]); the rest as declared.
+fn debug_flags(_shared: &crate::state::Shared, args: &[Bytes], command: u32) -> Option<u32> {
+    let digest = args
+        .get(1)
+        .is_some_and(|a| is(a, "digest") || is(a, "digest-value"));
+    digest.then_some(command | EXCLUSIVE | WALKS_KEYSPACE)
+}
+
 fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let sub = lower(&args[1]);
     match sub.as_str() {
@@ -286,6 +297,8 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
             }
             Frame::ok()
         }
+        "digest" if args.len() == 2 => super::debug_digest::digest(ctx),
+        "digest-value" => super::debug_digest::digest_value(ctx, args),
         "object" if args.len() == 3 => super::debug_object::debug_object(ctx, args),
         "populate" if (3..=5).contains(&args.len()) => super::populate::populate(ctx, args),
         "set-active-expire" if args.len() == 3 => {
@@ -308,6 +321,10 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "help" if args.len() == 2 => super::util::help(
             "DEBUG",
             &[
+                "DIGEST",
+                "    Output a hex signature representing the current DB content.",
+                "DIGEST-VALUE <key> [<key> ...]",
+                "    Output a hex signature of the values of all the specified keys.",
                 "OBJECT <key>",
                 "    Show low level info about `key` and associated value.",
                 "POPULATE <count> [<prefix>] [<size>]",
