@@ -304,13 +304,17 @@ async fn full_resync<R: AsyncRead + Unpin>(
     // An AOF holds the keyspace the snapshot is about to replace: as in Redis 7.0
     // (`readSyncBulkPayload`), it is closed first, so that nothing of the load reaches it,
     // and turned on again once the master's data set is here (`restart_aof_after_sync`).
-    let switch = crate::command::aof_switch().filter(|_| shared.aof.is_open());
+    // Whether it is wanted is `appendonly`, as Redis asks `aof_enabled`: an AOF that an
+    // earlier sync failed to turn on again is turned on by this one.
+    let wanted = shared.config.get("appendonly").as_deref() == Some("yes");
+    let switch = crate::command::aof_switch().filter(|_| wanted);
     if let Some(switch) = switch {
         (switch.off)(shared);
     }
     let loaded = crate::rdb::read::load(shared, &payload);
     if let (Err(_), Some(switch)) = (&loaded, switch) {
-        // Nothing replaced: the old file still holds this keyspace; append to it again.
+        // Nothing was replaced (a snapshot is parsed whole before the keyspace is touched):
+        // the AOF goes on from this keyspace, rewritten.
         restart_aof_after_sync(shared, switch).await;
     }
     let loaded = loaded?;
