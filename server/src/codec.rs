@@ -495,7 +495,10 @@ mod tests {
         let mut buf = BytesMut::from(&b"*2\r\n$4\r\nINCR\r\n$3\r\nab"[..]);
         assert_eq!(d.parse(&mut buf, 1000).unwrap(), None);
         buf.extend_from_slice(b"c\r\n*1\r\n$4\r\nPING\r\n");
-        assert_eq!(d.parse(&mut buf, 1000).unwrap(), Some(cmd(&["INCR", "abc"])));
+        assert_eq!(
+            d.parse(&mut buf, 1000).unwrap(),
+            Some(cmd(&["INCR", "abc"]))
+        );
         assert_eq!(d.parse(&mut buf, 1000).unwrap(), Some(cmd(&["PING"])));
         assert!(buf.is_empty());
     }

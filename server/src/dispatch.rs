@@ -333,7 +333,7 @@ impl KeySpan {
 
     /// Whether argument `i` is a key.
     fn has(&self, i: usize) -> bool {
-        i >= self.first && i <= self.last && (i - self.first) % self.step == 0
+        i >= self.first && i <= self.last && (i - self.first).is_multiple_of(self.step)
     }
 }
 
