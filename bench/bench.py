@@ -199,7 +199,11 @@ def supported(server, test):
 
 def throughput(opts, pins):
     rows = []
+    # `--rows INCR,EVALSHA`: only those rows (by name, any case), to measure one change.
+    wanted = {r.strip().upper() for r in opts.rows.split(",")} if opts.rows else None
     for name, test in THROUGHPUT:
+        if wanted is not None and name.upper() not in wanted:
+            continue
         for pipeline in (1, 16):
             ratios, rates = [], {"latchkey": [], "redis": []}
             absent = None
@@ -506,6 +510,8 @@ def main():
     ap.add_argument("--wait-samples", type=int, default=2_000)
     ap.add_argument("--only", default="throughput,memory,startup,wait,replication,allcores",
                     help="comma-separated sections")
+    ap.add_argument("--rows", default="",
+                    help="comma-separated throughput rows to run (e.g. INCR,EVALSHA); all by default")
     ap.add_argument("--extra", action="append", default=[],
                     help="a file of further results to include verbatim (e.g. host_bench)")
     ap.add_argument("--command", default="scripts/bench", help="the command, for the report")

@@ -182,7 +182,16 @@ async fn run_command(
         return oom;
     }
     if spec.has(DENYOOM) {
-        crate::memory::detach_args(&mut args);
+        // The keyspace keeps its keys as copies of their own, and every other place a write
+        // hands a key to (notifications, tracking, WATCH, the expiry index, propagation)
+        // copies the bytes it is given: the key arguments need no copy, unless the
+        // arguments themselves are kept, by a command that may wait (its wait holds them)
+        // or one queued in `MULTI`. Keys found by a function (`keys_of`) are copied too.
+        let keys = match spec.keys_of.is_none() && !spec.has(BLOCKING) && client.multi.is_none() {
+            true => KeySpan::of(spec, args.len()),
+            false => KeySpan::NONE,
+        };
+        crate::memory::detach_args(&mut args, |i| keys.has(i));
     }
     let now_ms = shared.clock.now_ms();
     client.sync_info(spec.name, now_ms);
@@ -293,6 +302,46 @@ async fn run_command(
         log_if_slow(shared, client, &args, usec);
     }
     reply
+}
+
+/// The fixed key positions of a command (`first_key`, `last_key`, `step`), as a test of one
+/// position without the list [`CommandSpec::key_positions`] allocates.
+#[derive(Clone, Copy)]
+struct KeySpan {
+    first: usize,
+    last: usize,
+    step: usize,
+}
+
+impl KeySpan {
+    /// No position is a key.
+    const NONE: KeySpan = KeySpan {
+        first: usize::MAX,
+        last: 0,
+        step: 1,
+    };
+
+    /// The key positions of `spec` for a call with `argc` arguments.
+    fn of(spec: &CommandSpec, argc: usize) -> KeySpan {
+        if spec.first_key <= 0 {
+            return KeySpan::NONE;
+        }
+        let last = if spec.last_key < 0 {
+            argc as i64 + spec.last_key as i64
+        } else {
+            spec.last_key as i64
+        };
+        KeySpan {
+            first: spec.first_key as usize,
+            last: last.max(0) as usize,
+            step: spec.step.max(1) as usize,
+        }
+    }
+
+    /// Whether argument `i` is a key.
+    fn has(&self, i: usize) -> bool {
+        i >= self.first && i <= self.last && (i - self.first).is_multiple_of(self.step)
+    }
 }
 
 /// Refuses `spec` with `error` (a `BUSY`). Inside `MULTI`, the transaction is doomed, and a

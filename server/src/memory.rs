@@ -529,10 +529,13 @@ impl Drop for EntryMut<'_> {
 /// parser hands out arguments as views into the connection's read buffer (no copy); a stored
 /// view would keep the whole 16 KiB block it came from alive, so memory would not shrink
 /// when keys are deleted or evicted, and `used_memory` would not tell what the keyspace
-/// holds. Arguments of 32 KiB or more mostly fill their block on their own and are kept.
-pub(crate) fn detach_args(args: &mut [Bytes]) {
-    for a in args.iter_mut().skip(1) {
-        if a.len() < 32 * 1024 {
+/// holds. Arguments of 32 KiB or more mostly fill their block on their own and are kept, and
+/// so are those `is_key` names: a key the command stores is copied into its own allocation
+/// anyway ([`crate::value::Key`]), so an early copy would be thrown away (an `INCR` paid an
+/// allocation and a free for nothing).
+pub(crate) fn detach_args(args: &mut [Bytes], is_key: impl Fn(usize) -> bool) {
+    for (i, a) in args.iter_mut().enumerate().skip(1) {
+        if a.len() < 32 * 1024 && !is_key(i) {
             *a = Bytes::copy_from_slice(a);
         }
     }

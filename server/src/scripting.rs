@@ -60,10 +60,13 @@ pub(crate) use shebang::{parse as parse_shebang, ScriptFlags};
 /// server goes on. A lock script uses a few kilobytes.
 pub(crate) const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 
-/// How often the collector takes a step after runs, and how large the step is (in the
-/// kilobytes of allocation it stands for): Redis 7.0's `LUA_GC_CYCLE_PERIOD`, which it uses
-/// for both. See [`Scripting::step_collector`].
+/// How large a step the collector takes after runs, in the kilobytes of allocation it stands
+/// for: Redis 7.0's `LUA_GC_CYCLE_PERIOD`. See [`Scripting::step_collector`].
 const GC_STEP_PERIOD: u32 = 50;
+
+/// How much the Lua heap grows, after the last step of the collector, before runs take the
+/// next one. See [`Scripting::step_collector`].
+const GC_STEP_AFTER_GROWTH: usize = 24 * 1024;
 
 /// The interpreter's memory limit, kept in its app data for the libraries that bound their
 /// output by it.
@@ -159,8 +162,9 @@ pub(crate) struct Scripting {
     heap_at_start: std::sync::atomic::AtomicUsize,
     /// The interpreter's memory limit in bytes (0: none).
     memory_limit: std::sync::atomic::AtomicUsize,
-    /// Runs since the last garbage-collection step (see [`Scripting::step_collector`]).
-    runs_since_gc_step: std::sync::atomic::AtomicU32,
+    /// The Lua heap's size after the last garbage-collection step (see
+    /// [`Scripting::step_collector`]).
+    heap_after_gc_step: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Scripting {
@@ -281,7 +285,7 @@ impl Scripting {
             recording: AtomicBool::new(false),
             heap_at_start: std::sync::atomic::AtomicUsize::new(0),
             memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
-            runs_since_gc_step: std::sync::atomic::AtomicU32::new(0),
+            heap_after_gc_step: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -339,25 +343,35 @@ impl Scripting {
         }
     }
 
-    /// After a run: every [`GC_STEP_PERIOD`] runs, one large step of Lua's incremental
-    /// collector, as Redis 7.0 takes after its scripts (`luaCallFunction`).
+    /// After a run: once the Lua heap has grown by [`GC_STEP_AFTER_GROWTH`] since the last
+    /// step, one large step ([`GC_STEP_PERIOD`] kilobytes' worth of work) of Lua's
+    /// incremental collector.
     ///
     /// Lua collects on its own only once the heap has grown to twice what the last
     /// collection left (its default pause): with nothing else, ten thousand small scripts
     /// let their garbage (each run's `KEYS` and `ARGV` tables, the reply's strings) pile
-    /// up to as much again as the interpreter itself before a cycle frees it. A step of
-    /// [`GC_STEP_PERIOD`] kilobytes' worth of work every [`GC_STEP_PERIOD`] runs keeps the
-    /// heap near what is live, and costs a run a small share of one step instead of an
-    /// occasional whole cycle.
+    /// up to as much again as the interpreter itself before a cycle frees it. Redis 7.0
+    /// takes a step every 50 runs (`luaCallFunction`); on a heap as small as this one a step
+    /// of that size finishes a whole cycle, whose cost is the live heap's size, not the
+    /// garbage's. Stepping by growth keeps the heap within [`GC_STEP_AFTER_GROWTH`] of what
+    /// is live whatever a run leaves behind, and spends the cycle only once there is that
+    /// much to free: a lock script (a few hundred bytes of garbage a run) takes one about
+    /// every hundred runs.
     fn step_collector(&self) {
-        let runs = self.runs_since_gc_step.fetch_add(1, Ordering::Relaxed) + 1;
-        if runs >= GC_STEP_PERIOD {
-            self.runs_since_gc_step.store(0, Ordering::Relaxed);
+        let used = self.lua.used_memory();
+        let floor = self.heap_after_gc_step.load(Ordering::Relaxed);
+        if used < floor {
+            // Collected meanwhile (by Lua itself, `collectgarbage`, `SCRIPT FLUSH`): measure
+            // the growth from here.
+            self.heap_after_gc_step.store(used, Ordering::Relaxed);
+        } else if used - floor >= GC_STEP_AFTER_GROWTH {
             // Fails only when the collector itself cannot get memory under the limit, in
             // which case the next run's `collect_if_full` lifts the limit and collects.
             let _ = self
                 .lua
                 .gc_step_kbytes(GC_STEP_PERIOD as std::os::raw::c_int);
+            self.heap_after_gc_step
+                .store(self.lua.used_memory(), Ordering::Relaxed);
         }
     }
 

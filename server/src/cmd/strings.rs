@@ -408,7 +408,10 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Frame {
             let e = Frame::error("ERR increment or decrement would overflow");
             return (Update::Keep, e);
         };
-        let entry = string_entry(super::util::int_bytes(n), deadline(Expiry::Keep, current));
+        // The digits go straight into the value, inline (an i64 has at most 20 of them):
+        // no allocation, unlike a `Bytes` made first.
+        let digits = Str::copy_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        let entry = Entry::with_expiry(Value::Str(digits), deadline(Expiry::Keep, current));
         (Update::Put(entry), Frame::Integer(n))
     });
     ctx.notify_update(STRING, "incrby", key);

@@ -86,6 +86,10 @@ unsafe fn push_outcome(state: *mut ffi::lua_State) -> Pushed {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(state)))
         .unwrap_or_else(|_| Outcome::Error(Bytes::from_static(b"ERR internal error")));
     let text = match outcome {
+        // Most calls of a lock script answer a number or nil: pushed as they are, since
+        // pushing one needs no allocation (a C function is given room for twenty values) and
+        // so cannot fail, while the protected call costs a new C closure in Lua 5.1.
+        Outcome::Reply(frame, resp3) if push_scalar(state, &frame, resp3) => return Pushed::Reply,
         Outcome::Reply(frame, resp3) => {
             let mut job = PushJob {
                 frame: &frame,
@@ -341,6 +345,21 @@ fn number_argument(n: f64) -> Bytes {
         return Bytes::copy_from_slice(buf.format(n as i64).as_bytes());
     }
     Bytes::from(super::printf_g(n, 17))
+}
+
+/// Pushes the Lua value of a reply that is a number, a null or a boolean (nothing Lua
+/// allocates for) and returns true; returns false, having pushed nothing, for any other reply.
+/// The values are [`push_frame`]'s.
+unsafe fn push_scalar(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool {
+    match f {
+        Frame::Integer(i) => ffi::lua_pushnumber(state, *i as f64),
+        Frame::Null | Frame::NullArray if resp3 => ffi::lua_pushnil(state),
+        Frame::Null | Frame::NullArray => ffi::lua_pushboolean(state, 0),
+        Frame::Boolean(b) if resp3 => ffi::lua_pushboolean(state, *b as c_int),
+        Frame::Boolean(b) => ffi::lua_pushnumber(state, *b as i64 as f64),
+        _ => return false,
+    }
+    true
 }
 
 /// Pushes the Lua value a script sees for a reply, following Redis's rules for RESP2 or,

@@ -285,13 +285,19 @@ impl Scripting {
         }
     }
 
-    /// After a run: drops the run's `KEYS` and `ARGV` (globals that would otherwise keep the
-    /// last run's arguments, a large value among them, alive until the next run), and when
-    /// the run left the Lua heap much larger than it found it, collects the garbage now
-    /// rather than whenever Lua's incremental collector gets to it.
-    fn release_run_memory(&self) {
-        let _ = self.visible.raw_set("KEYS", Value::Nil);
-        let _ = self.visible.raw_set("ARGV", Value::Nil);
+    /// After a run: drops the run's `KEYS` and `ARGV` unless the run's own trip into Lua
+    /// already did (`globals_left`: globals that would otherwise keep the last run's
+    /// arguments, a large value among them, alive until the next run), and when the run left
+    /// the Lua heap much larger than it found it, collects the garbage now rather than
+    /// whenever Lua's incremental collector gets to it.
+    fn release_run_memory(&self, globals_left: bool) {
+        if globals_left {
+            // Through mlua: each call is a protected call of its own (and, in Lua 5.1, a new C
+            // closure for the collector to free), so this is the rare path, after a run whose
+            // trip into Lua failed before it could clear them itself.
+            let _ = self.visible.raw_set("KEYS", Value::Nil);
+            let _ = self.visible.raw_set("ARGV", Value::Nil);
+        }
         let before = self.heap_at_start.load(Ordering::Acquire);
         if self.lua.used_memory() > before.saturating_add(COLLECT_AFTER_GROWTH) {
             let _ = self.lua.gc_collect();
@@ -342,7 +348,9 @@ impl Scripting {
                 large_args: Vec::new(),
             })
         });
-        struct ClearRun<'a>(&'a Scripting);
+        /// Ends the run, on unwind too. `globals_left`: the run's `KEYS` and `ARGV` may
+        /// still be set (until the trip into Lua says it cleared them).
+        struct ClearRun<'a>(&'a Scripting, bool);
         impl Drop for ClearRun<'_> {
             fn drop(&mut self) {
                 if let Some(run) = RUN.with(|r| r.borrow_mut().take()) {
@@ -354,7 +362,7 @@ impl Scripting {
                         };
                     }
                 }
-                self.0.release_run_memory();
+                self.0.release_run_memory(self.1);
                 self.0.kill.end();
                 if self.0.line_hook.swap(false, Ordering::AcqRel) {
                     // The run was killed: back to the hook that fires every 100k instructions.
@@ -362,43 +370,68 @@ impl Scripting {
                 }
             }
         }
-        let _clear = ClearRun(self);
+        let mut clear = ClearRun(self, !as_function);
         let runner = if as_function {
             &self.run_with_fn
         } else {
             &self.run_fn
         };
         // One trip into Lua, on the raw stack: build `KEYS` and `ARGV`, publish them as
-        // globals (scripts) or pass them (functions), and call the runner, which returns
-        // `(ok, value)`. Done through mlua's handles, each table and string would be a
-        // registry reference of its own, taken and released under mlua's lock.
+        // globals (scripts) or pass them (functions), call the runner, which returns
+        // `(ok, value)`, and (scripts) set the two globals back to nil. Done through mlua's
+        // handles, each table and string would be a registry reference of its own, taken
+        // and released under mlua's lock, and each step a protected call of its own, which
+        // in Lua 5.1 allocates a C closure every time: clearing the globals that way cost a
+        // lock script's run a fifth of its instructions, collector included.
         // SAFETY: the closure runs inside mlua's protected call, so a Lua error raised in it
         // is caught there; it holds nothing with a destructor (only borrowed slices), so
         // the `longjmp` of such an error skips nothing. `lua_call` cannot leave more than the
-        // two results, and the stack is sized for what is pushed.
+        // two results, and the stack is sized for what is pushed. Clearing the globals after
+        // the call allocates nothing (the names are still on the stack, and both keys are
+        // in the table: a script cannot write the table it reads its globals from), so it
+        // cannot fail and lose a reply the script already produced.
         let result = unsafe {
             self.lua
                 .exec_raw::<(bool, Value)>((runner, function, &self.visible), |state| {
                     use mlua::ffi;
                     // Stack: 1 runner, 2 function, 3 visible.
-                    ffi::luaL_checkstack(state, 4, std::ptr::null());
+                    ffi::luaL_checkstack(state, 6, std::ptr::null());
                     push_string_array(state, keys); // 4
                     push_string_array(state, argv); // 5
                     if as_function {
                         ffi::lua_remove(state, 3);
                         ffi::lua_call(state, 3, 2);
                     } else {
-                        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+                        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4); // 6
+                        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4); // 7
+                        ffi::lua_pushvalue(state, 6);
                         ffi::lua_pushvalue(state, 4);
                         ffi::lua_rawset(state, 3);
-                        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+                        ffi::lua_pushvalue(state, 7);
                         ffi::lua_pushvalue(state, 5);
                         ffi::lua_rawset(state, 3);
+                        // 1 runner, 2 function, 3 visible, 4 "KEYS", 5 "ARGV" (the tables
+                        // stay reachable through the globals while the script runs).
+                        ffi::lua_remove(state, 4);
+                        ffi::lua_remove(state, 4);
+                        ffi::lua_pushvalue(state, 1);
+                        ffi::lua_pushvalue(state, 2);
+                        ffi::lua_call(state, 1, 2); // 6 ok, 7 value
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                        // Leave only `(ok, value)`.
+                        ffi::lua_replace(state, 2);
+                        ffi::lua_replace(state, 1);
                         ffi::lua_settop(state, 2);
-                        ffi::lua_call(state, 1, 2);
                     }
                 })
         };
+        // The trip cleared the globals unless it failed before it could.
+        clear.1 = !as_function && result.is_err();
         ctx.client.db = db_before;
         ctx.in_script = script_before;
         // A script that ends with the error of one of its calls (raised, or returned alone or
