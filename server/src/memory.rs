@@ -237,9 +237,9 @@ pub(crate) fn alloc_size(n: usize) -> usize {
     ((n + 8 + 15) & !15).max(32)
 }
 
-/// A key's bytes in the keyspace table (an exact-size box, see [`Key`]).
+/// A key's allocation in the keyspace table (its count, length and bytes, see [`Key`]).
 fn key_size(key: &[u8]) -> usize {
-    alloc_size(key.len())
+    alloc_size(Key::allocation(key.len()))
 }
 
 /// One `(deadline, key)` pair of the expiry index in a B-tree node (a 24-byte
