@@ -242,10 +242,11 @@ fn key_size(key: &[u8]) -> usize {
     alloc_size(Key::allocation(key.len()))
 }
 
-/// One `(deadline, key)` pair of the expiry index in a B-tree node (a 24-byte
-/// [`Pair`](crate::expiry_index::Pair); nodes run about two-thirds full), besides its own
-/// exact-size copy of the key.
-const EXPIRY_PAIR: usize = 24 * 3 / 2 + 8;
+/// One `(deadline, key)` pair of the expiry index in a B-tree node (a 16-byte
+/// [`Pair`](crate::expiry_index::Pair); nodes run from half to full, about two-thirds on
+/// average). The pair shares the table's allocation of the key, so the key's bytes are not
+/// counted again.
+const EXPIRY_PAIR: usize = 16 * 3 / 2 + 8;
 
 /// How many elements of a collection the estimate looks at.
 const SAMPLES: usize = 5;
@@ -356,7 +357,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     let ttl = if e.expires_at().is_some() {
-        EXPIRY_PAIR + key_size(key)
+        EXPIRY_PAIR
     } else {
         0
     };
