@@ -293,24 +293,17 @@ pub(crate) fn value_size(v: &Value) -> usize {
         }
         Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
-            // A table member -> score (a bucket of hash, member and score, and an index) and a
-            // B-tree of (score, member), each holding its own copy of the member: inline when
-            // short (see `Str`), else a boxed `Bytes` sharing the bytes.
-            let per_member = (8 + 32 + 8) + (8 + 1) * 8 / 7 + (8 + 32) * 3 / 2;
-            let sample: Vec<usize> = z
-                .iter()
-                .take(SAMPLES)
-                .map(|(m, _)| match m.is_inline() {
-                    true => 0,
-                    false => alloc_size(32) + str_size(m),
+            // A table member -> score (a bucket of hash, member pointer and score, and an
+            // index) and a B-tree of (score, member pointer), nodes about two-thirds full;
+            // both point at one allocation of the member's bytes (see `zset::Member`),
+            // sampled at evenly spaced positions.
+            let per_member = (8 + 8 + 8) + (8 + 1) * 8 / 7 + (8 + 8) * 3 / 2;
+            boxed(&**z)
+                + z.len() * per_member
+                + extrapolate(z.len(), |i| {
+                    z.at_position(i)
+                        .map_or(0, |(m, _)| alloc_size(Key::allocation(m.len())))
                 })
-                .collect();
-            let members = if sample.is_empty() {
-                0
-            } else {
-                sample.iter().sum::<usize>() * z.len() / sample.len()
-            };
-            boxed(&**z) + z.len() * per_member + members
         }
         Value::Set(s) => {
             boxed(&**s)

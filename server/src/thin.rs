@@ -132,6 +132,11 @@ impl Thin {
         unsafe { std::slice::from_raw_parts(p, len) }
     }
 
+    /// The bytes as a `Bytes` (a copy), for a reply or anything that outlives the holder.
+    pub(crate) fn to_bytes(&self) -> bytes::Bytes {
+        bytes::Bytes::copy_from_slice(self)
+    }
+
     /// How many holders share these bytes (for tests and consistency checks).
     #[cfg(test)]
     pub(crate) fn holders(&self) -> u32 {
