@@ -297,7 +297,7 @@ impl Db {
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
     ) -> R {
         // The key's shard is locked and its table searched by the key's bytes, as dashmap's
-        // own `entry` does, but without first making the boxed key that `entry` takes: only a
+        // own `entry` does, but without first making the `Key` that `entry` takes: only a
         // key that is absent gets one, when it is inserted. (A `SET` of a key that exists, an
         // `INCR`, an `APPEND`, ... allocate nothing for the key.)
         let hash = self.map.hash_usize(&&key[..]) as u64;
@@ -336,20 +336,15 @@ impl Db {
                     Update::Keep | Update::Expire(_) if expired => Update::Keep,
                     update => update,
                 };
-                let new_deadline = match &update {
-                    Update::Put(e) => e.expires_at(),
-                    Update::Expire(d) => *d,
-                    Update::Keep | Update::Remove => None,
-                };
-                if new_deadline.is_some() && new_deadline != slot.expires_at() {
-                    stored = Some(k.clone());
-                }
                 match update {
                     Update::Put(entry) => {
                         let new = entry.expires_at();
                         entry.access.init(now_ms, &self.limits);
                         after(Some(&entry));
                         let old = std::mem::replace(slot, entry);
+                        if new.is_some() && new != old.expires_at() {
+                            stored = Some(k.clone());
+                        }
                         if expired {
                             self.note_created(key);
                         }
@@ -365,6 +360,9 @@ impl Db {
                     }
                     Update::Expire(deadline) => {
                         let old = slot.set_expires_at(deadline);
+                        if deadline.is_some() && deadline != old {
+                            stored = Some(k.clone());
+                        }
                         after(Some(slot));
                         (r, old, deadline, true, None)
                     }

@@ -53,19 +53,26 @@ unsafe impl Send for Thin {}
 unsafe impl Sync for Thin {}
 
 /// How many bytes the LEB128 encoding of `n` takes (7 bits a byte).
-fn length_bytes(n: usize) -> usize {
-    let bits = usize::BITS - n.leading_zeros();
-    (bits.max(1) as usize).div_ceil(7)
+#[inline]
+const fn length_bytes(n: usize) -> usize {
+    if n < 0x80 {
+        return 1;
+    }
+    let bits = (usize::BITS - n.leading_zeros()) as usize;
+    bits.div_ceil(7)
+}
+
+/// The size of the allocation holding a string of `len` bytes: count, length, bytes.
+#[inline]
+const fn size(len: usize) -> usize {
+    COUNT + length_bytes(len) + len
 }
 
 /// The layout of an allocation holding a string of `len` bytes.
 fn layout(len: usize) -> Layout {
     // A slice this long already exists in memory, so the sum cannot overflow `isize`.
-    Layout::from_size_align(
-        COUNT + length_bytes(len) + len,
-        std::mem::align_of::<AtomicU32>(),
-    )
-    .expect("a string that exists has a layout")
+    Layout::from_size_align(size(len), std::mem::align_of::<AtomicU32>())
+        .expect("a string that exists has a layout")
 }
 
 impl Thin {
@@ -137,7 +144,7 @@ impl Thin {
         bytes::Bytes::copy_from_slice(self)
     }
 
-    /// How many holders share these bytes (for tests and consistency checks).
+    /// How many holders share these bytes (for tests).
     #[cfg(test)]
     pub(crate) fn holders(&self) -> u32 {
         self.refs().load(Ordering::Acquire)
@@ -150,9 +157,10 @@ impl Thin {
     }
 
     /// What the allocation of a string of `len` bytes asks the allocator for (for the memory
-    /// estimate, see [`crate::memory`]).
+    /// estimate, see [`crate::memory`], which every write computes twice: plain arithmetic).
+    #[inline]
     pub(crate) fn allocation(len: usize) -> usize {
-        layout(len).size()
+        size(len)
     }
 }
 
