@@ -136,3 +136,40 @@ impl crate::shrink::Shrink for ZSet {
         self.scores.shrink_if_sparse()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each member's bytes are one allocation that both tables hold, through every change of
+    /// its score; the order and the scores agree.
+    #[test]
+    fn a_member_is_stored_once_for_both_tables() {
+        let mut z = ZSet::new();
+        for i in 0..100 {
+            assert_eq!(z.insert(Bytes::from(format!("member:{i}")), i as f64), None);
+        }
+        assert_eq!(z.insert(Bytes::from_static(b"member:7"), -1.0), Some(7.0));
+        assert_eq!(z.insert(Bytes::from_static(b"member:8"), 8.0), Some(8.0));
+        for (m, s) in z.iter() {
+            assert_eq!(m.holders(), 2, "{m:?}");
+            assert_eq!(z.score(m), Some(s));
+        }
+        let first: Vec<_> = z.iter().take(2).map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(
+            first,
+            vec![(b"member:7".to_vec(), -1.0), (b"member:0".to_vec(), 0.0)]
+        );
+        assert_eq!(z.rank(b"member:8"), Some(8));
+        assert_eq!(z.remove(b"member:7"), Some(-1.0));
+        assert_eq!((z.len(), z.iter().count()), (99, 99));
+        assert_eq!(z.rank(b"member:0"), Some(0));
+        let (m, s) = z.at_position(0).expect("a member");
+        assert_eq!((m.holders(), z.score(m)), (2, Some(s)));
+    }
+
+    #[test]
+    fn a_zset_slot_is_small() {
+        assert_eq!(std::mem::size_of::<(Score, Member)>(), 16);
+    }
+}
