@@ -237,11 +237,16 @@ impl Db {
     fn store(&self, key: &Bytes, entry: Entry) -> bool {
         let new_deadline = entry.expires_at();
         self.mem.added(key, &entry);
-        let old = self.map.insert(Key::from(&key[..]), entry);
+        let stored = Key::from(&key[..]);
+        // The index's pair shares the key's allocation. (When the key was present, the table
+        // keeps the key it had and the pair holds this copy: rarer, and as correct.)
+        let shared = new_deadline.map(|_| stored.clone());
+        let old = self.map.insert(stored, entry);
         if let Some(o) = &old {
             self.mem.removed(key, o);
         }
-        self.reindex(key, old.as_ref().and_then(|e| e.expires_at()), new_deadline);
+        let old_deadline = old.as_ref().and_then(|e| e.expires_at());
+        self.reindex(key, old_deadline, new_deadline, shared);
         self.signal_modified(key);
         match old {
             Some(old) => {
@@ -263,16 +268,17 @@ impl Db {
     /// Takes the pair of a removed entry out of the expiry index, if it had a deadline.
     fn unindex(&self, key: &[u8], removed: &Entry) {
         if let Some(t) = removed.expires_at() {
-            self.reindex(key, Some(t), None);
+            self.reindex(key, Some(t), None, None);
         }
     }
 
     /// Moves `key`'s pair in the expiry index from its old deadline to its new one, after
     /// the entry changed (and its shard lock was let go: the index is never locked while a
     /// shard is, the order the active expiry cycle takes them in). The old pair goes first, so
-    /// that a key set again with the same deadline keeps its pair.
-    fn reindex(&self, key: &[u8], old: Option<u64>, new: Option<u64>) {
-        self.expiries.moved(key, old, new);
+    /// that a key set again with the same deadline keeps its pair. `stored`, the table's own
+    /// key when the caller took it, is what the new pair holds (shared, not copied).
+    fn reindex(&self, key: &[u8], old: Option<u64>, new: Option<u64>, stored: Option<Key>) {
+        self.expiries.moved(key, old, new, stored);
     }
 
     /// Reads and writes `key` as one step: `decide` sees the live entry (`None` when the key
@@ -291,7 +297,7 @@ impl Db {
         decide: impl FnOnce(Option<&Entry>) -> (Update, R),
     ) -> R {
         // The key's shard is locked and its table searched by the key's bytes, as dashmap's
-        // own `entry` does, but without first making the boxed key that `entry` takes: only a
+        // own `entry` does, but without first making the `Key` that `entry` takes: only a
         // key that is absent gets one, when it is inserted. (A `SET` of a key that exists, an
         // `INCR`, an `APPEND`, ... allocate nothing for the key.)
         let hash = self.map.hash_usize(&&key[..]) as u64;
@@ -301,9 +307,12 @@ impl Db {
         // `dropped`: a replaced or deleted entry, freed once the shard is let go (where it
         // expired, when `dropped_expired`: see `lazyfree::free_expired`).
         let mut dropped_expired = false;
+        // `stored`: the table's key, for the expiry index's new pair to share when the key gets
+        // a new deadline.
+        let mut stored = None;
         let (r, old_deadline, new_deadline, changed, dropped) = match table.get_mut(hash, same_key)
         {
-            Some((_, slot)) => {
+            Some((k, slot)) => {
                 let slot = slot.get_mut();
                 let expired = slot.is_expired(now_ms);
                 dropped_expired = expired;
@@ -333,6 +342,9 @@ impl Db {
                         entry.access.init(now_ms, &self.limits);
                         after(Some(&entry));
                         let old = std::mem::replace(slot, entry);
+                        if new.is_some() && new != old.expires_at() {
+                            stored = Some(k.clone());
+                        }
                         if expired {
                             self.note_created(key);
                         }
@@ -348,6 +360,9 @@ impl Db {
                     }
                     Update::Expire(deadline) => {
                         let old = slot.set_expires_at(deadline);
+                        if deadline.is_some() && deadline != old {
+                            stored = Some(k.clone());
+                        }
                         after(Some(slot));
                         (r, old, deadline, true, None)
                     }
@@ -361,7 +376,9 @@ impl Db {
                         let new = entry.expires_at();
                         entry.access.init(now_ms, &self.limits);
                         self.mem.added(key, &entry);
-                        let pair = (Key::from(&key[..]), SharedValue::new(entry));
+                        let k = Key::from(&key[..]);
+                        stored = new.map(|_| k.clone());
+                        let pair = (k, SharedValue::new(entry));
                         table.insert(hash, pair, |(k, _)| self.map.hash_usize(k) as u64);
                         self.note_created(key);
                         (r, None, new, true, None)
@@ -373,7 +390,7 @@ impl Db {
             }
         };
         drop(table);
-        self.reindex(key, old_deadline, new_deadline);
+        self.reindex(key, old_deadline, new_deadline, stored);
         if changed {
             self.signal_modified(key);
         }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::value::Key;
 pub(crate) use pair::Pair;
 use pair::Probe;
 
@@ -37,8 +38,16 @@ pub(crate) struct ExpiryIndex {
 impl ExpiryIndex {
     /// Records that `key`'s entry went from deadline `old` to deadline `new` (`None`: no TTL,
     /// or no entry). Moves the key's pair and adjusts the count. The old pair goes first, so a
-    /// key set again with the same deadline keeps its pair.
-    pub(crate) fn moved(&self, key: &[u8], old: Option<u64>, new: Option<u64>) {
+    /// key set again with the same deadline keeps its pair. `stored` is the keyspace table's
+    /// own [`Key`] for `key`, when the caller has it: the new pair shares it rather than
+    /// copying the bytes.
+    pub(crate) fn moved(
+        &self,
+        key: &[u8],
+        old: Option<u64>,
+        new: Option<u64>,
+        stored: Option<Key>,
+    ) {
         if old == new {
             return;
         }
@@ -48,7 +57,10 @@ impl ExpiryIndex {
             pairs.remove(&(t, key) as &dyn Probe);
         }
         if let Some(t) = new {
-            pairs.insert(Pair::new(t, key));
+            pairs.insert(match stored {
+                Some(k) => Pair::shared(t, k),
+                None => Pair::new(t, key),
+            });
         }
     }
 
@@ -99,7 +111,11 @@ impl ExpiryIndex {
             None => std::mem::take(&mut *pairs),
         };
         drop(pairs);
-        out.extend(front.into_iter().map(|p| (p.deadline, Bytes::from(p.key))));
+        out.extend(
+            front
+                .into_iter()
+                .map(|p| (p.deadline, Bytes::copy_from_slice(&p.key))),
+        );
     }
 
     /// Up to `limit` keys whose deadline has passed, earliest first, left in the index.
@@ -158,9 +174,9 @@ mod tests {
     #[test]
     fn pops_in_deadline_order_and_only_what_is_due() {
         let idx = ExpiryIndex::default();
-        idx.moved(&k("c"), None, Some(30));
-        idx.moved(&k("a"), None, Some(10));
-        idx.moved(&k("b"), None, Some(20));
+        idx.moved(&k("c"), None, Some(30), None);
+        idx.moved(&k("a"), None, Some(10), None);
+        idx.moved(&k("b"), None, Some(20), None);
         let mut out = Vec::new();
         idx.pop_due(20, 10, &mut out);
         assert_eq!(out, vec![(10, k("a")), (20, k("b"))]);
@@ -170,8 +186,8 @@ mod tests {
     #[test]
     fn the_count_follows_entries_not_pairs() {
         let idx = ExpiryIndex::default();
-        idx.moved(&k("a"), None, Some(10));
-        idx.moved(&k("a"), Some(10), Some(50));
+        idx.moved(&k("a"), None, Some(10), None);
+        idx.moved(&k("a"), Some(10), Some(50), None);
         assert_eq!(idx.count(), 1);
         idx.recount(Some(50), None);
         assert_eq!(
@@ -180,8 +196,8 @@ mod tests {
             "the pair stays, stale, but the entry has no TTL"
         );
         assert_eq!(idx.peek_due(50, 10), vec![k("a")]);
-        idx.moved(&k("b"), None, Some(5));
-        idx.moved(&k("b"), Some(5), None);
+        idx.moved(&k("b"), None, Some(5), None);
+        idx.moved(&k("b"), Some(5), None, None);
         assert_eq!(idx.count(), 0);
         assert_eq!(idx.peek_due(50, 10), vec![k("a")]);
     }
@@ -190,7 +206,7 @@ mod tests {
     fn a_step_pops_at_most_its_limit() {
         let idx = ExpiryIndex::default();
         for i in 0..100u64 {
-            idx.moved(&Bytes::from(i.to_string()), None, Some(i));
+            idx.moved(&Bytes::from(i.to_string()), None, Some(i), None);
         }
         let mut out = Vec::new();
         idx.pop_due(1_000, 16, &mut out);
@@ -203,9 +219,14 @@ mod tests {
         let idx = ExpiryIndex::default();
         for i in 0..1000u64 {
             // Ten deadlines, a hundred keys each: every cut falls among equal deadlines.
-            idx.moved(&Bytes::from(format!("k{i:04}")), None, Some(10 + i % 10));
+            idx.moved(
+                &Bytes::from(format!("k{i:04}")),
+                None,
+                Some(10 + i % 10),
+                None,
+            );
         }
-        idx.moved(&k("later"), None, Some(50));
+        idx.moved(&k("later"), None, Some(50), None);
         let mut taken = Vec::new();
         loop {
             let mut out = Vec::new();
@@ -229,7 +250,7 @@ mod tests {
     #[test]
     fn nothing_due_takes_nothing() {
         let idx = ExpiryIndex::default();
-        idx.moved(&k("a"), None, Some(10));
+        idx.moved(&k("a"), None, Some(10), None);
         let mut out = Vec::new();
         idx.pop_due(9, 128, &mut out);
         assert!(out.is_empty());

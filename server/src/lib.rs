@@ -100,6 +100,7 @@ pub(crate) mod stream;
 pub(crate) mod stream_group;
 pub(crate) mod stream_id;
 pub(crate) mod string;
+pub(crate) mod thin;
 pub(crate) mod tracking;
 pub(crate) mod value;
 pub(crate) mod walk;

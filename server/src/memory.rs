@@ -237,15 +237,16 @@ pub(crate) fn alloc_size(n: usize) -> usize {
     ((n + 8 + 15) & !15).max(32)
 }
 
-/// A key's bytes in the keyspace table (an exact-size box, see [`Key`]).
+/// A key's allocation in the keyspace table (its count, length and bytes, see [`Key`]).
 fn key_size(key: &[u8]) -> usize {
-    alloc_size(key.len())
+    alloc_size(Key::allocation(key.len()))
 }
 
-/// One `(deadline, key)` pair of the expiry index in a B-tree node (a 24-byte
-/// [`Pair`](crate::expiry_index::Pair); nodes run about two-thirds full), besides its own
-/// exact-size copy of the key.
-const EXPIRY_PAIR: usize = 24 * 3 / 2 + 8;
+/// One `(deadline, key)` pair of the expiry index in a B-tree node (a 16-byte
+/// [`Pair`](crate::expiry_index::Pair); nodes run from half to full, about two-thirds on
+/// average). The pair shares the table's allocation of the key, so the key's bytes are not
+/// counted again.
+const EXPIRY_PAIR: usize = 16 * 3 / 2 + 8;
 
 /// How many elements of a collection the estimate looks at.
 const SAMPLES: usize = 5;
@@ -292,24 +293,17 @@ pub(crate) fn value_size(v: &Value) -> usize {
         }
         Value::List(l) => boxed(&**l) + l.estimate_bytes(alloc_size),
         Value::ZSet(z) => {
-            // A table member -> score (a bucket of hash, member and score, and an index) and a
-            // B-tree of (score, member), each holding its own copy of the member: inline when
-            // short (see `Str`), else a boxed `Bytes` sharing the bytes.
-            let per_member = (8 + 32 + 8) + (8 + 1) * 8 / 7 + (8 + 32) * 3 / 2;
-            let sample: Vec<usize> = z
-                .iter()
-                .take(SAMPLES)
-                .map(|(m, _)| match m.is_inline() {
-                    true => 0,
-                    false => alloc_size(32) + str_size(m),
+            // A table member -> score (a bucket of hash, member pointer and score, and an
+            // index) and a B-tree of (score, member pointer), nodes about two-thirds full;
+            // both point at one allocation of the member's bytes (see `zset::Member`),
+            // sampled at evenly spaced positions.
+            let per_member = (8 + 8 + 8) + (8 + 1) * 8 / 7 + (8 + 8) * 3 / 2;
+            boxed(&**z)
+                + z.len() * per_member
+                + extrapolate(z.len(), |i| {
+                    z.at_position(i)
+                        .map_or(0, |(m, _)| alloc_size(Key::allocation(m.len())))
                 })
-                .collect();
-            let members = if sample.is_empty() {
-                0
-            } else {
-                sample.iter().sum::<usize>() * z.len() / sample.len()
-            };
-            boxed(&**z) + z.len() * per_member + members
         }
         Value::Set(s) => {
             boxed(&**s)
@@ -356,7 +350,7 @@ pub(crate) fn value_size(v: &Value) -> usize {
 /// [`DbMemory::table_bytes`]).
 pub(crate) fn entry_size(key: &[u8], e: &Entry) -> usize {
     let ttl = if e.expires_at().is_some() {
-        EXPIRY_PAIR + key_size(key)
+        EXPIRY_PAIR
     } else {
         0
     };

@@ -83,12 +83,13 @@ impl Value {
     }
 }
 
-/// A key as the keyspace table stores it: its bytes in one exact-size allocation, 16 bytes in
-/// the slot. A `Bytes` took 32 bytes of every slot (paid about twice per key, the table
-/// running half empty after it grows) and, once cloned, a separate 24-byte shared header.
-/// Hashes and compares as `[u8]`, so lookups take a `&[u8]`; code that needs a `Bytes` of
-/// a stored key (a reply, the expiry index) copies it with [`key_bytes`].
-pub(crate) type Key = Box<[u8]>;
+/// A key as the keyspace table stores it: one thin pointer (8 bytes in the slot) to a single
+/// allocation of its reference count, length and bytes (see [`Thin`](crate::thin::Thin)). A
+/// `Box<[u8]>` took 16 bytes of every slot and a `Bytes` 32, each paid about twice per key (the
+/// table runs half empty after it grows). The expiry index shares the same allocation for a
+/// key with a TTL instead of copying it. Hashes and compares as `[u8]`, so lookups take a
+/// `&[u8]`; code that needs a `Bytes` of a stored key (a reply) copies it with [`key_bytes`].
+pub(crate) type Key = crate::thin::Thin;
 
 /// A stored key's bytes as a `Bytes` (a copy: a key is short, and the copy keeps the table's
 /// allocation exact).
@@ -338,11 +339,11 @@ mod tests {
         assert_eq!(std::mem::size_of::<Fields>(), 48);
     }
 
-    /// A slot of the keyspace table: a boxed key (16 bytes) and the entry's pointer.
+    /// A slot of the keyspace table: the key's thin pointer and the entry's pointer.
     #[test]
-    fn a_slot_is_a_boxed_key_and_a_pointer() {
+    fn a_slot_is_two_pointers() {
         assert_eq!(std::mem::size_of::<Entry>(), 8);
-        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 24);
+        assert_eq!(std::mem::size_of::<(crate::db::Key, Entry)>(), 16);
     }
 
     #[test]

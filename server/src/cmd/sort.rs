@@ -222,7 +222,7 @@ fn load(ctx: &Ctx<'_>, key: &[u8], o: &Options) -> Result<(Input, bool), Frame> 
     let input = match &entry.value {
         Value::List(l) if o.dont_sort => Input::Window(list_window(l, start, n, o.desc)),
         Value::ZSet(z) if o.dont_sort => {
-            let members = |it: &mut dyn Iterator<Item = (&crate::value::Str, f64)>| {
+            let members = |it: &mut dyn Iterator<Item = (&crate::zset::Member, f64)>| {
                 it.skip(start).take(n).map(|(m, _)| m.to_bytes()).collect()
             };
             Input::Window(if o.desc {

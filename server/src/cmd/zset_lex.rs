@@ -116,7 +116,7 @@ impl LexRange {
         } else {
             limit as usize
         };
-        let pick = |(m, s): (&crate::value::Str, f64)| (m.to_bytes(), s);
+        let pick = |(m, s): (&crate::zset::Member, f64)| (m.to_bytes(), s);
         if rev {
             z.iter()
                 .rev()

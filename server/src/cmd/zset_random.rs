@@ -75,7 +75,7 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         if n == 0 || len == 0 {
             return Vec::new();
         }
-        let all: Vec<(&crate::value::Str, f64)> = z.iter().collect();
+        let all: Vec<(&crate::zset::Member, f64)> = z.iter().collect();
         let mut rng = rand::rng();
         if !distinct {
             return (0..n)

@@ -163,7 +163,7 @@ fn parse(
 
 /// The members (with scores) that `q` selects from `z`, in reply order.
 fn select(z: &ZSet, q: &Query) -> Vec<(Bytes, f64)> {
-    let pick = |(m, s): (&crate::value::Str, f64)| (m.to_bytes(), s);
+    let pick = |(m, s): (&crate::zset::Member, f64)| (m.to_bytes(), s);
     match &q.range {
         Range::Rank(start, end) => {
             let len = z.len() as i64;

@@ -164,3 +164,43 @@ fn a_batch_step_keeps_the_counts_and_tells_watchers() {
     assert_eq!(db.expires_count(), 0);
     assert_eq!(db.memory().entry_bytes(), baseline);
 }
+
+/// How many holders the table's allocation of `key` has: 1 (the table alone) or 2 (the expiry
+/// index's pair shares it).
+fn holders(db: &Db, key: &[u8]) -> u32 {
+    db.map.get(key).expect("the key is there").key().holders()
+}
+
+/// A key with a TTL is stored once: the expiry index's pair holds the table's allocation of
+/// the key rather than a copy of its bytes, whichever way the deadline came (a new key with a
+/// deadline, a deadline given later, one changed again), and lets it go with the deadline.
+#[test]
+fn the_expiry_index_shares_the_tables_key() {
+    let db = Db::default();
+    let key = Bytes::from_static(b"lease:1");
+    db.update(&key, 0, true, |_| (Update::Put(string("v", Some(100))), ()));
+    assert_eq!(holders(&db, &key), 2, "created with a deadline");
+    db.update(&key, 0, true, |_| (Update::Expire(Some(200)), ()));
+    assert_eq!(
+        holders(&db, &key),
+        2,
+        "the old pair let go, the new one shares"
+    );
+    db.update(&key, 0, true, |_| (Update::Expire(None), ()));
+    assert_eq!(holders(&db, &key), 1, "PERSIST: no pair left");
+    db.update(&key, 0, true, |_| (Update::Expire(Some(300)), ()));
+    assert_eq!(
+        holders(&db, &key),
+        2,
+        "a deadline given to a key that had none"
+    );
+    db.update(&key, 0, true, |_| (Update::Put(string("w", None)), ()));
+    assert_eq!(holders(&db, &key), 1, "overwritten without a TTL");
+    db.insert(Bytes::from_static(b"other"), string("v", Some(100)));
+    assert_eq!(holders(&db, b"other"), 2, "a key inserted whole");
+    assert_eq!(
+        gone_keys(db.active_expire(150, 10)),
+        vec![Bytes::from_static(b"other")]
+    );
+    assert_eq!(db.len(), 1);
+}

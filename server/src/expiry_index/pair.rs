@@ -2,30 +2,36 @@
 //! borrowed key without copying it.
 //!
 //! The index holds a pair for every key with a TTL, so the pair is kept small: the deadline
-//! and an exact-size boxed copy of the key (24 bytes in a B-tree node, plus the key's bytes),
-//! rather than a `Bytes` (32 bytes, and a shared header once cloned). Looking a pair up by a
-//! key the caller only borrows goes through [`Probe`], a view both a stored [`Pair`] and a
-//! borrowed `(u64, &[u8])` give, which the B-tree compares through `Borrow`.
+//! and the key as the keyspace table stores it (a [`Key`], one thin pointer: 16 bytes in a
+//! B-tree node), normally the very allocation the table holds, shared rather than copied.
+//! Looking a pair up by a key the caller only borrows goes through [`Probe`], a view both a
+//! stored [`Pair`] and a borrowed `(u64, &[u8])` give, which the B-tree compares through
+//! `Borrow`.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+
+use crate::value::Key;
 
 /// A key's deadline (Unix milliseconds) and the key, ordered by deadline, then key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Pair {
     /// When the key expires.
     pub(crate) deadline: u64,
-    /// The key's bytes.
-    pub(crate) key: Box<[u8]>,
+    /// The key (normally sharing the keyspace table's allocation).
+    pub(crate) key: Key,
 }
 
 impl Pair {
     /// The pair of `key` (copied) expiring at `deadline`.
     pub(crate) fn new(deadline: u64, key: &[u8]) -> Pair {
-        Pair {
-            deadline,
-            key: key.into(),
-        }
+        Pair::shared(deadline, Key::from(key))
+    }
+
+    /// The pair of `key` expiring at `deadline`, holding `key` itself (another holder of the
+    /// table's allocation, not a copy).
+    pub(crate) fn shared(deadline: u64, key: Key) -> Pair {
+        Pair { deadline, key }
     }
 }
 
@@ -93,7 +99,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pair_is_a_deadline_and_a_boxed_key() {
-        assert_eq!(std::mem::size_of::<Pair>(), 24);
+    fn a_pair_is_a_deadline_and_a_thin_key() {
+        assert_eq!(std::mem::size_of::<Pair>(), 16);
     }
 }
