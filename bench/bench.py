@@ -421,14 +421,15 @@ def wait_under_load(opts, pins):
 
 
 def all_cores(opts, pins):
-    """Every core for the server: latchkey's worker threads against redis-server with
+    """Every core for the server: latchkey with `io-threads` the core count (that many worker
+    threads, each running commands; it has one by default, as redis-server) against redis-server with
     `io-threads` set to the core count (reads too), and against redis-server as it runs by
     default (one thread for commands and I/O). Nothing is pinned, so the load generator
     (`redis-benchmark --threads` the core count) shares the cores with the server: on a
     machine with few cores, redis's I/O threads, which spin while they wait for work, compete
     with it."""
     n = cores()
-    variants = (("latchkey", "latchkey", []),
+    variants = (("latchkey", "latchkey", ["--io-threads", str(n)]),
                 ("redis-io", "redis", ["--io-threads", str(n), "--io-threads-do-reads", "yes"]),
                 ("redis", "redis", []))
     rows = []

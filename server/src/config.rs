@@ -23,6 +23,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("bind", "127.0.0.1"),
     ("port", "6379"),
     ("databases", "16"),
+    // How many threads serve clients: the runtime's worker count (see `Server::runtime`).
+    ("io-threads", "1"),
     // latchkey does not write RDB snapshots: an empty save policy says so to clients.
     ("save", ""),
     ("appendonly", "no"),
@@ -118,7 +120,9 @@ pub(crate) enum Runtime {
 /// The [`Runtime`] rule of a parameter (names lowercase).
 pub(crate) fn runtime_rule(name: &str) -> Runtime {
     match name {
-        "databases" | "appendfilename" | "cluster-enabled" | "aclfile" => Runtime::Immutable,
+        "databases" | "appendfilename" | "cluster-enabled" | "aclfile" | "io-threads" => {
+            Runtime::Immutable
+        }
         "dir" | "dbfilename" => Runtime::Protected,
         "bind" | "port" | "appendfsync" | "loglevel" => {
             Runtime::Fixed("latchkey applies it only at start")
@@ -455,6 +459,11 @@ impl Config {
                 for alias in names {
                     p.insert(alias.into(), n.to_string());
                 }
+                return Ok(());
+            }
+            "io-threads" => {
+                let n = int_value(value, 1, 128)?;
+                self.params.write().insert(name, n.to_string());
                 return Ok(());
             }
             "timeout" => {

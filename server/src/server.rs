@@ -43,6 +43,32 @@ pub struct Builder {
 pub struct Server;
 
 impl Server {
+    /// The tokio runtime a server is best served by, with `io_threads` worker threads (Redis's
+    /// `io-threads` parameter; [`Builder::start_blocking`] and the `latchkey-server` binary
+    /// build theirs here).
+    ///
+    /// With one thread (the default, as in Redis), commands from different connections run in
+    /// the order their bytes arrived, as on Redis's single event loop: a client that sends
+    /// `SET` without waiting, followed at once by another client's `GET`, sees its value. That
+    /// takes turning off tokio's LIFO slot, which otherwise runs the last of the connections
+    /// woken together first (most of the time, in measurements here); the switch exists only
+    /// in builds with `--cfg tokio_unstable`, which this workspace's `.cargo/config.toml`
+    /// sets. With more threads, connections are served in parallel, and two commands sent at
+    /// once from two connections may run in either order.
+    pub fn runtime(io_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(io_threads.max(1))
+            .enable_all()
+            .thread_name("latchkey-server");
+        // With several workers the slot stays: a long command's hand-off (`hand_off`) counts
+        // on it to keep its marker task from other workers.
+        #[cfg(tokio_unstable)]
+        if io_threads <= 1 {
+            b.disable_lifo_slot();
+        }
+        b.build()
+    }
+
     /// A builder with Redis's defaults, except the port: 0, so the OS picks a free one.
     pub fn builder() -> Builder {
         Builder {
@@ -105,6 +131,7 @@ impl Builder {
     /// Starts the server on the current tokio runtime.
     pub async fn start(self) -> std::io::Result<ServerHandle> {
         cmd::install();
+        let io_threads = self.io_threads();
         let scripting = crate::state::Plugged::new(crate::scripting::Scripting::default());
         let shared = Arc::new(Shared::new(self.clock, scripting));
         for (k, v) in &self.config {
@@ -115,6 +142,25 @@ impl Builder {
                 )
             })?;
         }
+        // `io-threads` is the worker count of the runtime the server runs on, which
+        // `Server::runtime` builds from it; on a runtime someone else built, it says what that
+        // runtime has, and a different number asked for is refused rather than ignored.
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        let asked = self
+            .config
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("io-threads"));
+        if asked && io_threads != workers {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "io-threads {io_threads} asked for, but the runtime the server starts on has \
+                     {workers} worker thread(s): build it with Server::runtime, or use \
+                     start_blocking"
+                ),
+            ));
+        }
+        shared.config.set("io-threads", &workers.to_string()).ok();
         // `aclfile`: its users, before any client connects (Redis exits on an error in it).
         if let Some(file) = shared.config.get("aclfile").filter(|f| !f.is_empty()) {
             shared
@@ -149,13 +195,21 @@ impl Builder {
         })
     }
 
-    /// Starts the server on a runtime of its own, for synchronous code and tests.
+    /// The `io-threads` this builder was given (the last one), or Redis's default of 1; a
+    /// value that is not a number is left for [`Builder::start`] to refuse.
+    fn io_threads(&self) -> usize {
+        self.config
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case("io-threads"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// Starts the server on a runtime of its own ([`Server::runtime`], with the `io-threads`
+    /// given to the builder: one by default), for synchronous code and tests.
     pub fn start_blocking(self) -> std::io::Result<BlockingServer> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("latchkey-server")
-            .build()?;
+        let rt = Server::runtime(self.io_threads())?;
         let handle = rt.block_on(self.start())?;
         Ok(BlockingServer {
             handle: Some(handle),

@@ -127,9 +127,16 @@ fn main() -> std::io::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&args.loglevel))
         .with_writer(std::io::stderr)
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // `--io-threads N` (Redis's directive, 1 by default) is how many threads serve clients:
+    // with one, commands from different connections run in the order they arrived, as on
+    // redis-server (see `Server::runtime`).
+    let io_threads = directives
+        .iter()
+        .rev()
+        .find(|(k, _)| k.eq_ignore_ascii_case("io-threads"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(1);
+    let rt = Server::runtime(io_threads)?;
     rt.block_on(async move {
         let mut b = Server::builder()
             .port(args.port)
