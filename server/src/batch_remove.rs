@@ -18,19 +18,34 @@
 //! The lock is held for one batch of one shard (at most [`crate::expire::STEP_KEYS`] keys):
 //! a command on another key of that shard, on another worker, waits that long at most.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use bytes::Bytes;
 use dashmap::DashMap;
 
 use crate::value::Entry;
 use crate::value::Key;
 
+/// Entries [`remove_expired`] counts as it removes them: those `test` picks go into `count`.
+pub(crate) struct Held<'a> {
+    /// The counter (a database's keys still being freed).
+    pub(crate) count: &'a AtomicUsize,
+    /// Which removed entries it counts.
+    pub(crate) test: fn(&Entry) -> bool,
+}
+
 /// Removes those of `keys` whose entry is expired at `now_ms` (a key that got a later
 /// deadline, or none, or is absent, is left alone) and returns them with their entries, in
 /// no particular order. Each key is looked up once, under one lock per shard.
+///
+/// `held`, when given, counts each removed entry its test picks (a big value the caller will
+/// free itself) in its counter, in the same critical section as the removal: someone who
+/// adds the counter to the map's length never sees such a key gone before it is freed.
 pub(crate) fn remove_expired<S: std::hash::BuildHasher + Clone>(
     map: &DashMap<Key, Entry, S>,
     keys: Vec<Bytes>,
     now_ms: u64,
+    held: Option<Held<'_>>,
 ) -> Vec<(Bytes, Entry)> {
     let mut gone = Vec::with_capacity(keys.len());
     // The keys' bytes, read next to hash them, are as scattered as the slots.
@@ -64,8 +79,14 @@ pub(crate) fn remove_expired<S: std::hash::BuildHasher + Clone>(
                 k[..] == key[..] && e.get().is_expired(now_ms)
             });
             if let Some((_, e)) = removed {
+                let e = e.into_inner();
+                if let Some(h) = &held {
+                    if (h.test)(&e) {
+                        h.count.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
                 // The batch's own copy of the key, which the caller already shares.
-                gone.push((key.clone(), e.into_inner()));
+                gone.push((key.clone(), e));
             }
         }
     }
@@ -134,7 +155,7 @@ mod tests {
             .map(|i| Bytes::from(format!("k{i}")))
             .chain([Bytes::from_static(b"absent")])
             .collect();
-        let mut gone: Vec<Bytes> = remove_expired(&map, batch, 500)
+        let mut gone: Vec<Bytes> = remove_expired(&map, batch, 500, None)
             .into_iter()
             .map(|(k, e)| {
                 assert!(e.is_expired(500));

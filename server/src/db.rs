@@ -130,6 +130,11 @@ pub(crate) struct Db {
     limits: Arc<Limits>,
     /// Who else hears of changes (the tracking table), shared by the sixteen databases.
     hook: Arc<ChangeHook>,
+    /// Keys the active expiry cycle has taken out of the table whose big values it is still
+    /// freeing (with `lazyfree-lazy-expire no`): they count in [`len`](Db::len) until they
+    /// are freed, as in Redis, whose cycle deletes and frees a key in one step nobody can
+    /// watch half done (see [`active_expire`](Db::active_expire)).
+    freeing: AtomicUsize,
 }
 
 impl Db {
@@ -554,14 +559,29 @@ impl Db {
     /// lookups overlapped), and the memory estimate and the TTL count are adjusted once for
     /// the whole step. The deleted keys come back in no particular order; a key is only
     /// deleted once, so the order of their `DEL`s does not matter to anyone.
-    pub(crate) fn active_expire(&self, now_ms: u64, limit: usize) -> Vec<(Bytes, Entry)> {
+    ///
+    /// With `hold_big`, a deleted key whose value takes long to free
+    /// ([`crate::lazyfree::frees_slowly`]) still counts in [`len`](Db::len) (`DBSIZE`, `INFO
+    /// keyspace`) until the caller has freed it and called [`freed`](Db::freed): the deletion
+    /// is not over before then, and its time is the cycle's latency event, which a client that
+    /// sees the key gone can already read (Redis's own suite counts on that).
+    pub(crate) fn active_expire(
+        &self,
+        now_ms: u64,
+        limit: usize,
+        hold_big: bool,
+    ) -> Vec<(Bytes, Entry)> {
         let mut due = Vec::with_capacity(limit.min(1024));
         self.expiries.pop_due(now_ms, limit, &mut due);
         // A pair whose key got a later deadline (or none) meanwhile is stale: the entry
         // decides. An entry expired under another deadline is deleted all the same; its own
         // pair, also due, is dropped as stale when popped.
         let keys: Vec<Bytes> = due.into_iter().map(|(_, k)| k).collect();
-        let gone = crate::batch_remove::remove_expired(&self.map, keys, now_ms);
+        let held = hold_big.then_some(crate::batch_remove::Held {
+            count: &self.freeing,
+            test: crate::lazyfree::frees_slowly,
+        });
+        let gone = crate::batch_remove::remove_expired(&self.map, keys, now_ms, held);
         self.mem.removed_all(gone.iter().map(|(k, e)| (&k[..], e)));
         // Every entry deleted here had a deadline.
         self.expiries.uncount(gone.len());
@@ -573,9 +593,18 @@ impl Db {
         gone
     }
 
-    /// Number of keys, counting ones that are expired but not yet deleted (as Redis's DBSIZE).
+    /// Number of keys, counting ones that are expired but not yet deleted (as Redis's DBSIZE),
+    /// and those the expiry cycle is still freeing (see [`active_expire`](Db::active_expire)).
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.map.len() + self.freeing.load(Ordering::Acquire)
+    }
+
+    /// The expiry cycle has freed `n` of the values [`active_expire`](Db::active_expire) held
+    /// in the count.
+    pub(crate) fn freed(&self, n: usize) {
+        if n > 0 {
+            self.freeing.fetch_sub(n, Ordering::AcqRel);
+        }
     }
 
     /// Whether the database holds no keys at all.

@@ -122,7 +122,7 @@ pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
         // stops a pass between two steps.
         while cycle_runs(shared) && db.has_due(shared.clock.now_ms()) {
             let started = Instant::now();
-            let Some((gone, worked)) = step(shared, i).await else {
+            let Some((gone, worked)) = step(shared, i, busy).await else {
                 return total;
             };
             total += gone;
@@ -139,8 +139,15 @@ pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
             (spent, steps) = (Duration::ZERO, 0);
         }
     }
+    record_latency(shared, longest.max(busy));
+    total
+}
+
+/// Records `worked` as an `expire-cycle` latency event when it reaches
+/// `latency-monitor-threshold` (several in one second keep the largest, as in Redis).
+fn record_latency(shared: &Shared, worked: Duration) {
     let threshold = shared.config.latency_threshold_ms();
-    let ms = longest.max(busy).as_millis() as u64;
+    let ms = worked.as_millis() as u64;
     if threshold > 0 && ms >= threshold {
         let now_s = (shared.clock.now_ms() / 1000) as i64;
         shared
@@ -148,7 +155,6 @@ pub(crate) async fn expire_cycle(shared: &Shared) -> usize {
             .latency_events
             .add_sample("expire-cycle", ms, now_s);
     }
-    total
 }
 
 /// Lets other tasks (clients) run for their share after the cycle worked for `spent`: yields
@@ -178,9 +184,12 @@ fn cycle_runs(shared: &Shared) -> bool {
 
 /// Deletes up to [`STEP_KEYS`] due keys of database `i` and records their deletions. Returns
 /// how many it deleted and how long it worked once it had the gate, or `None` when the server
-/// is going away (the gate is closed).
-async fn step(shared: &Shared, i: usize) -> Option<(usize, Duration)> {
+/// is going away (the gate is closed). `busy` is what the pass worked since it last let
+/// clients run, which a big value's free adds to (see below).
+async fn step(shared: &Shared, i: usize, busy: Duration) -> Option<(usize, Duration)> {
     let db = shared.keyspace.db(i);
+    // Read once: what `active_expire` counted as held is what is let go of below.
+    let lazy = shared.config.limits.lazy_expire();
     let started;
     let gone = {
         // Never delete in the middle of a script or transaction; and feed the deletions
@@ -191,7 +200,9 @@ async fn step(shared: &Shared, i: usize) -> Option<(usize, Duration)> {
         started = Instant::now();
         let order = shared.order_guard();
         let now = shared.clock.now_ms();
-        let gone = db.active_expire(now, STEP_KEYS);
+        // With `lazyfree-lazy-expire no` a big value is freed here, and its key counts in
+        // `DBSIZE` until then (see `Db::active_expire`).
+        let gone = db.active_expire(now, STEP_KEYS, !lazy);
         // `order` is held exactly when writes are recorded (replicas or an AOF): otherwise
         // there is nothing to feed, and the keys need not be gathered.
         if order.is_some() && !gone.is_empty() {
@@ -212,11 +223,23 @@ async fn step(shared: &Shared, i: usize) -> Option<(usize, Duration)> {
     // (Redis's default and its place): the time a big value takes to free is the step's,
     // and counts in the pass's `expire-cycle` event as in Redis. With `yes`, big values go
     // to the background freer.
-    let lazy = shared.config.limits.lazy_expire();
+    //
+    // A big value freed here was counted as still there (`Db::active_expire`): once freed,
+    // the stretch's time goes into the latency events before the count lets go of the key,
+    // so a client that sees `DBSIZE` drop can read the event, as after Redis's cycle, where
+    // both happen before any client runs. The pass records its longest stretch again at its
+    // end; within one second the larger sample stays.
+    let mut held = 0;
     for (_, entry) in gone {
+        held += usize::from(!lazy && crate::lazyfree::frees_slowly(&entry));
         crate::lazyfree::free_expired(entry, lazy);
     }
-    Some((n, started.elapsed()))
+    let worked = started.elapsed();
+    if held > 0 {
+        record_latency(shared, busy + worked);
+        db.freed(held);
+    }
+    Some((n, worked))
 }
 
 /// Resolves once no key whose deadline is at or before the current time is left for the

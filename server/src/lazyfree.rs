@@ -94,6 +94,12 @@ pub(crate) fn free_expired(entry: Entry, lazy: bool) {
     drop(value);
 }
 
+/// Whether freeing `entry`'s value takes long enough to hand the worker off first (and, in
+/// the expiry cycle, to count the key until it is freed: see `Db::active_expire`).
+pub(crate) fn frees_slowly(entry: &Entry) -> bool {
+    effort(&entry.value) > HAND_OFF_EFFORT
+}
+
 /// Hands anything (a whole flushed database, say) to the background freer.
 pub(crate) fn free_in_background(garbage: Garbage) {
     PENDING.fetch_add(1, Ordering::AcqRel);

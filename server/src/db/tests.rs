@@ -15,7 +15,7 @@ fn a_key_set_again_with_the_same_deadline_is_still_expired_actively() {
     db.insert(key.clone(), string("b", Some(100)));
     assert_eq!(db.due_keys(100, 10), vec![key.clone()]);
     db.update(&key, 0, true, |_| (Update::Put(string("c", Some(100))), ()));
-    assert_eq!(gone_keys(db.active_expire(100, 10)), vec![key]);
+    assert_eq!(gone_keys(db.active_expire(100, 10, false)), vec![key]);
     assert!(db.is_empty());
     assert_eq!(db.expires_count(), 0);
 }
@@ -47,7 +47,7 @@ fn update_changes_a_deadline_in_place() {
     db.insert(key.clone(), string("v", Some(100)));
     db.update(&key, 0, true, |_| (Update::Expire(Some(50)), ()));
     assert_eq!(db.get(&key, 0, true).unwrap().expires_at(), Some(50));
-    assert_eq!(gone_keys(db.active_expire(60, 10)), vec![key]);
+    assert_eq!(gone_keys(db.active_expire(60, 10, false)), vec![key]);
 }
 
 fn gone_keys(gone: Vec<(Bytes, Entry)>) -> Vec<Bytes> {
@@ -70,7 +70,7 @@ fn the_ttl_count_is_kept_through_every_change() {
     drop(db.get_or_create(&b, 300, true, || Value::Hash(Box::new(IndexMap::new()))));
     assert_eq!(db.expires_count(), 0);
     assert!(db.has_due(300), "the stale pair is still due");
-    assert!(db.active_expire(300, 10).is_empty());
+    assert!(db.active_expire(300, 10, false).is_empty());
     assert!(!db.has_due(300));
     assert_eq!(db.len(), 2);
     db.remove(&a);
@@ -91,7 +91,7 @@ fn a_read_that_expires_a_key_leaves_its_pair_to_the_cycle() {
     assert!(db.has_due(20), "the pair is left, due");
     // Recreated meanwhile: the stale pair must not delete the new key.
     db.insert(key.clone(), string("new", None));
-    assert!(db.active_expire(20, 10).is_empty());
+    assert!(db.active_expire(20, 10, false).is_empty());
     assert!(!db.has_due(u64::MAX));
     assert_eq!(db.get(&key, 20, true).unwrap().value.type_name(), "string");
 }
@@ -116,7 +116,7 @@ fn a_step_deletes_at_most_its_limit_in_deadline_order() {
         db.insert(Bytes::from(format!("k{i:03}")), string("v", Some(i)));
     }
     // The earliest ten, deleted as one batch (in no particular order within it).
-    let mut gone = gone_keys(db.active_expire(1_000, 10));
+    let mut gone = gone_keys(db.active_expire(1_000, 10, false));
     gone.sort();
     let want: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("k{i:03}"))).collect();
     assert_eq!(gone, want);
@@ -143,7 +143,7 @@ fn a_batch_step_keeps_the_counts_and_tells_watchers() {
     db.watch(Bytes::from_static(b"k1"), spare.clone());
     let mut gone = 0;
     loop {
-        let step = db.active_expire(100, 128);
+        let step = db.active_expire(100, 128, false);
         if step.is_empty() {
             break;
         }
@@ -159,7 +159,7 @@ fn a_batch_step_keeps_the_counts_and_tells_watchers() {
     assert!(db.contains(b"k0", 100));
     db.check_expiry_index().unwrap();
     // Every key gone, the estimate is back where it started.
-    while !db.active_expire(u64::MAX, 128).is_empty() {}
+    while !db.active_expire(u64::MAX, 128, false).is_empty() {}
     assert_eq!(db.len(), 1);
     assert_eq!(db.expires_count(), 0);
     assert_eq!(db.memory().entry_bytes(), baseline);
@@ -199,7 +199,7 @@ fn the_expiry_index_shares_the_tables_key() {
     db.insert(Bytes::from_static(b"other"), string("v", Some(100)));
     assert_eq!(holders(&db, b"other"), 2, "a key inserted whole");
     assert_eq!(
-        gone_keys(db.active_expire(150, 10)),
+        gone_keys(db.active_expire(150, 10, false)),
         vec![Bytes::from_static(b"other")]
     );
     assert_eq!(db.len(), 1);

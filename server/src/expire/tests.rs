@@ -202,3 +202,43 @@ async fn a_collection_mostly_deleted_gives_its_room_back() {
     assert_eq!(c.cmd(["HGET", "h", "f9"]).await, Frame::bulk("v"));
     s.shutdown().await;
 }
+
+/// With `lazyfree-lazy-expire no` (the default), the cycle frees a big expired value itself,
+/// and the key counts in `DBSIZE` until that is done and the `expire-cycle` latency event is
+/// recorded: a client that sees `DBSIZE` reach 0 can read the event at once, as after Redis's
+/// cycle (Redis's `LATENCY of expire events are correctly collected` reads it that way). The
+/// client polls from the other worker while the cycle frees. Before, the key left `DBSIZE`
+/// as soon as it was taken out of the table, and the event came after the free and a yield.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_value_expired_counts_until_its_latency_event_is_recorded() {
+    let s = Server::builder().no_listener().start().await.unwrap();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(["CONFIG", "SET", "latency-monitor-threshold", "1"])
+            .await,
+        Frame::ok()
+    );
+    for chunk in 0..200 {
+        let mut sadd = vec!["SADD".to_string(), "big".to_string()];
+        sadd.extend((0..1000).map(|i| format!("m{}", chunk * 1000 + i)));
+        assert_eq!(int(c.cmd(sadd).await), 1000);
+    }
+    assert_eq!(int(c.cmd(["PEXPIRE", "big", "50"]).await), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while int(c.cmd(["DBSIZE"]).await) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key never expired"
+        );
+        tokio::task::yield_now().await;
+    }
+    let Frame::Array(events) = c.cmd(["LATENCY", "LATEST"]).await else {
+        panic!("LATENCY LATEST")
+    };
+    assert!(
+        events.iter().any(|e| matches!(e, Frame::Array(fields)
+            if fields.first() == Some(&Frame::bulk("expire-cycle")))),
+        "no expire-cycle event once DBSIZE is 0: {events:?}"
+    );
+    s.shutdown().await;
+}

@@ -41,7 +41,7 @@ pub fn expire_cost(keys: u64) -> ExpireCost {
     let mut gone_total = 0u64;
     loop {
         let t = Instant::now();
-        let gone = db.active_expire(u64::MAX / 2, STEP_KEYS);
+        let gone = db.active_expire(u64::MAX / 2, STEP_KEYS, false);
         delete += t.elapsed();
         if gone.is_empty() {
             break;
