@@ -64,6 +64,13 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// The kernel's limit on the memory areas one process maps (`vm.max_map_count`), as text.
+fn max_map_count() -> String {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// `n` tenants at once against an embedded server: each instantiated and doing one lock
 /// cycle, then each keeping one lease renewed by the host. Prints time, memory, renewals per
 /// second, CPU and renewal lateness.
@@ -82,8 +89,17 @@ async fn many_tenants(
         let mut inst = match host.tenant(&format!("m{i}")).instantiate(&plugin).await {
             Ok(inst) => inst,
             Err(e) => {
-                // Say where the machine ran out, and measure the tenants that did start.
-                println!("{n} tenants at once       instantiation {i} failed: {e:#}");
+                // Say where the machine ran out, and measure the tenants that did start. The
+                // usual limit is the kernel's count of memory areas a process may map: each
+                // tenant maps a few (its memory, table and stack slots, each beside a guard).
+                let maps = std::fs::read_to_string("/proc/self/maps")
+                    .map(|m| m.lines().count())
+                    .unwrap_or(0);
+                println!(
+                    "{n} tenants at once       instantiation {i} failed: {e:#} ({maps} areas \
+                     mapped, vm.max_map_count {})",
+                    max_map_count()
+                );
                 break;
             }
         };
@@ -100,11 +116,13 @@ async fn many_tenants(
     let n = u32::try_from(live.len()).unwrap_or(u32::MAX);
     println!(
         "{n} tenants at once       {took:.2?} to instantiate each and run a lock cycle \
-         ({} per tenant), {:.0} MiB resident for all ({:.1} KiB each), pooled: {}",
+         ({} per tenant), {:.0} MiB resident for all ({:.1} KiB each), pooled: {}, \
+         vm.max_map_count {}",
         per(took, n),
         grown as f64 / (1 << 20) as f64,
         grown as f64 / 1024.0 / f64::from(n),
-        host.pooled()
+        host.pooled(),
+        max_map_count()
     );
 
     // Each tenant now keeps one lease (a watched lock, TTL 3 s, renewed every second by the
