@@ -7,6 +7,7 @@ pub mod diff;
 /// The fault proxy lives in the host crate, whose `latchkey lesson --against` uses it too.
 pub use latchkey_plugin::fault_proxy;
 pub mod lock_api;
+pub mod persisted;
 pub mod wasm_api;
 
 // The helpers every crate's tests share live in latchkey-testkit; re-exported here under the

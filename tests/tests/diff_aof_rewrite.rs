@@ -17,15 +17,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use latchkey_server::{BlockingServer, Server};
+use latchkey_server::Server;
+use latchkey_tests::persisted::{latchkey_aof, redis_aof, temp_dir};
 use latchkey_tests::{Diff, RawConn, RedisProcess};
-
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-{name}-"))
-        .tempdir()
-        .unwrap()
-}
 
 fn cmd(c: &mut RawConn, args: &[&str]) -> String {
     String::from_utf8_lossy(&c.cmd(args)).into_owned()
@@ -50,16 +44,6 @@ fn wait_field(c: &mut RawConn, field: &str, value: &str) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A latchkey server with its AOF on, in `dir`.
-fn latchkey_aof(dir: &Path) -> BlockingServer {
-    Server::builder()
-        .config("dir", dir.to_str().unwrap())
-        .config("appendonly", "yes")
-        .config("appendfsync", "always")
-        .start_blocking()
-        .unwrap()
 }
 
 /// redis-server and latchkey, both with the AOF on and rewriting it as commands.
@@ -720,22 +704,6 @@ fn a_rewrite_whose_buffer_passes_its_bound_fails_and_loses_nothing() {
 
 // ---------------------------------------------------------------------------------------------
 // Function libraries in the AOF
-
-/// The AOF redis-server 7.0 keeps in `dir`: its base file, then its increments, in the order
-/// its manifest lists them (one file's worth of commands, as latchkey keeps it).
-fn redis_aof(dir: &Path) -> Vec<u8> {
-    let folder = dir.join("appendonlydir");
-    let manifest = std::fs::read_to_string(folder.join("appendonly.aof.manifest")).unwrap();
-    let mut out = Vec::new();
-    for line in manifest.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        // `file <name> seq <n> type <b|i|h>`: history files are no longer part of it.
-        if words.len() == 6 && words[0] == "file" && words[5] != "h" {
-            out.extend(std::fs::read(folder.join(words[1])).unwrap());
-        }
-    }
-    out
-}
 
 /// A library `name` whose function `<name>_v` answers `v`, so that which code is loaded shows.
 fn versioned(name: &str, v: &str) -> String {

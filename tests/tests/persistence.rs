@@ -4,15 +4,8 @@
 use std::time::Duration;
 
 use latchkey_server::{Frame, Server, ServerHandle};
+use latchkey_tests::persisted::temp_dir;
 use latchkey_tests::RedisProcess;
-
-/// A fresh directory for one test's files, removed when dropped (a failing test too).
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-{name}-"))
-        .tempdir()
-        .unwrap()
-}
 
 async fn start(dir: &std::path::Path, aof: bool) -> ServerHandle {
     let mut b = Server::builder()

@@ -14,12 +14,11 @@
 //! The deadlines a relative expiry (`EX 100`) becomes depend on each server's clock, so only
 //! timestamps within a day of now are replaced by a placeholder before comparing.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use latchkey_server::{BlockingServer, Server};
+use latchkey_server::Server;
+use latchkey_tests::persisted::{latchkey_aof, redis_aof, temp_dir, ReplicationStream};
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// One propagated command, its arguments as raw bytes.
@@ -209,73 +208,25 @@ fn same_commands(ours: &[Command], theirs: &[Command]) {
 // ---------------------------------------------------------------------------------------------
 // The replication stream
 
-/// A connection that said `SYNC` and skipped the snapshot: what follows is the stream.
-struct Stream(BufReader<TcpStream>);
-
-impl Stream {
-    fn open(addr: SocketAddr) -> Stream {
-        let mut s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.write_all(b"SYNC\r\n").unwrap();
-        let mut r = BufReader::new(s);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            r.read_line(&mut line).expect("the snapshot header");
-            if line.starts_with('$') {
-                break;
-            }
-            assert_eq!(line.trim(), "", "unexpected line before the snapshot");
+/// The stream's commands up to the closing `SET end 1` (left out), less the link's own
+/// `PING`s, which each server sends on its own clock.
+fn until_end(stream: &mut ReplicationStream) -> Vec<Command> {
+    let mut got = Vec::new();
+    loop {
+        let cmd = parse_commands(&stream.next_raw()).remove(0);
+        if cmd == [&b"SET"[..], b"end", b"1"] {
+            return got;
         }
-        let len: usize = line[1..].trim().parse().expect("snapshot length");
-        let mut rdb = vec![0; len];
-        r.read_exact(&mut rdb).expect("the snapshot");
-        Stream(r)
-    }
-
-    /// The raw bytes of the next command of the stream.
-    fn next_raw(&mut self) -> Vec<u8> {
-        let mut raw = Vec::new();
-        let mut head = String::new();
-        self.0.read_line(&mut head).expect("a stream line");
-        raw.extend_from_slice(head.as_bytes());
-        let n: usize = head
-            .trim_end()
-            .strip_prefix('*')
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("not a command in the stream: {head:?}"));
-        for _ in 0..n {
-            let mut len = String::new();
-            self.0.read_line(&mut len).expect("a bulk length");
-            raw.extend_from_slice(len.as_bytes());
-            let len: usize = len.trim_end()[1..].parse().expect("a bulk length");
-            let mut b = vec![0; len + 2];
-            self.0.read_exact(&mut b).unwrap();
-            raw.extend_from_slice(&b);
-        }
-        raw
-    }
-
-    /// The stream's commands up to the closing `SET end 1` (left out), less the link's own
-    /// `PING`s, which each server sends on its own clock.
-    fn until_end(&mut self) -> Vec<Command> {
-        let mut got = Vec::new();
-        loop {
-            let cmd = parse_commands(&self.next_raw()).remove(0);
-            if cmd == [&b"SET"[..], b"end", b"1"] {
-                return got;
-            }
-            if !cmd[0].eq_ignore_ascii_case(b"PING") {
-                got.push(cmd);
-            }
+        if !cmd[0].eq_ignore_ascii_case(b"PING") {
+            got.push(cmd);
         }
     }
 }
 
 fn stream_of(addr: SocketAddr) -> Vec<Command> {
-    let mut stream = Stream::open(addr);
+    let mut stream = ReplicationStream::open(addr);
     run_commands(addr);
-    stream.until_end()
+    until_end(&mut stream)
 }
 
 /// The replication stream carries latchkey's writes as redis-server's carries them.
@@ -321,37 +272,6 @@ fn the_stream_says_unlink_for_a_past_expiry_under_lazy_expire() {
 
 // ---------------------------------------------------------------------------------------------
 // The AOF
-
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
-/// The AOF redis-server 7.0 keeps in `dir`: its base file, then its increments, in the order
-/// its manifest lists them.
-fn redis_aof(dir: &Path) -> Vec<u8> {
-    let folder = dir.join("appendonlydir");
-    let manifest = std::fs::read_to_string(folder.join("appendonly.aof.manifest")).unwrap();
-    let mut out = Vec::new();
-    for line in manifest.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if words.len() == 6 && words[0] == "file" && words[5] != "h" {
-            out.extend(std::fs::read(folder.join(words[1])).unwrap());
-        }
-    }
-    out
-}
-
-fn latchkey_aof(dir: &Path) -> BlockingServer {
-    Server::builder()
-        .config("dir", dir.to_str().unwrap())
-        .config("appendonly", "yes")
-        .config("appendfsync", "always")
-        .start_blocking()
-        .expect("start latchkey")
-}
 
 /// The AOF holds latchkey's writes as redis-server's holds them (`appendfsync always`, and
 /// no RDB preamble, so both files are commands only), and the two files have the same length

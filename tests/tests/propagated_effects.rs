@@ -8,43 +8,20 @@
 //! they were served: `LPOP key n` with the number taken, `LMOVE`, `RPOPLPUSH`; the sorted-set
 //! pops as `ZPOPMIN key [n]` (`n`: how many there were to take, up to the count).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use latchkey_server::Server;
+use latchkey_tests::persisted::ReplicationStream;
 use latchkey_tests::{RawConn, RedisProcess};
 
-/// A connection that asked for the replication stream.
-struct Stream(BufReader<TcpStream>);
+/// The replication stream, as these tests read it: commands as lossy text, upper-cased names,
+/// without the link's own.
+struct Stream(ReplicationStream);
 
 impl Stream {
-    /// Says `SYNC` and skips the snapshot (the master may send newlines first, to keep the
-    /// link alive while it prepares the file).
     fn open(addr: SocketAddr) -> Stream {
-        let mut s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.write_all(b"SYNC\r\n").unwrap();
-        let mut r = BufReader::new(s);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            r.read_line(&mut line).expect("the snapshot header");
-            if line.starts_with('$') {
-                break;
-            }
-            assert_eq!(line.trim(), "", "unexpected line before the snapshot");
-        }
-        let len: usize = line[1..].trim().parse().expect("snapshot length");
-        let mut rdb = vec![0; len];
-        r.read_exact(&mut rdb).expect("the snapshot");
-        Stream(r)
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.0.read_line(&mut line).expect("a stream line");
-        line.trim_end().to_string()
+        Stream(ReplicationStream::open(addr))
     }
 
     /// The commands of the stream up to the test's closing `SET end ...`, which is left out.
@@ -62,20 +39,13 @@ impl Stream {
     /// The next command of the stream, skipping the link's own (`PING`, `REPLCONF`, `SELECT`).
     fn next(&mut self) -> Vec<String> {
         loop {
-            let head = self.line();
-            let n: usize = head
-                .strip_prefix('*')
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("not a command in the stream: {head:?}"));
-            let mut args = Vec::with_capacity(n);
-            for _ in 0..n {
-                let len: usize = self.line()[1..].parse().expect("bulk length");
-                let mut b = vec![0; len + 2];
-                self.0.read_exact(&mut b).unwrap();
-                b.truncate(len);
-                // Lossy: a `RESTORE` payload is binary; the tests that carry one replace it.
-                args.push(String::from_utf8_lossy(&b).into_owned());
-            }
+            // Lossy: a `RESTORE` payload is binary; the tests that carry one replace it.
+            let mut args: Vec<String> = self
+                .0
+                .next_args()
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
             let name = args[0].to_ascii_uppercase();
             if !matches!(name.as_str(), "PING" | "REPLCONF" | "SELECT") {
                 args[0] = name;

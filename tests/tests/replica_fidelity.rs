@@ -10,11 +10,11 @@
 //!   snapshot replaced, and a restart from it finds what the master has.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
-use latchkey_server::{BlockingServer, Server};
+use latchkey_server::Server;
 use latchkey_tests::pair::{cmd, info_offset, until, wait_link_up};
+use latchkey_tests::persisted::{latchkey_aof, temp_dir};
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// Makes `replica` follow `master` and waits until the link is up.
@@ -76,22 +76,6 @@ fn a_busy_script_on_the_replica_delays_the_masters_stream_on_latchkey() {
         .start_blocking()
         .unwrap();
     master_write_during_a_busy_script(master.addr(), replica.addr());
-}
-
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
-fn latchkey_aof(dir: &Path) -> BlockingServer {
-    Server::builder()
-        .config("dir", dir.to_str().unwrap())
-        .config("appendonly", "yes")
-        .config("appendfsync", "always")
-        .start_blocking()
-        .unwrap()
 }
 
 /// `KEYS *`, sorted, as text lines.

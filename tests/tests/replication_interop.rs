@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use latchkey_server::{BlockingServer, Server};
+use latchkey_tests::persisted::temp_dir;
 use latchkey_tests::{raw::show, RawConn, RedisProcess};
 
 /// Polls `f` until it holds; panics with `what` after 20 s (a bound for a loaded machine, not
@@ -632,14 +633,6 @@ fn a_promoted_replica_lets_its_peers_continue() {
     assert_eq!(cmd(&mut r, &["GET", "k2"]), "$2\r\nv2\r\n");
 }
 
-/// A fresh directory for one test's files, removed when dropped (a failing test too).
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-interop-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 fn with_aof(dir: &std::path::Path, fsync: &str) -> BlockingServer {
     Server::builder()
         .config("dir", dir.to_str().unwrap())
@@ -676,7 +669,7 @@ fn waitaof_counts_local_and_replica_fsyncs() {
         "-ERR timeout is negative\r\n"
     );
 
-    let tmp = temp_dir("waitaof");
+    let tmp = temp_dir("interop-waitaof");
     let dir = tmp.path();
     let (mdir, rdir, edir) = (dir.join("m"), dir.join("r"), dir.join("e"));
     for d in [&mdir, &rdir, &edir] {
@@ -815,7 +808,7 @@ fn a_latchkey_snapshot_is_an_rdb_file_redis_loads_from_disk() {
     let master = latchkey();
     let mut m = conn(master.addr());
     fill(&mut m);
-    let tmp = temp_dir("rdbfile");
+    let tmp = temp_dir("interop-rdbfile");
     let dir = tmp.path();
     let file = dir.join("dump.rdb");
     let port = master.addr().port().to_string();

@@ -7,14 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use latchkey_server::Server;
+use latchkey_tests::persisted::temp_dir;
 use latchkey_tests::{Diff, RawConn, RedisProcess};
-
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-{name}-"))
-        .tempdir()
-        .unwrap()
-}
 
 fn cmd(c: &mut RawConn, args: &[&str]) -> String {
     String::from_utf8_lossy(&c.cmd(args)).into_owned()

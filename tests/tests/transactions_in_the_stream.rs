@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use latchkey_server::{BlockingServer, Server};
+use latchkey_tests::persisted::temp_dir;
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// A function library with a two-write function and a one-write function.
@@ -208,13 +209,6 @@ fn latchkey_with_aof(dir: &Path) -> BlockingServer {
         .unwrap()
 }
 
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("latchkey-units-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 /// Polls `f` until it holds; panics with `what` after 20 s (a bound for a loaded machine, not
 /// a speed check).
 fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -246,7 +240,7 @@ fn the_stream_wraps_units_of_several_writes_as_redis_does() {
 
 #[test]
 fn the_aof_wraps_units_of_several_writes_as_redis_does() {
-    let redis_dir = temp_dir("redis");
+    let redis_dir = temp_dir("units-redis");
     let redis = RedisProcess::spawn(&[
         "--appendonly",
         "yes",
@@ -262,7 +256,7 @@ fn the_aof_wraps_units_of_several_writes_as_redis_does() {
         .expect("redis-server's incremental AOF");
     let redis_aof = comparable(aof_commands(&incr));
 
-    let dir = temp_dir("latchkey");
+    let dir = temp_dir("units-latchkey");
     let latchkey = latchkey_with_aof(dir.path());
     run_workload(latchkey.addr());
     let latchkey_aof = comparable(aof_commands(&dir.path().join("appendonly.aof")));
