@@ -113,8 +113,9 @@ pub(crate) fn before_long_step() {
 /// its closure returns before that thread has picked it up: a bare sleep inside loses that
 /// race on a loaded machine, and the tasks queued here then wait for the whole step. So the
 /// closure waits for a marker task spawned just before, which sits in this worker's own
-/// queue (its LIFO slot, which other workers cannot steal) and so runs only once the core has
-/// moved. Once moved, the core stays with the other thread: this task goes on here, coreless,
+/// queue and so runs only once the core has moved: in its LIFO slot, which other workers
+/// cannot steal, or, on a runtime of one worker with that slot off (`Server::runtime`), in
+/// its queue, which no other worker exists to steal from. Once moved, the core stays with the other thread: this task goes on here, coreless,
 /// until it next yields.
 ///
 /// On a current-thread runtime there is no other thread to hand anything to

@@ -195,9 +195,10 @@ impl Builder {
         })
     }
 
-    /// The `io-threads` this builder was given (the last one), or Redis's default of 1; a
-    /// value that is not a number is left for [`Builder::start`] to refuse.
-    fn io_threads(&self) -> usize {
+    /// The `io-threads` this builder was given (the last one), or Redis's default of 1: the
+    /// worker count to build its runtime with ([`Server::runtime`]). A value that is not a
+    /// number counts as 1 here and is refused by [`Builder::start`].
+    pub fn io_threads(&self) -> usize {
         self.config
             .iter()
             .rev()

@@ -127,31 +127,25 @@ fn main() -> std::io::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&args.loglevel))
         .with_writer(std::io::stderr)
         .init();
+    let mut b = Server::builder()
+        .port(args.port)
+        .bind(args.bind.clone())
+        .load_snapshot(true);
+    // redis-server's save points when no `--save` says otherwise, as it writes and loads
+    // `dir`/`dbfilename` like redis-server (an embedded server has none by default).
+    b = b.config("save", "3600 1 300 100 60 10000");
+    if let Some(m) = args.maxclients {
+        b = b.config("maxclients", m.to_string());
+    }
+
+    for (name, value) in directives {
+        b = b.config(name, value);
+    }
     // `--io-threads N` (Redis's directive, 1 by default) is how many threads serve clients:
     // with one, commands from different connections run in the order they arrived, as on
     // redis-server (see `Server::runtime`).
-    let io_threads = directives
-        .iter()
-        .rev()
-        .find(|(k, _)| k.eq_ignore_ascii_case("io-threads"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(1);
-    let rt = Server::runtime(io_threads)?;
+    let rt = Server::runtime(b.io_threads())?;
     rt.block_on(async move {
-        let mut b = Server::builder()
-            .port(args.port)
-            .bind(args.bind.clone())
-            .load_snapshot(true);
-        // redis-server's save points when no `--save` says otherwise, as it writes and loads
-        // `dir`/`dbfilename` like redis-server (an embedded server has none by default).
-        b = b.config("save", "3600 1 300 100 60 10000");
-        if let Some(m) = args.maxclients {
-            b = b.config("maxclients", m.to_string());
-        }
-
-        for (name, value) in directives {
-            b = b.config(name, value);
-        }
         let server = b.start().await?;
         if let Some(master) = &args.replicaof {
             let port = master[1].parse::<u16>().map_err(|_| {
