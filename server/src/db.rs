@@ -107,6 +107,10 @@ pub(crate) struct Db {
     /// Clients blocked in `BLPOP`/`BRPOP` (and friends) on keys of this database: each blocked
     /// client registers its own notifier under every key it waits for.
     blocked: DashMap<Bytes, Vec<Arc<Notify>>, KeyHasher>,
+    /// How many notifiers `blocked` holds: what a push checks first. Asking the map itself
+    /// whether it is empty read-locks each of its shards in turn, two atomic operations a
+    /// shard on the path of every `LPUSH` and `ZADD`.
+    blocked_count: AtomicUsize,
     /// Clients blocked in `XREADGROUP` on keys of this database, in the order they blocked,
     /// each with the group it reads as: woken by any change of the key (a deletion, a new
     /// type, a flush, a swap) so that they can answer that the stream is gone, as Redis's

@@ -29,7 +29,7 @@ impl Db {
     /// [`unblock`](Db::unblock) wakes the next), so each waiter checks the key in turn and one
     /// push onto a key with ten thousand waiters costs one wake-up, not ten thousand.
     pub(crate) fn signal_ready(&self, key: &[u8]) {
-        if self.blocked.is_empty() {
+        if self.blocked_count.load(Ordering::SeqCst) == 0 {
             return;
         }
         if let Some(list) = self.blocked.get(key) {
@@ -43,7 +43,7 @@ impl Db {
     /// new entries, so none waits for another's turn). Each gets a permit, as with
     /// [`signal_ready`](Db::signal_ready).
     pub(crate) fn signal_all(&self, key: &[u8]) {
-        if self.blocked.is_empty() {
+        if self.blocked_count.load(Ordering::SeqCst) == 0 {
             return;
         }
         if let Some(list) = self.blocked.get(key) {
@@ -69,8 +69,13 @@ impl Db {
     }
 
     /// Registers a blocked client's notifier under `key`.
+    ///
+    /// Counted before the caller looks at the key again, with the push's check in
+    /// [`signal_ready`](Db::signal_ready) sequentially consistent with it: either the pusher
+    /// sees this client, or this client sees what was pushed.
     pub(crate) fn block_on(&self, key: Bytes, notify: Arc<Notify>) {
         self.blocked.entry(key).or_default().push(notify);
+        self.blocked_count.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Removes a notifier registered with [`block_on`](Db::block_on), and wakes the client
@@ -81,7 +86,10 @@ impl Db {
         let mut was_first = false;
         if let Some(mut list) = self.blocked.get_mut(key) {
             was_first = list.first().is_some_and(|n| Arc::ptr_eq(n, notify));
+            let before = list.len();
             list.retain(|n| !Arc::ptr_eq(n, notify));
+            self.blocked_count
+                .fetch_sub(before - list.len(), Ordering::SeqCst);
         }
         self.blocked.remove_if(key, |_, l| l.is_empty());
         if was_first {
