@@ -39,15 +39,18 @@ pub(crate) fn parse_double(arg: &[u8]) -> Option<f64> {
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
         return None;
     }
-    let v = match s.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => {
-            if s.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
-                return None;
-            }
-            s.parse::<f64>().ok()?
+    // The spellings of infinity, compared without a lowercased copy: a score is parsed on
+    // every `ZADD`, and the copy was an allocation each time.
+    let named = |names: &[&str]| names.iter().any(|n| s.eq_ignore_ascii_case(n));
+    let v = if named(&["inf", "+inf", "infinity", "+infinity"]) {
+        f64::INFINITY
+    } else if named(&["-inf", "-infinity"]) {
+        f64::NEG_INFINITY
+    } else {
+        if s.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
+            return None;
         }
+        s.parse::<f64>().ok()?
     };
     if v.is_nan() {
         None
