@@ -89,6 +89,13 @@ pub(crate) const BLOCKS_UNLISTED: u32 = 1 << 26;
 /// stream-order lock as a write does (see `Shared::order_guard`), so that its record keeps
 /// the keyspace's order. Not shown by `COMMAND INFO`.
 pub(crate) const MAY_RECORD: u32 = 1 << 27;
+/// A write whose handler keeps none of its arguments' buffers: what it stores it copies
+/// (into a list's packed chunk, a sorted-set member's own allocation, an inline string, or
+/// through [`crate::memory::detached`]). The dispatcher then skips the copy it otherwise
+/// gives a `DENYOOM` write's arguments ([`crate::memory::detach_args`]), which such a
+/// handler would copy a second time and throw the first away (an allocation and a free an
+/// argument). Not shown by `COMMAND INFO`.
+pub(crate) const COPIES_ARGS: u32 = 1 << 28;
 
 /// How a command runs.
 pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;

@@ -187,11 +187,17 @@ async fn run_command(
         // copies the bytes it is given: the key arguments need no copy, unless the
         // arguments themselves are kept, by a command that may wait (its wait holds them)
         // or one queued in `MULTI`. Keys found by a function (`keys_of`) are copied too.
-        let keys = match spec.keys_of.is_none() && !spec.has(BLOCKING) && client.multi.is_none() {
-            true => KeySpan::of(spec, args.len()),
-            false => KeySpan::NONE,
-        };
-        crate::memory::detach_args(&mut args, |i| keys.has(i));
+        //
+        // A handler that copies whatever it stores (`COPIES_ARGS`: `LPUSH`, `ZADD`, `SADD`,
+        // `HSET`, ...) needs no copy of any argument, on the same condition.
+        let kept = spec.has(BLOCKING) || client.multi.is_some();
+        if kept || !spec.has(COPIES_ARGS) {
+            let keys = match spec.keys_of.is_none() && !kept {
+                true => KeySpan::of(spec, args.len()),
+                false => KeySpan::NONE,
+            };
+            crate::memory::detach_args(&mut args, |i| keys.has(i));
+        }
     }
     let now_ms = shared.clock.now_ms();
     client.sync_info(spec.name, now_ms);

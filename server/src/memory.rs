@@ -529,9 +529,20 @@ impl Drop for EntryMut<'_> {
 /// allocation and a free for nothing).
 pub(crate) fn detach_args(args: &mut [Bytes], is_key: impl Fn(usize) -> bool) {
     for (i, a) in args.iter_mut().enumerate().skip(1) {
-        if a.len() < 32 * 1024 && !is_key(i) {
-            *a = Bytes::copy_from_slice(a);
+        if !is_key(i) {
+            *a = detached(a);
         }
+    }
+}
+
+/// The bytes of `arg` to store, by [`detach_args`]'s rule: a copy of its own, unless it is
+/// 32 KiB or more. What a handler flagged `COPIES_ARGS` calls for an argument it stores as
+/// a `Bytes` (a set's member, a hash's long field or value).
+pub(crate) fn detached(arg: &Bytes) -> Bytes {
+    if arg.len() < 32 * 1024 {
+        Bytes::copy_from_slice(arg)
+    } else {
+        arg.clone()
     }
 }
 

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 
 use super::keys::parse_scan;
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
-use super::{arity_error, spec, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use super::{arity_error, spec, CommandSpec, Ctx, COPIES_ARGS, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::command::WALKS_VALUE;
 use crate::frame::Frame;
@@ -15,9 +15,33 @@ use crate::notify::HASH;
 
 /// The hash commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
-    spec("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
-    spec("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),
+    spec(
+        "hset",
+        -4,
+        WRITE | DENYOOM | FAST | COPIES_ARGS,
+        1,
+        1,
+        1,
+        hset,
+    ),
+    spec(
+        "hmset",
+        -4,
+        WRITE | DENYOOM | FAST | COPIES_ARGS,
+        1,
+        1,
+        1,
+        hmset,
+    ),
+    spec(
+        "hsetnx",
+        4,
+        WRITE | DENYOOM | FAST | COPIES_ARGS,
+        1,
+        1,
+        1,
+        hsetnx,
+    ),
     spec("hget", 3, READONLY | FAST, 1, 1, 1, hget),
     spec("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
     spec("hdel", -3, WRITE | FAST, 1, 1, 1, hdel),
@@ -58,6 +82,18 @@ fn hash_of<'e>(e: &'e mut EntryMut<'_>) -> &'e mut Hash {
     container_mut(e)
 }
 
+/// A field or value as the hash stores it, from an argument of `HSET`, `HMSET` or `HSETNX`
+/// (flagged `COPIES_ARGS`: the argument may be a view of the connection's read buffer): a
+/// short one inline, a longer one in an allocation of its own (see
+/// [`crate::memory::detached`]).
+fn stored(arg: &Bytes) -> Str {
+    if arg.len() <= crate::string::INLINE {
+        Str::copy_from_slice(arg)
+    } else {
+        Str::from(crate::memory::detached(arg))
+    }
+}
+
 fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame> {
     if args.len() % 2 == 1 {
         return Err(arity_error(name));
@@ -67,9 +103,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[Bytes], name: &str) -> Result<i64, Frame
     let h = hash_of(&mut e);
     let mut added = 0;
     for pair in args[2..].chunks(2) {
-        if h.insert(pair[0].clone().into(), pair[1].clone().into())
-            .is_none()
-        {
+        if h.insert(stored(&pair[0]), stored(&pair[1])).is_none() {
             added += 1;
         }
     }
@@ -97,7 +131,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     if h.contains_key(&args[2]) {
         return Frame::Integer(0);
     }
-    h.insert(args[2].clone().into(), args[3].clone().into());
+    h.insert(stored(&args[2]), stored(&args[3]));
     drop(e);
     ctx.modified(key);
     ctx.notify(HASH, "hset", key);

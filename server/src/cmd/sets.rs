@@ -13,7 +13,9 @@ use rand::Rng;
 
 use super::keys::parse_scan;
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
-use super::{counted_keys, spec, CommandSpec, Ctx, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE};
+use super::{
+    counted_keys, spec, CommandSpec, Ctx, COPIES_ARGS, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE,
+};
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::Frame;
@@ -23,7 +25,15 @@ use crate::set::Set;
 
 /// The set commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec("sadd", -3, WRITE | DENYOOM | FAST, 1, 1, 1, sadd),
+    spec(
+        "sadd",
+        -3,
+        WRITE | DENYOOM | FAST | COPIES_ARGS,
+        1,
+        1,
+        1,
+        sadd,
+    ),
     spec("srem", -3, WRITE | FAST, 1, 1, 1, srem),
     spec("smembers", 2, READONLY | WALKS_VALUE, 1, 1, 1, smembers),
     spec("sismember", 3, READONLY | FAST, 1, 1, 1, sismember),
@@ -115,6 +125,20 @@ fn set_reply(members: Vec<Bytes>) -> Frame {
     Frame::Set(members.into_iter().map(Frame::Bulk).collect())
 }
 
+/// Adds a member as `SADD` received it: the set stores a copy of its own (`SADD` is flagged
+/// `COPIES_ARGS`, so the argument may be a view of the connection's read buffer), made only
+/// when the member is new. An integer going into an intset is stored as a number, no copy.
+fn add_arg(s: &mut Set, member: &Bytes, max_intset: usize) -> bool {
+    let into_intset = s.ints().is_some() && crate::codec::parse_int(member).is_some();
+    if into_intset {
+        return s.insert(member.clone(), max_intset);
+    }
+    if s.ints().is_none() && s.contains(member) {
+        return false;
+    }
+    s.insert(crate::memory::detached(member), max_intset)
+}
+
 fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
     let key = &args[1];
     let max = max_intset(ctx);
@@ -123,10 +147,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         Err(err) => return err,
     };
     let s: &mut Set = container_mut(&mut e);
-    let added = args[2..]
-        .iter()
-        .filter(|m| s.insert((*m).clone(), max))
-        .count();
+    let added = args[2..].iter().filter(|m| add_arg(s, m, max)).count();
     drop(e);
     if added > 0 {
         ctx.modified(key);
