@@ -253,13 +253,17 @@ const SAMPLES: usize = 5;
 
 /// The mean allocation of up to [`SAMPLES`] elements at evenly spaced positions, times the
 /// number of elements: `at(i)` gives the bytes of element `i`.
+///
+/// Every write to a collection measures it twice (see [`EntryMut`]), so the divisions here
+/// are by the constant [`SAMPLES`] (which the compiler turns into multiplications) whenever
+/// there are that many elements; with fewer, each element is its own sample and there is
+/// nothing to divide. Both give what `sum * len / n` over `i * len / n` gives.
 fn extrapolate(len: usize, at: impl Fn(usize) -> usize) -> usize {
-    if len == 0 {
-        return 0;
+    if len < SAMPLES {
+        return (0..len).map(at).sum();
     }
-    let n = len.min(SAMPLES);
-    let sum: usize = (0..n).map(|i| at(i * len / n)).sum();
-    sum * len / n
+    let sum: usize = (0..SAMPLES).map(|i| at(i * len / SAMPLES)).sum();
+    sum * len / SAMPLES
 }
 
 /// The allocation of a collection's boxed header (see [`Value`]: hashes, sets and sorted sets
