@@ -39,6 +39,14 @@ pub(crate) fn parse_double(arg: &[u8]) -> Option<f64> {
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
         return None;
     }
+    // The common case, a number in digits (every `ZADD` score): ASCII with no letter but an
+    // exponent's. Neither a spelling of infinity nor any letter test below can apply to it,
+    // so it goes straight to the parse, after one pass over its bytes.
+    let digits =
+        |b: &u8| b.is_ascii() && (!b.is_ascii_alphabetic() || b.eq_ignore_ascii_case(&b'e'));
+    if arg.iter().all(digits) {
+        return s.parse::<f64>().ok().filter(|v| !v.is_nan());
+    }
     // The spellings of infinity, compared without a lowercased copy: a score is parsed on
     // every `ZADD`, and the copy was an allocation each time.
     let named = |names: &[&str]| names.iter().any(|n| s.eq_ignore_ascii_case(n));
@@ -246,4 +254,32 @@ fn subcommand_error(what: &str, args: &[Bytes], parent: &str) -> Frame {
             .collect::<String>(),
         parent.to_ascii_uppercase()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scores in digits take the short path; every other spelling the full checks, with the
+    /// answers Redis's `getDoubleFromObject` gives.
+    #[test]
+    fn parse_double_accepts_and_refuses_what_redis_does() {
+        let ok = [
+            ("1.5", 1.5),
+            ("-2e3", -2000.0),
+            ("1E5", 100_000.0),
+            ("+7", 7.0),
+            ("inf", f64::INFINITY),
+            ("+Infinity", f64::INFINITY),
+            ("-INF", f64::NEG_INFINITY),
+        ];
+        for (text, want) in ok {
+            assert_eq!(parse_double(text.as_bytes()), Some(want), "{text}");
+        }
+        for bad in [
+            "", " 1", "1 ", "1 2", "nan", "NaN", "1x", "0x10", "e", "--1", "\u{e9}1",
+        ] {
+            assert_eq!(parse_double(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
 }
