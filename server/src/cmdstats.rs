@@ -356,28 +356,31 @@ mod tests {
             failed: false,
         };
         let names = |i| (i == 7).then_some("get");
-        // Two threads, one after the other: the second takes over the first's shard.
-        for _ in 0..2 {
+        // Two threads, one after the other: the second takes over the shard the first left
+        // (a thread's shards are handed back before `join` returns).
+        let on_a_thread = |outcome| {
             let s = s.clone();
-            let get = get.clone();
-            std::thread::spawn(move || s.record(&get, call))
+            std::thread::spawn(move || s.record(&StatKey::Command(7), outcome))
                 .join()
                 .unwrap();
-        }
+        };
+        on_a_thread(call);
+        on_a_thread(call);
         assert_eq!(s.shards.lock().len(), 1);
+        // This thread takes it over in turn, and keeps it: the next thread needs another.
         s.record(&get, call);
+        assert_eq!(s.shards.lock().len(), 1);
+        on_a_thread(call);
         assert_eq!(s.shards.lock().len(), 2);
         assert_eq!(
             s.info_section(names),
-            "cmdstat_get:calls=3,usec=6,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
+            "cmdstat_get:calls=4,usec=8,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
         );
         s.reset();
         assert_eq!(s.info_section(names), "");
         // The left-behind shard is zeroed by its next owner before it counts.
-        let s2 = s.clone();
-        std::thread::spawn(move || s2.record(&StatKey::Command(7), Outcome::Rejected))
-            .join()
-            .unwrap();
+        on_a_thread(Outcome::Rejected);
+        assert_eq!(s.shards.lock().len(), 2);
         assert_eq!(
             s.info_section(names),
             "cmdstat_get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
