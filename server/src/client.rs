@@ -301,8 +301,13 @@ impl PushReceiver {
         PushReceiver { rx, handle }
     }
 
-    /// Records that `n` queued bytes have been written out.
+    /// Records that `n` queued bytes have been written out. Nothing to do for none, the
+    /// usual case (a connection calls this after each write, pushes or not), which then
+    /// costs no compare-and-swap.
     pub(crate) fn written(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
         let _ =
             self.handle
                 .queued_push_bytes

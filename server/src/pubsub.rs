@@ -6,7 +6,7 @@
 //! disconnected, so one slow reader cannot exhaust the server's memory (see [`crate::outbuf`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -24,6 +24,12 @@ pub(crate) struct PubSub {
     channels: DashMap<Bytes, Subscribers, KeyHasher>,
     patterns: RwLock<HashMap<Bytes, Subscribers>>,
     shard_channels: DashMap<Bytes, Subscribers, KeyHasher>,
+    /// How many subscriptions (a client and a name) each space holds, indexed by
+    /// [`Kind::index`]: a `PUBLISH` finds a space with none empty by one load, where looking
+    /// takes a lock (two atomic read-modify-writes, a few percent of a `PUBLISH`'s CPU). Moved
+    /// after the map changed, so a publisher that reads zero runs before the subscription
+    /// was complete (and before its client had the reply).
+    subscriptions: [AtomicUsize; 3],
 }
 
 /// Which of the three subscription spaces a command works on.
@@ -40,7 +46,23 @@ pub(crate) enum Kind {
 /// Output-buffer limits for pub/sub clients (`client-output-buffer-limit pubsub`).
 pub(crate) type BufferLimits = crate::config::BufferLimit;
 
+impl Kind {
+    /// This space's slot in [`PubSub::subscriptions`].
+    fn index(self) -> usize {
+        match self {
+            Kind::Channel => 0,
+            Kind::Pattern => 1,
+            Kind::Shard => 2,
+        }
+    }
+}
+
 impl PubSub {
+    /// Whether the space holds any subscription (see [`PubSub::subscriptions`]).
+    fn any(&self, kind: Kind) -> bool {
+        self.subscriptions[kind.index()].load(Ordering::Acquire) > 0
+    }
+
     fn map(&self, kind: Kind) -> &DashMap<Bytes, Subscribers, KeyHasher> {
         match kind {
             Kind::Shard => &self.shard_channels,
@@ -51,7 +73,7 @@ impl PubSub {
     /// Adds a subscription; returns false if the client already had it.
     pub(crate) fn subscribe(&self, kind: Kind, name: Bytes, sender: &PushSender) -> bool {
         let id = sender.handle.id;
-        match kind {
+        let added = match kind {
             Kind::Pattern => self
                 .patterns
                 .write()
@@ -65,12 +87,16 @@ impl PubSub {
                 .or_default()
                 .insert(id, sender.clone())
                 .is_none(),
+        };
+        if added {
+            self.subscriptions[kind.index()].fetch_add(1, Ordering::Release);
         }
+        added
     }
 
     /// Removes a subscription; returns whether there was one.
     pub(crate) fn unsubscribe(&self, kind: Kind, name: &[u8], client_id: u64) -> bool {
-        match kind {
+        let removed = match kind {
             Kind::Pattern => {
                 let mut p = self.patterns.write();
                 let Some(subs) = p.get_mut(name) else {
@@ -90,7 +116,11 @@ impl PubSub {
                 map.remove_if(name, |_, s| s.is_empty());
                 removed
             }
+        };
+        if removed {
+            self.subscriptions[kind.index()].fetch_sub(1, Ordering::Release);
         }
+        removed
     }
 
     /// Delivers a message; returns how many clients received it (a client subscribed to the
@@ -109,7 +139,12 @@ impl PubSub {
         } else {
             "message"
         };
-        if let Some(subs) = self.map(kind).get(channel) {
+        let subscribed = if self.any(kind) {
+            self.map(kind).get(channel)
+        } else {
+            None
+        };
+        if let Some(subs) = subscribed {
             let frame = Frame::Push(vec![
                 Frame::bulk(word),
                 Frame::Bulk(channel.clone()),
@@ -122,7 +157,7 @@ impl PubSub {
                 }
             }
         }
-        if kind == Kind::Channel {
+        if kind == Kind::Channel && self.any(Kind::Pattern) {
             let patterns = self.patterns.read();
             for (pattern, subs) in patterns.iter() {
                 if !crate::glob::matches(pattern, channel, false) {

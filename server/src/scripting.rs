@@ -158,8 +158,6 @@ pub(crate) struct Scripting {
     last_effects: Mutex<Vec<Vec<Bytes>>>,
     /// Whether runs record their writes for [`Scripting::last_effects`].
     recording: AtomicBool,
-    /// The Lua heap's size when the running script started (see `release_run_memory`).
-    heap_at_start: std::sync::atomic::AtomicUsize,
     /// The interpreter's memory limit in bytes (0: none).
     memory_limit: std::sync::atomic::AtomicUsize,
     /// The Lua heap's size after the last garbage-collection step (see
@@ -283,7 +281,6 @@ impl Scripting {
             line_hook,
             last_effects: Mutex::new(Vec::new()),
             recording: AtomicBool::new(false),
-            heap_at_start: std::sync::atomic::AtomicUsize::new(0),
             memory_limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
             heap_after_gc_step: std::sync::atomic::AtomicUsize::new(0),
         })
@@ -331,16 +328,19 @@ impl Scripting {
     /// After a run: when the interpreter holds more than half its limit (a script built
     /// something big, or stopped the collector with `collectgarbage('stop')`), collect now,
     /// so the garbage of one script does not fail the next with `not enough memory` (Lua
-    /// 5.1 does not collect on its own when an allocation fails).
-    fn collect_if_full(&self) {
+    /// 5.1 does not collect on its own when an allocation fails). `used`: the heap's size
+    /// in bytes now; returns it, as it is after the collection if there was one.
+    fn collect_if_full(&self, used: usize) -> usize {
         let limit = self.memory_limit.load(Ordering::Acquire);
-        if limit > 0 && self.lua.used_memory() > limit / 2 {
+        if limit > 0 && used > limit / 2 {
             // The collection itself needs a little memory (mlua's protected call), which a
             // full interpreter cannot give: lift the limit while collecting.
             let _ = self.lua.set_memory_limit(0);
             let _ = self.lua.gc_collect();
             let _ = self.lua.set_memory_limit(limit);
+            return self.lua.used_memory();
         }
+        used
     }
 
     /// After a run: once the Lua heap has grown by [`GC_STEP_AFTER_GROWTH`] since the last
@@ -357,8 +357,10 @@ impl Scripting {
     /// is live whatever a run leaves behind, and spends the cycle only once there is that
     /// much to free: a lock script (a few hundred bytes of garbage a run) takes one about
     /// every hundred runs.
-    fn step_collector(&self) {
-        let used = self.lua.used_memory();
+    ///
+    /// `used`: the heap's size in bytes now; returns it, as it is after the step if there
+    /// was one.
+    fn step_collector(&self, used: usize) -> usize {
         let floor = self.heap_after_gc_step.load(Ordering::Relaxed);
         if used < floor {
             // Collected meanwhile (by Lua itself, `collectgarbage`, `SCRIPT FLUSH`): measure
@@ -370,9 +372,11 @@ impl Scripting {
             let _ = self
                 .lua
                 .gc_step_kbytes(GC_STEP_PERIOD as std::os::raw::c_int);
-            self.heap_after_gc_step
-                .store(self.lua.used_memory(), Ordering::Relaxed);
+            let used = self.lua.used_memory();
+            self.heap_after_gc_step.store(used, Ordering::Relaxed);
+            return used;
         }
+        used
     }
 
     /// Compiles a script (or finds it in the cache) and returns its SHA1. A compile error is

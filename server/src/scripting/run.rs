@@ -134,6 +134,20 @@ pub(super) unsafe fn push_string_array(state: *mut mlua::ffi::lua_State, items: 
     }
 }
 
+/// The Lua heap's size in bytes, as Lua itself counts it: the same count as mlua's
+/// `Lua::used_memory` (every allocation goes through mlua's allocator, which Lua's count
+/// mirrors), read without taking mlua's lock, from inside a trip into Lua that holds it.
+///
+/// # Safety
+///
+/// `state` must be a live Lua state of the interpreter, used on the thread that runs it.
+unsafe fn heap_bytes(state: *mut mlua::ffi::lua_State) -> usize {
+    use mlua::ffi;
+    let kbytes = ffi::lua_gc(state, ffi::LUA_GCCOUNT, 0).max(0) as usize;
+    let rest = ffi::lua_gc(state, ffi::LUA_GCCOUNTB, 0).max(0) as usize;
+    kbytes * 1024 + rest
+}
+
 /// Installs the instruction hook every script runs under: every 100k instructions (about a
 /// millisecond) it looks at the clock (see [`crate::hand_off`]) and at the kill switch. Lua
 /// counts instructions across runs, so the hook may fire early in a short script: harmless,
@@ -288,9 +302,9 @@ impl Scripting {
     /// After a run: drops the run's `KEYS` and `ARGV` unless the run's own trip into Lua
     /// already did (`globals_left`: globals that would otherwise keep the last run's
     /// arguments, a large value among them, alive until the next run), and when the run left
-    /// the Lua heap much larger than it found it, collects the garbage now rather than
-    /// whenever Lua's incremental collector gets to it.
-    fn release_run_memory(&self, globals_left: bool) {
+    /// the Lua heap (`used` bytes, `None` when unknown) much larger than it found it (`before`),
+    /// collects the garbage now rather than whenever Lua's incremental collector gets to it.
+    fn release_run_memory(&self, globals_left: bool, before: usize, used: Option<usize>) {
         if globals_left {
             // Through mlua: each call is a protected call of its own (and, in Lua 5.1, a new C
             // closure for the collector to free), so this is the rare path, after a run whose
@@ -298,8 +312,11 @@ impl Scripting {
             let _ = self.visible.raw_set("KEYS", Value::Nil);
             let _ = self.visible.raw_set("ARGV", Value::Nil);
         }
-        let before = self.heap_at_start.load(Ordering::Acquire);
-        if self.lua.used_memory() > before.saturating_add(COLLECT_AFTER_GROWTH) {
+        let used = match used {
+            Some(used) if !globals_left => used,
+            _ => self.lua.used_memory(),
+        };
+        if used > before.saturating_add(COLLECT_AFTER_GROWTH) {
             let _ = self.lua.gc_collect();
         }
     }
@@ -322,8 +339,6 @@ impl Scripting {
         let _unit = ctx.shared.begin_unit();
         // Hands the worker off once the run is long (see `crate::hand_off`); ends with it.
         let _span = crate::hand_off::start();
-        self.heap_at_start
-            .store(self.lua.used_memory(), Ordering::Release);
         // SAFETY: the pointer is only dereferenced by `redis_call`, which runs synchronously on
         // this thread, inside `run_fn.call` below, while `ctx` is still mutably borrowed by this
         // function. It is cleared before this function returns (the guard runs on unwind too).
@@ -349,28 +364,53 @@ impl Scripting {
             })
         });
         /// Ends the run, on unwind too. `globals_left`: the run's `KEYS` and `ARGV` may
-        /// still be set (until the trip into Lua says it cleared them).
-        struct ClearRun<'a>(&'a Scripting, bool);
+        /// still be set (until the trip into Lua says it cleared them). `heap_before` and
+        /// `heap_after`: the Lua heap's size in bytes when the run started (`usize::MAX` while
+        /// unknown: then it is not compared) and as it ended (`None`: read it again).
+        struct ClearRun<'a> {
+            scripting: &'a Scripting,
+            globals_left: bool,
+            heap_before: usize,
+            heap_after: Option<usize>,
+        }
         impl Drop for ClearRun<'_> {
             fn drop(&mut self) {
                 if let Some(run) = RUN.with(|r| r.borrow_mut().take()) {
                     if let Some(effects) = run.effects {
-                        *self.0.last_effects.lock() = if effects.bytes == usize::MAX {
+                        *self.scripting.last_effects.lock() = if effects.bytes == usize::MAX {
                             vec![vec![Bytes::from_static(b"EFFECTS-TRUNCATED")]]
                         } else {
                             wrap_effects(effects.commands)
                         };
                     }
                 }
-                self.0.release_run_memory(self.1);
-                self.0.kill.end();
-                if self.0.line_hook.swap(false, Ordering::AcqRel) {
+                self.scripting.release_run_memory(
+                    self.globals_left,
+                    self.heap_before,
+                    self.heap_after,
+                );
+                self.scripting.kill.end();
+                if self.scripting.line_hook.swap(false, Ordering::AcqRel) {
                     // The run was killed: back to the hook that fires every 100k instructions.
-                    install_count_hook(&self.0.lua, self.0.kill.clone(), self.0.line_hook.clone());
+                    install_count_hook(
+                        &self.scripting.lua,
+                        self.scripting.kill.clone(),
+                        self.scripting.line_hook.clone(),
+                    );
                 }
             }
         }
-        let mut clear = ClearRun(self, !as_function);
+        let mut clear = ClearRun {
+            scripting: self,
+            globals_left: !as_function,
+            heap_before: usize::MAX,
+            heap_after: None,
+        };
+        // The heap's size before and after the run, read on the raw stack during the trip
+        // into Lua: `Lua::used_memory` takes mlua's lock, a pair of atomic read-modify-writes,
+        // and a run used to ask four times (perf put them at 2% of a lock script's CPU).
+        let mut heap_before = usize::MAX;
+        let mut heap_after = None;
         let runner = if as_function {
             &self.run_with_fn
         } else {
@@ -395,12 +435,14 @@ impl Scripting {
                 .exec_raw::<(bool, Value)>((runner, function, &self.visible), |state| {
                     use mlua::ffi;
                     // Stack: 1 runner, 2 function, 3 visible.
+                    heap_before = heap_bytes(state);
                     ffi::luaL_checkstack(state, 6, std::ptr::null());
                     push_string_array(state, keys); // 4
                     push_string_array(state, argv); // 5
                     if as_function {
                         ffi::lua_remove(state, 3);
                         ffi::lua_call(state, 3, 2);
+                        heap_after = Some(heap_bytes(state));
                     } else {
                         ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4); // 6
                         ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4); // 7
@@ -427,11 +469,13 @@ impl Scripting {
                         ffi::lua_replace(state, 2);
                         ffi::lua_replace(state, 1);
                         ffi::lua_settop(state, 2);
+                        heap_after = Some(heap_bytes(state));
                     }
                 })
         };
         // The trip cleared the globals unless it failed before it could.
-        clear.1 = !as_function && result.is_err();
+        clear.globals_left = !as_function && result.is_err();
+        clear.heap_before = heap_before;
         ctx.client.db = db_before;
         ctx.in_script = script_before;
         // A script that ends with the error of one of its calls (raised, or returned alone or
@@ -468,8 +512,12 @@ impl Scripting {
             errors.count(text);
         }
         ctx.client.error_counted = true;
-        self.collect_if_full();
-        self.step_collector();
+        // What the run left, as the trip read it (a failed trip may not have got that far).
+        let used = match heap_after {
+            Some(used) => used,
+            _ => self.lua.used_memory(),
+        };
+        clear.heap_after = Some(self.step_collector(self.collect_if_full(used)));
         reply
     }
 }
