@@ -54,7 +54,11 @@ pub(crate) fn rule(script: &Script) -> Option<Rule> {
         | "release_and_publish"
         | "multi_release"
         | "rw_release"
-        | "semaphore_release" => r(&[], &[]),
+        | "semaphore_release"
+        | "simple_leave" => r(&[], &[]),
+        // ARGV[2]: the lock's TTL; ARGV[3]: the waiter's lease, which is also how long its
+        // queue lives.
+        "simple_wait" => r(&[2, 3], &[]),
         "extend" => r(&[2], &[]),
         "renew_batch" => r(&[1], &[]),
         "reentrant_acquire" | "reentrant_release" | "reentrant_renew" => r(&[1], &[]),

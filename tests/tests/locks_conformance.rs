@@ -153,6 +153,7 @@ legs!(
     watchdog_keeps_and_reports_loss,
     waiter_deadline_is_honoured,
     unlock_publish_wakes_a_waiter_before_its_backoff,
+    a_release_wakes_the_longest_live_waiter_alone,
     reentrancy_counts,
     semaphore_never_exceeds_its_permits,
     fencing_tokens_increase,
@@ -398,6 +399,87 @@ async fn unlock_publish_wakes_a_waiter_before_its_backoff<L: Locks>(t: L, _time:
         .await
         .unwrap();
     assert!(got.is_some());
+}
+
+/// The members of a simple lock's queue of waiters, in arrival order.
+async fn queued<L: Locks>(t: &L, name: &str) -> Vec<Reply> {
+    let key = format!("{{{name}}}:waiters");
+    match t.command(args(["ZRANGE", key.as_str(), "0", "-1"])).await {
+        Reply::Array(members) => members,
+        other => panic!("ZRANGE of the queue: {other:?}"),
+    }
+}
+
+/// A release wakes one waiter, the longest live one, not all of them: four waiters queued one
+/// after the other (with an hour of backoff, so only a wake-up gets them the lock in time) are
+/// served in arrival order, each woken by its predecessor's release; a broadcast would wake
+/// all four to race, and serve them in arrival order once in 24 runs. A waiter that died in
+/// the queue (queued by hand with a one-second lease, never renewed) is skipped once its lease
+/// lapsed, instead of being woken in vain while the live ones sleep; and a waiter that gives
+/// up at its deadline leaves the queue.
+async fn a_release_wakes_the_longest_live_waiter_alone<L: Locks>(t: L, time: Time) {
+    let lock = t.simple("herd");
+    let held = lock
+        .try_acquire(Duration::from_secs(60))
+        .await
+        .expect("free");
+    // The dead waiter: queued as a waiter's attempt queues it, then silent.
+    let dead = t
+        .command(args([
+            "EVAL",
+            latchkey_client::scripts::SIMPLE_WAIT.body,
+            "3",
+            "{herd}",
+            "{herd}:waiters",
+            "{herd}:leases",
+            "dead",
+            "60000",
+            "1000",
+        ]))
+        .await;
+    assert!(matches!(dead, Reply::Int(n) if n > 0), "queued: {dead:?}");
+    // A waiter that gives up leaves the queue.
+    let quitter = lock
+        .acquire_wait(
+            Duration::from_secs(5),
+            Duration::from_millis(100),
+            Backoff::default(),
+        )
+        .await;
+    assert!(quitter.is_none(), "acquired a held lock");
+    assert_eq!(
+        queued(&t, "herd").await.len(),
+        1,
+        "only the dead waiter stays"
+    );
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let (lock, order) = (lock.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let l = lock
+                .acquire_wait(Duration::from_secs(5), Duration::from_secs(7200), HOUR)
+                .await
+                .expect("acquired before the deadline");
+            order.lock().unwrap().push(i);
+            assert_eq!(lock.release(&l).await, Released::Released);
+        }));
+        // Arrival order: this waiter is queued before the next one starts.
+        guard("a waiter joining the queue", async {
+            while queued(&t, "herd").await.len() < i + 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    }
+    // The dead waiter's lease lapses on the server's clock.
+    time.pass(Duration::from_millis(1500)).await;
+    assert_eq!(lock.release(&held).await, Released::Released);
+    for w in waiters {
+        guard("each waiter woken in turn", w).await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    assert!(queued(&t, "herd").await.is_empty(), "the queue is drained");
 }
 
 async fn reentrancy_counts<L: Locks>(t: L, _time: Time) {

@@ -5,7 +5,7 @@
 //! | lock | type |
 //! |---|---|
 //! | simple (`SET NX PX`, token-checked release and extend) | [`locks::SimpleLock`] |
-//! | waiting (backoff with full jitter, woken by the unlock `PUBLISH`) | [`locks::SimpleLock::acquire_wait`] |
+//! | waiting (backoff with full jitter; each release wakes the longest live waiter, alone) | [`locks::SimpleLock::acquire_wait`] |
 //! | watchdog (renewed every ttl/3, loss signalled at once) | [`locks::Watchdog`] |
 //! | reentrant (hash `{owner: count}`, Redisson's shape) | [`locks::ReentrantLock`] |
 //! | fencing (token from `INCR` in the acquisition script) | [`locks::FencedLock`] |

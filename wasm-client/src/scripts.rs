@@ -33,7 +33,7 @@ impl Script {
 }
 
 /// Every script, for hosts that allow-list scripts by SHA1.
-pub fn all() -> [&'static Script; 16] {
+pub fn all() -> [&'static Script; 18] {
     [
         &MULTI_ACQUIRE,
         &MULTI_RELEASE,
@@ -44,6 +44,8 @@ pub fn all() -> [&'static Script; 16] {
         &RELEASE,
         &EXTEND,
         &RELEASE_AND_PUBLISH,
+        &SIMPLE_WAIT,
+        &SIMPLE_LEAVE,
         &FENCED_ACQUIRE,
         &REENTRANT_ACQUIRE,
         &REENTRANT_RELEASE,
@@ -64,17 +66,98 @@ if v == false then return -1 end
 return 0"#,
 );
 
-/// Deletes the lock if it holds our token and tells waiters on the unlock channel.
+/// The Lua that wakes the longest waiter of a simple lock still alive, shared by
+/// [`RELEASE_AND_PUBLISH`] and [`SIMPLE_LEAVE`]. KEYS[2] is the unlock channel, KEYS[3] the
+/// queue (token → arrival number), KEYS[4] each waiter's lease (token → server time in ms
+/// until which it counts as alive). Waiters at the head whose lease lapsed (a waiter that
+/// died, or gave up without a word) are dropped first, at most 100 per call so that a script
+/// stays short; the first live one gets `unlocked` on its own channel, `KEYS[2]:<token>`.
+macro_rules! wake_head {
+    () => {
+        r#"local now = nil
+for _ = 1, 100 do
+  local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+  if not head then break end
+  if not now then
+    local t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local alive = tonumber(redis.call('zscore', KEYS[4], head))
+  if alive and alive > now then
+    redis.call('publish', KEYS[2] .. ':' .. head, 'unlocked')
+    break
+  end
+  redis.call('zrem', KEYS[3], head)
+  redis.call('zrem', KEYS[4], head)
+end
+"#
+    };
+}
+
+/// Deletes the lock if it holds our token, and wakes waiters: every subscriber of the unlock
+/// channel KEYS[2] (the fair and fenced locks' waiters), and of the simple lock's queued
+/// waiters (KEYS[3], KEYS[4]: see [`SIMPLE_WAIT`]) only the longest one still alive, so that
+/// one unlock sets off one acquisition, not a stampede of them. 1 released, 0 held by
+/// someone else, -1 already gone.
 pub static RELEASE_AND_PUBLISH: Script = Script::new(
     "release_and_publish",
-    r#"local v = redis.call('get', KEYS[1])
+    concat!(
+        r#"local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])
   redis.call('publish', KEYS[2], 'unlocked')
-  return 1
+"#,
+        wake_head!(),
+        r#"  return 1
 end
 if v == false then return -1 end
-return 0"#,
+return 0"#
+    ),
+);
+
+/// A waiting simple lock's attempt: takes the lock (`SET NX PX`) for the waiter's token
+/// ARGV[1] with TTL ARGV[2], or else queues the waiter. The queue KEYS[2] orders waiters by
+/// arrival (a waiter already queued keeps its place); KEYS[3] holds each one's lease, now +
+/// ARGV[3] ms, renewed by every attempt, past which a release counts it as dead. Both keys
+/// live as long as the longest lease. Returns -2 when the lock was taken (and the waiter
+/// left the queue), else the holder's PTTL (-1: a holder without TTL).
+pub static SIMPLE_WAIT: Script = Script::new(
+    "simple_wait",
+    r#"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('zrem', KEYS[2], ARGV[1])
+  redis.call('zrem', KEYS[3], ARGV[1])
+  return -2
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[3])
+if not redis.call('zscore', KEYS[2], ARGV[1]) then
+  local last = redis.call('zrange', KEYS[2], -1, -1, 'WITHSCORES')
+  local seq = 1
+  if last[2] then seq = tonumber(last[2]) + 1 end
+  redis.call('zadd', KEYS[2], seq, ARGV[1])
+end
+redis.call('zadd', KEYS[3], now + lease, ARGV[1])
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
+  if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end
+end
+return redis.call('pttl', KEYS[1])"#,
+);
+
+/// A waiter of a simple lock gives up (its deadline passed): it leaves the queue, and if the
+/// lock is free (its wake-up may have been the last one) the next live waiter is woken in its
+/// place. Same keys as [`RELEASE_AND_PUBLISH`]; ARGV[1] is the waiter's token. Returns 0.
+pub static SIMPLE_LEAVE: Script = Script::new(
+    "simple_leave",
+    concat!(
+        r#"redis.call('zrem', KEYS[3], ARGV[1])
+redis.call('zrem', KEYS[4], ARGV[1])
+if redis.call('exists', KEYS[1]) == 0 then
+"#,
+        wake_head!(),
+        r#"end
+return 0"#
+    ),
 );
 
 /// Sets a new TTL if the lock still holds our token: 1 extended, 0 not owner, -1 gone.

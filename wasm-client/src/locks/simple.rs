@@ -1,13 +1,25 @@
 //! The simple lock: `SET key token NX PX ttl`, with token-checked release and extend, and a
 //! waiting acquisition that backs off with full jitter and is woken early by the holder's
-//! unlock `PUBLISH`.
+//! release.
+//!
+//! Waking is one waiter at a time. A waiter queues itself on the server (`{name}:waiters`, in
+//! arrival order, with a lease in `{name}:leases` that each of its attempts renews) and
+//! listens on a channel of its own, `{name}:unlock:<its token>`. A release wakes the longest
+//! waiter whose lease has not lapsed, and nobody else: with 64 waiters an unlock costs one
+//! message and one acquisition attempt, where a broadcast woke all 64 to race for it and 63
+//! to lose. The lock stays unfair (a newcomer's `SET NX` may win before the woken waiter's),
+//! but a woken waiter that loses keeps its place at the head, so the next release wakes it
+//! again: nobody waits behind later arrivals forever. A waiter that dies stops renewing its
+//! lease, and the first release after the lease lapses skips it; until then the others still
+//! poll on their own backoff. A waiter that gives up leaves the queue and, if the lock is
+//! free, passes its wake-up on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{helper_key, lock_key, ms};
 use crate::metrics::Metrics;
-use crate::scripts::{EXTEND, RELEASE_AND_PUBLISH};
+use crate::scripts::{EXTEND, RELEASE_AND_PUBLISH, SIMPLE_LEAVE, SIMPLE_WAIT};
 use crate::transport::{args, eval, jitter, token};
 use crate::{Error, Reply, Transport};
 
@@ -74,6 +86,14 @@ impl Backoff {
     }
 }
 
+/// What one attempt of a waiter found.
+enum Attempt {
+    /// The lock is the waiter's.
+    Acquired,
+    /// Someone holds it, for this much longer (`Duration::MAX`: with no TTL).
+    Held(Duration),
+}
+
 /// A named lock on one server.
 ///
 /// ```no_run
@@ -95,16 +115,34 @@ pub struct SimpleLock<T: Transport + Clone> {
     t: T,
     key: Vec<u8>,
     channel: Vec<u8>,
+    /// The waiters in arrival order (token → arrival number).
+    queue: Vec<u8>,
+    /// Each waiter's lease (token → server time in ms until which it counts as alive).
+    leases: Vec<u8>,
     metrics: Arc<Metrics>,
 }
 
+/// The shortest lease a waiter takes in the queue, and the longest: a waiter renews its lease
+/// at least every third of it, so a dead waiter holds up the wake-ups for at most this long.
+const LEASE_MIN: Duration = Duration::from_secs(3);
+const LEASE_MAX: Duration = Duration::from_secs(3600);
+
+/// A waiter's lease in the queue for `backoff`: three of its longest sleeps (within
+/// [`LEASE_MIN`], [`LEASE_MAX`]), so that backing off never lets it lapse.
+fn queue_lease(backoff: Backoff) -> Duration {
+    backoff.max.saturating_mul(3).clamp(LEASE_MIN, LEASE_MAX)
+}
+
 impl<T: Transport + Clone> SimpleLock<T> {
-    /// The lock named `name` (key `{name}`, unlock channel `{name}:unlock`).
+    /// The lock named `name` (key `{name}`, unlock channel `{name}:unlock`, waiters queued in
+    /// `{name}:waiters` and `{name}:leases`).
     pub fn new(t: T, name: &str) -> Self {
         SimpleLock {
             t,
             key: lock_key(name),
             channel: helper_key(name, "unlock"),
+            queue: helper_key(name, "waiters"),
+            leases: helper_key(name, "leases"),
             metrics: Arc::new(Metrics::default()),
         }
     }
@@ -152,8 +190,10 @@ impl<T: Transport + Clone> SimpleLock<T> {
     }
 
     /// Acquires, waiting up to `deadline`: retries with exponential backoff and full jitter,
-    /// and wakes early when the holder's release publishes on the unlock channel. Each wait is
-    /// also bounded by the holder's remaining TTL, so a lost message costs at most that.
+    /// and wakes early when its turn comes: a release wakes the longest waiter (see the
+    /// module's doc). Each wait is also bounded by the holder's remaining TTL, so a lost
+    /// message costs at most that, and by a third of the waiter's lease in the queue (three
+    /// times `backoff.max`, from 3 s to an hour), which each attempt renews.
     pub async fn acquire_wait(
         &self,
         ttl: Duration,
@@ -165,25 +205,72 @@ impl<T: Transport + Clone> SimpleLock<T> {
             self.metrics.acquired(self.t.now() - start, false);
             return Ok(Some(l));
         }
-        // Subscribe before the next try, so an unlock between that try and the wait is seen.
-        let mut sub = self.t.subscribe(&self.channel).await?;
+        // The waiter's token names its channel and its place in the queue, and becomes the
+        // lease's token when it gets the lock. It listens before it queues, so that the
+        // wake-up of a release right after it queued is not missed.
+        let tok = token(&self.t);
+        let mut own = self.channel.clone();
+        own.push(b':');
+        own.extend_from_slice(tok.as_bytes());
+        let mut sub = self.t.subscribe(&own).await?;
+        let lease = queue_lease(backoff);
         let mut attempt = 0;
         loop {
-            if let Some(l) = self.try_acquire(ttl).await? {
-                self.metrics.acquired(self.t.now() - start, true);
-                return Ok(Some(l));
-            }
+            let holder_left = match self.attempt(&tok, ttl, lease).await? {
+                Attempt::Acquired => {
+                    self.metrics.acquired(self.t.now() - start, true);
+                    return Ok(Some(Lease {
+                        key: self.key.clone(),
+                        token: tok,
+                        acquired_at: self.t.now(),
+                        ttl,
+                    }));
+                }
+                Attempt::Held(left) => left,
+            };
             let elapsed = self.t.now() - start;
             if elapsed >= deadline {
+                self.leave(&tok).await?;
                 return Ok(None);
             }
-            let holder_left = self.pttl().await?.unwrap_or(Duration::ZERO);
             let wait = jitter(&self.t, backoff.cap(attempt))
                 .min(deadline - elapsed)
-                .min(holder_left.max(Duration::from_millis(1)));
+                .min(holder_left.max(Duration::from_millis(1)))
+                .min(lease / 3);
             self.t.wait_message(&mut sub, wait).await;
             attempt += 1;
         }
+    }
+
+    /// One attempt of a waiter with token `tok`: the lock, or a place in the queue (kept if
+    /// it had one) with a lease renewed for `lease`, and the holder's remaining TTL.
+    async fn attempt(&self, tok: &str, ttl: Duration, lease: Duration) -> Result<Attempt, Error> {
+        let r = eval(
+            &self.t,
+            &SIMPLE_WAIT,
+            &[&self.key, &self.queue, &self.leases],
+            &[tok.as_bytes(), &ms(ttl), &ms(lease)],
+        )
+        .await?
+        .int()?;
+        Ok(match r {
+            -2 => Attempt::Acquired,
+            // A holder without a TTL (-1) gives no bound: the backoff alone does.
+            -1 => Attempt::Held(Duration::MAX),
+            r => Attempt::Held(Duration::from_millis(r.max(0) as u64)),
+        })
+    }
+
+    /// A waiter that gives up leaves the queue, passing its wake-up on if the lock is free.
+    async fn leave(&self, tok: &str) -> Result<(), Error> {
+        eval(
+            &self.t,
+            &SIMPLE_LEAVE,
+            &[&self.key, &self.channel, &self.queue, &self.leases],
+            &[tok.as_bytes()],
+        )
+        .await?;
+        Ok(())
     }
 
     /// The lock's remaining TTL, `None` when it is free.
@@ -203,7 +290,7 @@ impl<T: Transport + Clone> SimpleLock<T> {
         let r = eval(
             &self.t,
             &RELEASE_AND_PUBLISH,
-            &[&lease.key, &self.channel],
+            &[&lease.key, &self.channel, &self.queue, &self.leases],
             &[lease.token.as_bytes()],
         )
         .await?
