@@ -409,7 +409,9 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
         }
         Frame::Set(items) if resp3 => {
             return wrapped(c"set", &|| {
-                ffi::lua_createtable(state, 0, items.len() as c_int);
+                // Grown as Redis grows it (from empty), so that `pairs` walks the members
+                // in the order a script on redis-server sees.
+                ffi::lua_createtable(state, 0, 0);
                 for item in items {
                     if !push_key(state, item, resp3) {
                         continue;
@@ -423,7 +425,8 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
         Frame::Set(items) => return push_array(state, items.iter(), items.len(), resp3),
         Frame::Map(pairs) if resp3 => {
             return wrapped(c"map", &|| {
-                ffi::lua_createtable(state, 0, pairs.len() as c_int);
+                // From empty, as Redis builds it: the walk order of `pairs` is the same.
+                ffi::lua_createtable(state, 0, 0);
                 for (k, v) in pairs {
                     if !push_key(state, k, resp3) {
                         continue;
