@@ -173,7 +173,16 @@ impl CommandSpec {
     /// the subcommand's, and a container refused in scripts (`CONFIG`, `LATENCY`, `ACL`,
     /// `CLIENT`, `FUNCTION`, `SCRIPT`) still lets a script ask for its `HELP`, the one
     /// subcommand Redis 7.0.15 does not flag `noscript`.
-    pub(crate) fn script_refusal(&self, args: &[Bytes]) -> Option<&'static str> {
+    ///
+    /// `deny_disabled` is `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: the `noscript` flag is then not
+    /// judged, as in Redis, except for the commands that cannot run inside a script here at
+    /// all (another script, a transaction, a subscription, a wait, a replication handshake):
+    /// Redis's own tests never call those from a script, and latchkey refuses them still.
+    pub(crate) fn script_refusal(
+        &self,
+        args: &[Bytes],
+        deny_disabled: bool,
+    ) -> Option<&'static str> {
         use crate::acl::commands as table;
         if self.has(CONTAINER) && args.len() >= 2 {
             if let Some(parent) = table::lookup(self.name.as_bytes()) {
@@ -190,8 +199,60 @@ impl CommandSpec {
                 }
             }
         }
-        self.has(NOSCRIPT)
-            .then_some("ERR This Redis command is not allowed from script")
+        let refused = self.has(NOSCRIPT) && !(deny_disabled && !self.never_in_scripts());
+        refused.then_some("ERR This Redis command is not allowed from script")
+    }
+
+    /// The `noscript` commands a script may not run even with the deny check off: each
+    /// would reenter the script engine, the transaction or the connection's own state.
+    fn never_in_scripts(&self) -> bool {
+        const NEVER: &[&str] = &[
+            "eval",
+            "evalsha",
+            "eval_ro",
+            "evalsha_ro",
+            "fcall",
+            "fcall_ro",
+            "script",
+            "function",
+            "multi",
+            "exec",
+            "discard",
+            "watch",
+            "unwatch",
+            "subscribe",
+            "unsubscribe",
+            "psubscribe",
+            "punsubscribe",
+            "ssubscribe",
+            "sunsubscribe",
+            "reset",
+            "hello",
+            "auth",
+            "select",
+            "monitor",
+            "sync",
+            "psync",
+            "replconf",
+            "replicaof",
+            "slaveof",
+            "failover",
+            "shutdown",
+            "wait",
+            "waitaof",
+            "quit",
+            "blpop",
+            "brpop",
+            "brpoplpush",
+            "blmove",
+            "blmpop",
+            "bzpopmin",
+            "bzpopmax",
+            "bzmpop",
+            "xread",
+            "xreadgroup",
+        ];
+        NEVER.contains(&self.name)
     }
 
     /// Whether the spec has flag `f`.

@@ -56,6 +56,14 @@ pub enum Frame {
     Verbatim(Bytes),
     /// `>N` out-of-band push message (an array under RESP2).
     Push(Vec<Frame>),
+    /// `(12345678901234567890` a number of any size, as its decimal digits (a bulk string
+    /// under RESP2). Redis itself sends it only for `DEBUG PROTOCOL bignum` and a script's
+    /// `{big_number = "..."}`.
+    BigNumber(Bytes),
+    /// `|N` key/value pairs that describe the reply after them, then that reply. RESP3
+    /// clients may read or skip the pairs; under RESP2 only the reply is sent. Redis sends
+    /// one only for `DEBUG PROTOCOL attrib`.
+    Attribute(Vec<(Frame, Frame)>, Box<Frame>),
     /// Several replies to one command, written back to back (`SUBSCRIBE a b` confirms each
     /// channel separately). Not a RESP type of its own.
     Multi(Vec<Frame>),
@@ -168,6 +176,18 @@ impl Frame {
                 out.put_slice(b"\r\n");
             }
             Frame::Verbatim(text) => bulk(out, text),
+            Frame::BigNumber(digits) if resp3 => line(out, b'(', digits),
+            Frame::BigNumber(digits) => bulk(out, digits),
+            Frame::Attribute(pairs, reply) => {
+                if resp3 {
+                    int_line(out, b'|', pairs.len() as i64);
+                    for (k, v) in pairs {
+                        k.encode(proto, out);
+                        v.encode(proto, out);
+                    }
+                }
+                reply.encode(proto, out);
+            }
             Frame::Multi(items) => {
                 for f in items {
                     f.encode(proto, out);

@@ -109,6 +109,11 @@ pub(crate) struct Shared {
     /// Whether the active expiry cycle runs (`DEBUG SET-ACTIVE-EXPIRE 0|1`, on by default);
     /// off, keys expire only when something reads them.
     pub active_expire: AtomicBool,
+    /// Whether scripts may call commands flagged `noscript` (`DEBUG SET-DISABLE-DENY-SCRIPTS
+    /// 0|1`, off by default), which Redis's own tests use to call `DEBUG` or `CLIENT LIST` from
+    /// a script. The commands a script can never run inside latchkey stay refused (see
+    /// [`crate::command::CommandSpec::script_refusal`]).
+    pub script_deny_disabled: AtomicBool,
     /// Wake-ups and progress of the active expiry cycle (see [`crate::expire::caught_up`]).
     pub expiry: ExpiryState,
     replica: AtomicBool,
@@ -242,6 +247,7 @@ impl Shared {
             run_id,
             addr: parking_lot::Mutex::new(None),
             active_expire: AtomicBool::new(true),
+            script_deny_disabled: AtomicBool::new(false),
             expiry: ExpiryState::default(),
             replica: AtomicBool::new(false),
             shutdown_tx,

@@ -27,6 +27,7 @@ mod command_meta;
 pub(crate) mod connection;
 pub(crate) mod debug_digest;
 pub(crate) mod debug_object;
+pub(crate) mod debug_reload;
 pub(crate) mod dump;
 pub(crate) mod function_dump;
 pub(crate) mod function_help;

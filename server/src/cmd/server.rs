@@ -268,13 +268,13 @@ fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Frame {
     ])
 }
 
-/// The flags `DEBUG` runs with: `DIGEST` and `DIGEST-VALUE` read a still keyspace (the gate
+/// The flags `DEBUG` runs with: `DIGEST`, `DIGEST-VALUE` and `RELOAD` need a still keyspace (the gate
 /// held exclusively, as Redis computes them between two commands) and walk it, so a large one
 /// first hands the worker's other tasks off (see [`crate::walk`]); the rest as declared.
 fn debug_flags(_shared: &crate::state::Shared, args: &[Bytes], command: u32) -> Option<u32> {
     let digest = args
         .get(1)
-        .is_some_and(|a| is(a, "digest") || is(a, "digest-value"));
+        .is_some_and(|a| is(a, "digest") || is(a, "digest-value") || is(a, "reload"));
     digest.then_some(command | EXCLUSIVE | WALKS_KEYSPACE)
 }
 
@@ -294,6 +294,11 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     tokio::time::sleep(dur).await;
                     Frame::ok()
                 });
+            } else {
+                // Inside a transaction or a script nothing may wait on its own: the sleep
+                // then holds up the server, as Redis's always does (a script's clock stands
+                // still meanwhile, so keys it reads do not expire under it).
+                std::thread::sleep(dur);
             }
             Frame::ok()
         }
@@ -302,20 +307,21 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         "object" if args.len() == 3 => super::debug_object::debug_object(ctx, args),
         "populate" if (3..=5).contains(&args.len()) => super::populate::populate(ctx, args),
         "set-active-expire" if args.len() == 3 => {
-            // Redis reads the flag with C's atoi: leading spaces, a sign, then digits; any
-            // non-zero number is on, anything else off.
-            let text = String::from_utf8_lossy(&args[2]);
-            let text = text.trim_start();
-            let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-            let on = unsigned
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .any(|c| c != '0');
+            let on = atoi_nonzero(&args[2]);
             ctx.shared
                 .active_expire
                 .store(on, std::sync::atomic::Ordering::Release);
             Frame::ok()
         }
+        "set-disable-deny-scripts" if args.len() == 3 => {
+            let on = atoi_nonzero(&args[2]);
+            ctx.shared
+                .script_deny_disabled
+                .store(on, std::sync::atomic::Ordering::Release);
+            Frame::ok()
+        }
+        "protocol" if args.len() == 3 => debug_protocol(ctx, &args[2]),
+        "reload" => super::debug_reload::reload(ctx, args),
         // Redis's entries for the subcommands latchkey runs, in Redis's order and words
         // (its `SLEEP` stops only the calling client here: see `docs/COMPATIBILITY.md`).
         "help" if args.len() == 2 => super::util::help(
@@ -332,6 +338,23 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                 "    it is used instead of the 'key' prefix. These are not propagated to",
                 "    replicas. Cluster slots are not respected so keys not belonging to the",
                 "    current node can be created in cluster mode.",
+                "PROTOCOL <type>",
+                "    Reply with a test value of the specified type. <type> can be: string,",
+                "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+                "    true, false.",
+                "RELOAD [option ...]",
+                "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+                "    * MERGE: conflicting keys will be loaded from RDB.",
+                "    * NOFLUSH: the existing database will not be removed before load, but",
+                "      conflicting keys will generate an exception and kill the server.",
+                "    * NOSAVE: the database will be loaded from an existing RDB file.",
+                "    Examples:",
+                "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
+                "      the database.",
+                "    * DEBUG RELOAD NOSAVE: replace the current database with the contents of an",
+                "      existing RDB file.",
+                "    * DEBUG RELOAD NOSAVE NOFLUSH MERGE: add the contents of an existing RDB",
+                "      file to the database.",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Setting it to 0 disables expiring keys in background when they are not",
                 "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -342,6 +365,62 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
         ),
         // Redis 7.0 words both an unknown subcommand and a wrong count this way for DEBUG.
         _ => super::util::subcommand_syntax_error(args, "debug"),
+    }
+}
+
+/// A `DEBUG` flag as Redis reads it, with C's `atoi`: leading spaces, a sign, then digits;
+/// any non-zero number is on, anything else off.
+fn atoi_nonzero(arg: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(arg);
+    let text = text.trim_start();
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    unsigned
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .any(|c| c != '0')
+}
+
+/// `DEBUG PROTOCOL type`: one reply of each RESP3 type, with Redis's values, so a client (or
+/// a script's `redis.call`) can be tested on each; under RESP2 each is sent as Redis
+/// downgrades it.
+fn debug_protocol(ctx: &mut Ctx<'_>, name: &[u8]) -> Frame {
+    let ints = || (0..3).map(Frame::Integer).collect::<Vec<_>>();
+    match lower(name).as_str() {
+        "string" => Frame::bulk("Hello World"),
+        "integer" => Frame::Integer(12345),
+        "double" => Frame::Double(3.141),
+        "bignum" => Frame::BigNumber(Bytes::from_static(b"1234567999999999999999999999999999999")),
+        "null" => Frame::Null,
+        "array" => Frame::Array(ints()),
+        "set" => Frame::Set(ints()),
+        "map" => Frame::Map(
+            (0..3)
+                .map(|j| (Frame::Integer(j), Frame::Boolean(j == 1)))
+                .collect(),
+        ),
+        "attrib" => Frame::Attribute(
+            vec![(
+                Frame::bulk("key-popularity"),
+                Frame::Array(vec![Frame::bulk("key:123"), Frame::Integer(90)]),
+            )],
+            Box::new(Frame::bulk("Some real reply following the attribute")),
+        ),
+        "push" if ctx.client.protocol != Protocol::Resp3 => {
+            Frame::error("ERR RESP2 is not supported by this command")
+        }
+        // A push is not the command's reply: a real reply follows it, so a client that skips
+        // pushes still reads one.
+        "push" => Frame::Multi(vec![
+            Frame::Push(vec![Frame::bulk("server-cpu-usage"), Frame::Integer(42)]),
+            Frame::bulk("Some real reply following the push reply"),
+        ]),
+        "true" => Frame::Boolean(true),
+        "false" => Frame::Boolean(false),
+        "verbatim" => Frame::Verbatim(Bytes::from_static(b"This is a verbatim\nstring")),
+        _ => Frame::error(
+            "ERR Wrong protocol type name. Please use one of the following: \
+             string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+        ),
     }
 }
 

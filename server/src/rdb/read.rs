@@ -284,6 +284,19 @@ pub(crate) struct Loaded {
 /// the keyspace as it was. Keys already past their expiry are loaded too, as a replica does:
 /// the master's `DEL` removes them.
 pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
+    let (mut loaded, keys) = read_all(data)?;
+    shared.keyspace.clear_all();
+    loaded.keys = keys.len();
+    insert_keys(shared, keys);
+    Ok(loaded)
+}
+
+/// A key read from a snapshot: its database, name and entry.
+pub(crate) type LoadedKey = (usize, Bytes, Entry);
+
+/// Parses the whole of `data` (checksum included) without touching the server: what it holds
+/// besides keys, and its keys.
+pub(crate) fn read_all(data: &[u8]) -> Result<(Loaded, Vec<LoadedKey>), RdbError> {
     let mut loaded = Loaded::default();
     let mut keys = Vec::new();
     parse(data, |rec| {
@@ -294,8 +307,12 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
         }
         Ok(())
     })?;
-    shared.keyspace.clear_all();
-    loaded.keys = keys.len();
+    Ok((loaded, keys))
+}
+
+/// Stores `keys` in the keyspace (replacing any of the same name), each value taking the
+/// encoding options configured now, as Redis's loader gives them.
+pub(crate) fn insert_keys(shared: &Shared, keys: Vec<LoadedKey>) {
     let max_intset = shared.config.set_max_intset_entries();
     let (fill, depth) = shared.config.encodings.list_options();
     let now_ms = shared.clock.now_ms();
@@ -308,7 +325,6 @@ pub(crate) fn load(shared: &Shared, data: &[u8]) -> Result<Loaded, RdbError> {
         }
         shared.keyspace.db(db).insert_loaded(key, entry, now_ms);
     }
-    Ok(loaded)
 }
 
 #[cfg(test)]

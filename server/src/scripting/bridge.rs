@@ -252,7 +252,11 @@ unsafe fn call(state: *mut ffi::lua_State) -> Outcome {
         if kill.is_killed() {
             return Outcome::Killed;
         }
-        if let Some(refusal) = spec.script_refusal(&argv) {
+        let deny_disabled = ctx
+            .shared
+            .script_deny_disabled
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(refusal) = spec.script_refusal(&argv, deny_disabled) {
             return refused(fail(refusal));
         }
         // The script runs as its caller's ACL user (one load when that user may do anything).
@@ -405,7 +409,9 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
         }
         Frame::Set(items) if resp3 => {
             return wrapped(c"set", &|| {
-                ffi::lua_createtable(state, 0, items.len() as c_int);
+                // Grown as Redis grows it (from empty), so that `pairs` walks the members
+                // in the order a script on redis-server sees.
+                ffi::lua_createtable(state, 0, 0);
                 for item in items {
                     if !push_key(state, item, resp3) {
                         continue;
@@ -419,7 +425,8 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
         Frame::Set(items) => return push_array(state, items.iter(), items.len(), resp3),
         Frame::Map(pairs) if resp3 => {
             return wrapped(c"map", &|| {
-                ffi::lua_createtable(state, 0, pairs.len() as c_int);
+                // From empty, as Redis builds it: the walk order of `pairs` is the same.
+                ffi::lua_createtable(state, 0, 0);
                 for (k, v) in pairs {
                     if !push_key(state, k, resp3) {
                         continue;
@@ -466,7 +473,16 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
                 true
             })
         }
-        Frame::Verbatim(text) | Frame::Raw(text) => push_bytes(text),
+        Frame::BigNumber(digits) if resp3 => {
+            return wrapped(c"big_number", &|| {
+                push_bytes(digits);
+                true
+            })
+        }
+        // A script is not shown a reply's attributes (Redis 7.0 skips them too), only the
+        // reply itself.
+        Frame::Attribute(_, reply) => return push_frame(state, reply, resp3),
+        Frame::Verbatim(text) | Frame::Raw(text) | Frame::BigNumber(text) => push_bytes(text),
     }
     true
 }

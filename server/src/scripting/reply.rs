@@ -41,10 +41,13 @@ pub(crate) fn take_uncounted_errors() -> Vec<Bytes> {
     UNCOUNTED.with(|u| std::mem::take(&mut *u.borrow_mut()))
 }
 
-/// Converts what a script returned into a reply for a client speaking `proto`.
-pub(crate) fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol) -> Frame {
+/// Converts what a script returned into a reply for a client speaking `proto`. `lua_resp3`
+/// is the script's own protocol (`redis.setresp(3)`): under it a Lua boolean is a boolean
+/// reply, under RESP2 `true` is 1 and `false` a null, as in Redis.
+pub(crate) fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol, lua_resp3: bool) -> Frame {
     match v {
         Value::Table(_) => {}
+        Value::Boolean(b) if lua_resp3 => return Frame::Boolean(*b),
         // Plain values need no walk.
         other => return plain(other),
     }
@@ -55,7 +58,7 @@ pub(crate) fn lua_to_frame(lua: &Lua, v: &Value, proto: Protocol) -> Frame {
     // protected call catches (leaking the partial reply, never touching freed memory).
     let result = unsafe {
         lua.exec_raw::<()>(v.clone(), |state| {
-            out = Some(convert(state, proto));
+            out = Some(convert(state, proto, lua_resp3));
         })
     };
     match (result, out) {
@@ -113,12 +116,12 @@ enum Node {
 ///
 /// # Safety
 /// `state` must be a live state with the value on top.
-unsafe fn convert(state: *mut ffi::lua_State, proto: Protocol) -> Frame {
+unsafe fn convert(state: *mut ffi::lua_State, proto: Protocol, lua_resp3: bool) -> Frame {
     let mut stack: Vec<Node> = Vec::new();
     let mut pending = Some(TOP_SLOTS);
     loop {
         let mut finished = match pending.take() {
-            Some(slots) => start(state, slots, &mut stack),
+            Some(slots) => start(state, slots, &mut stack, proto, lua_resp3),
             None => None,
         };
         loop {
@@ -151,7 +154,13 @@ unsafe fn convert(state: *mut ffi::lua_State, proto: Protocol) -> Frame {
 
 /// Starts converting the value on top of the stack, with `slots` in use. A plain value is
 /// popped and returned; a table is left on the stack and pushed onto `stack` as a node.
-unsafe fn start(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>) -> Option<Frame> {
+unsafe fn start(
+    state: *mut ffi::lua_State,
+    slots: usize,
+    stack: &mut Vec<Node>,
+    proto: Protocol,
+    lua_resp3: bool,
+) -> Option<Frame> {
     let done = |f: Frame| {
         ffi::lua_pop(state, 1);
         Some(f)
@@ -160,10 +169,11 @@ unsafe fn start(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>)
         return done(Frame::error("ERR reached lua stack limit"));
     }
     match ffi::lua_type(state, -1) {
+        ffi::LUA_TBOOLEAN if lua_resp3 => done(Frame::Boolean(ffi::lua_toboolean(state, -1) != 0)),
         ffi::LUA_TBOOLEAN if ffi::lua_toboolean(state, -1) != 0 => done(Frame::Integer(1)),
         ffi::LUA_TNUMBER => done(Frame::Integer(number(ffi::lua_tonumber(state, -1)))),
         ffi::LUA_TSTRING => done(Frame::Bulk(Bytes::copy_from_slice(bytes_at(state, -1)))),
-        ffi::LUA_TTABLE => table(state, slots, stack),
+        ffi::LUA_TTABLE => table(state, slots, stack, proto),
         _ => done(Frame::Null),
     }
 }
@@ -182,7 +192,12 @@ unsafe fn field(state: *mut ffi::lua_State, name: &std::ffi::CStr) -> c_int {
     ffi::lua_type(state, -1)
 }
 
-unsafe fn table(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>) -> Option<Frame> {
+unsafe fn table(
+    state: *mut ffi::lua_State,
+    slots: usize,
+    stack: &mut Vec<Node>,
+    proto: Protocol,
+) -> Option<Frame> {
     let base = ffi::lua_gettop(state);
     if field(state, c"err") == ffi::LUA_TSTRING {
         let f = Frame::error(String::from_utf8_lossy(bytes_at(state, -1)).into_owned());
@@ -208,6 +223,23 @@ unsafe fn table(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>)
         return Some(Frame::Double(d));
     }
     ffi::lua_pop(state, 1);
+    if field(state, c"big_number") == ffi::LUA_TSTRING {
+        // Kept as text (a number of any size), with line breaks made spaces as Redis does.
+        let digits: Vec<u8> = bytes_at(state, -1)
+            .iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+            .collect();
+        ffi::lua_settop(state, base - 1);
+        return Some(Frame::BigNumber(Bytes::from(digits)));
+    }
+    ffi::lua_pop(state, 1);
+    if field(state, c"verbatim_string") == ffi::LUA_TTABLE {
+        if let Some(f) = verbatim(state, proto) {
+            ffi::lua_settop(state, base - 1);
+            return Some(f);
+        }
+    }
+    ffi::lua_settop(state, base);
     if field(state, c"map") == ffi::LUA_TTABLE {
         ffi::lua_pushnil(state);
         stack.push(Node::Map {
@@ -237,6 +269,34 @@ unsafe fn table(state: *mut ffi::lua_State, slots: usize, stack: &mut Vec<Node>)
         slots,
     });
     None
+}
+
+/// `{verbatim_string = {format = "txt", string = "..."}}` (the table on top) as a verbatim
+/// reply, when both fields are strings. Redis writes the format's first three bytes, whatever
+/// they are; under RESP2 the reply is the string alone.
+unsafe fn verbatim(state: *mut ffi::lua_State, proto: Protocol) -> Option<Frame> {
+    if field(state, c"format") != ffi::LUA_TSTRING {
+        return None;
+    }
+    let format = bytes_at(state, -1).to_vec();
+    ffi::lua_pop(state, 1);
+    if field(state, c"string") != ffi::LUA_TSTRING {
+        return None;
+    }
+    let text = Bytes::copy_from_slice(bytes_at(state, -1));
+    if proto != Protocol::Resp3 || format == b"txt" {
+        return Some(Frame::Verbatim(text));
+    }
+    let mut head = [0u8; 3];
+    for (slot, b) in head.iter_mut().zip(&format) {
+        *slot = *b;
+    }
+    let mut wire = format!("={}\r\n", text.len() + 4).into_bytes();
+    wire.extend_from_slice(&head);
+    wire.push(b':');
+    wire.extend_from_slice(&text);
+    wire.extend_from_slice(b"\r\n");
+    Some(Frame::Raw(Bytes::from(wire)))
 }
 
 impl Node {

@@ -494,7 +494,8 @@ impl Scripting {
         let reply = match result {
             Ok((ok, value)) => {
                 if ok {
-                    lua_to_frame(&self.lua, &value, ctx.client.protocol)
+                    let lua_resp3 = RUN.with(|r| r.borrow().as_ref().is_some_and(|r| r.resp3));
+                    lua_to_frame(&self.lua, &value, ctx.client.protocol, lua_resp3)
                 } else {
                     script_error(&value, name)
                 }

@@ -77,7 +77,11 @@ pub(crate) fn frame_to_reply(f: Frame) -> Reply {
         Frame::Simple(s) => Reply::Status(String::from_utf8_lossy(&s).into_owned()),
         Frame::Error(e) => Reply::Error(String::from_utf8_lossy(&e).into_owned()),
         Frame::Integer(i) => Reply::Int(i),
-        Frame::Bulk(b) | Frame::Verbatim(b) | Frame::Raw(b) => Reply::Bulk(b.to_vec()),
+        Frame::Bulk(b) | Frame::Verbatim(b) | Frame::Raw(b) | Frame::BigNumber(b) => {
+            Reply::Bulk(b.to_vec())
+        }
+        // The lock client reads no attributes: the reply they describe is what it gets.
+        Frame::Attribute(_, reply) => frame_to_reply(*reply),
         Frame::Null | Frame::NullArray => Reply::Nil,
         Frame::Array(v) | Frame::Set(v) | Frame::Push(v) | Frame::Multi(v) => {
             Reply::Array(v.into_iter().map(frame_to_reply).collect())
