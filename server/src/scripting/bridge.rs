@@ -420,7 +420,7 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
                     ffi::lua_rawset(state, -3);
                 }
                 true
-            })
+            });
         }
         Frame::Set(items) => return push_array(state, items.iter(), items.len(), resp3),
         Frame::Map(pairs) if resp3 => {
@@ -438,7 +438,7 @@ unsafe fn push_frame(state: *mut ffi::lua_State, f: &Frame, resp3: bool) -> bool
                     ffi::lua_rawset(state, -3);
                 }
                 true
-            })
+            });
         }
         Frame::Map(pairs) => {
             ffi::lua_createtable(state, (pairs.len() * 2) as c_int, 0);
