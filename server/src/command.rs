@@ -199,7 +199,7 @@ impl CommandSpec {
                 }
             }
         }
-        let refused = self.has(NOSCRIPT) && !(deny_disabled && !self.never_in_scripts());
+        let refused = self.has(NOSCRIPT) && (!deny_disabled || self.never_in_scripts());
         refused.then_some("ERR This Redis command is not allowed from script")
     }
 
@@ -229,7 +229,6 @@ impl CommandSpec {
             "reset",
             "hello",
             "auth",
-            "select",
             "monitor",
             "sync",
             "psync",
