@@ -39,8 +39,6 @@ const CONTAINERS: &[(&str, &[&str])] = &[
             "DROP-CLUSTER-PACKET-FILTER",
             "OOM",
             "PANIC",
-            "PROTOCOL",
-            "RELOAD",
             "RESTART",
             "SDSLEN",
             "SEGFAULT",

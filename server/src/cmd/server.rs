@@ -294,10 +294,12 @@ fn debug(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Frame {
                     tokio::time::sleep(dur).await;
                     Frame::ok()
                 });
-            } else {
+            } else if (ctx.in_exec || ctx.in_script) && !ctx.client.is_replication_link {
                 // Inside a transaction or a script nothing may wait on its own: the sleep
                 // then holds up the server, as Redis's always does (a script's clock stands
-                // still meanwhile, so keys it reads do not expire under it).
+                // still meanwhile, so keys it reads do not expire under it). Not for the AOF
+                // loader or a master's stream, which never carry a `DEBUG` of their own: a
+                // hostile file's `DEBUG SLEEP inf` must not hang the load.
                 std::thread::sleep(dur);
             }
             Frame::ok()
