@@ -97,6 +97,11 @@ pub(crate) const MAY_RECORD: u32 = 1 << 27;
 /// argument). Not shown by `COMMAND INFO`.
 pub(crate) const COPIES_ARGS: u32 = 1 << 28;
 
+/// The flags of the writes that add the elements they are given to a collection (`LPUSH`,
+/// `SADD`, `HSET`, `ZADD`, ...): may use memory, fast, and each copies what it stores itself
+/// ([`COPIES_ARGS`]).
+pub(crate) const ADDS_ELEMENTS: u32 = WRITE | DENYOOM | FAST | COPIES_ARGS;
+
 /// How a command runs.
 pub(crate) type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> Frame;
 

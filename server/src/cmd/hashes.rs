@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 
 use super::keys::parse_scan;
 use super::util::{container_mut, not_integer, parse_i64, read_container, write_container};
-use super::{arity_error, spec, CommandSpec, Ctx, COPIES_ARGS, DENYOOM, FAST, READONLY, WRITE};
+use super::{arity_error, spec, CommandSpec, Ctx, ADDS_ELEMENTS, DENYOOM, FAST, READONLY, WRITE};
 use crate::codec::parse_int;
 use crate::command::WALKS_VALUE;
 use crate::frame::Frame;
@@ -15,33 +15,9 @@ use crate::notify::HASH;
 
 /// The hash commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "hset",
-        -4,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        hset,
-    ),
-    spec(
-        "hmset",
-        -4,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        hmset,
-    ),
-    spec(
-        "hsetnx",
-        4,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        hsetnx,
-    ),
+    spec("hset", -4, ADDS_ELEMENTS, 1, 1, 1, hset),
+    spec("hmset", -4, ADDS_ELEMENTS, 1, 1, 1, hmset),
+    spec("hsetnx", 4, ADDS_ELEMENTS, 1, 1, 1, hsetnx),
     spec("hget", 3, READONLY | FAST, 1, 1, 1, hget),
     spec("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
     spec("hdel", -3, WRITE | FAST, 1, 1, 1, hdel),

@@ -12,7 +12,7 @@ use super::util::{
     container_mut, is, not_integer, parse_i64, read_container, syntax_error, write_container,
 };
 use super::{
-    lookup, spec, CommandSpec, Ctx, BLOCKING, COPIES_ARGS, DENYOOM, EXCLUSIVE, FAST, NOSCRIPT,
+    lookup, spec, CommandSpec, Ctx, ADDS_ELEMENTS, BLOCKING, DENYOOM, EXCLUSIVE, FAST, NOSCRIPT,
     READONLY, WRITE,
 };
 use crate::command::WALKS_VALUE;
@@ -23,42 +23,10 @@ use crate::state::Shared;
 
 /// The list commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "lpush",
-        -3,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        lpush,
-    ),
-    spec(
-        "rpush",
-        -3,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        rpush,
-    ),
-    spec(
-        "lpushx",
-        -3,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        lpushx,
-    ),
-    spec(
-        "rpushx",
-        -3,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        rpushx,
-    ),
+    spec("lpush", -3, ADDS_ELEMENTS, 1, 1, 1, lpush),
+    spec("rpush", -3, ADDS_ELEMENTS, 1, 1, 1, rpush),
+    spec("lpushx", -3, ADDS_ELEMENTS, 1, 1, 1, lpushx),
+    spec("rpushx", -3, ADDS_ELEMENTS, 1, 1, 1, rpushx),
     spec("lpop", -2, WRITE | FAST, 1, 1, 1, lpop),
     spec("rpop", -2, WRITE | FAST, 1, 1, 1, rpop),
     spec("llen", 2, READONLY | FAST, 1, 1, 1, llen),

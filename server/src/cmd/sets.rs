@@ -14,7 +14,7 @@ use rand::Rng;
 use super::keys::parse_scan;
 use super::util::{container_mut, parse_i64, read_container, syntax_error, write_container};
 use super::{
-    counted_keys, spec, CommandSpec, Ctx, COPIES_ARGS, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE,
+    counted_keys, spec, CommandSpec, Ctx, ADDS_ELEMENTS, DENYOOM, FAST, MULTI_KEY, READONLY, WRITE,
 };
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
@@ -25,15 +25,7 @@ use crate::set::Set;
 
 /// The set commands.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "sadd",
-        -3,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        sadd,
-    ),
+    spec("sadd", -3, ADDS_ELEMENTS, 1, 1, 1, sadd),
     spec("srem", -3, WRITE | FAST, 1, 1, 1, srem),
     spec("smembers", 2, READONLY | WALKS_VALUE, 1, 1, 1, smembers),
     spec("sismember", 3, READONLY | FAST, 1, 1, 1, sismember),

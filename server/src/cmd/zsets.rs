@@ -16,7 +16,7 @@ use super::util::{
     container_mut, is, not_float, not_integer, parse_double, parse_i64, read_container,
     syntax_error, write_container,
 };
-use super::{spec, CommandSpec, Ctx, COPIES_ARGS, DENYOOM, FAST, READONLY, WRITE};
+use super::{spec, CommandSpec, Ctx, ADDS_ELEMENTS, DENYOOM, FAST, READONLY, WRITE};
 use crate::command::WALKS_VALUE;
 use crate::db::{Entry, Value};
 use crate::frame::{Frame, Protocol};
@@ -25,15 +25,7 @@ use crate::zset::ZSet;
 
 /// The sorted-set commands of this module.
 pub(crate) const COMMANDS: &[CommandSpec] = &[
-    spec(
-        "zadd",
-        -4,
-        WRITE | DENYOOM | FAST | COPIES_ARGS,
-        1,
-        1,
-        1,
-        zadd,
-    ),
+    spec("zadd", -4, ADDS_ELEMENTS, 1, 1, 1, zadd),
     spec("zincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, zincrby),
     spec("zrem", -3, WRITE | FAST, 1, 1, 1, zrem),
     spec("zscore", 3, READONLY | FAST, 1, 1, 1, zscore),
