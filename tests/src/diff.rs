@@ -33,10 +33,15 @@ impl Diff {
     /// Like [`Diff::new`], with extra `redis-server` arguments (e.g. `--enable-debug-command
     /// yes` for a test of `DEBUG`, which Redis 7 refuses by default).
     pub fn with_redis_args(args: &[&str]) -> Diff {
-        let redis_proc = RedisProcess::spawn(args);
         let latchkey_server = latchkey_server::Server::builder()
             .start_blocking()
             .expect("start latchkey");
+        Diff::of(RedisProcess::spawn(args), latchkey_server)
+    }
+
+    /// Both servers as the caller started them (a latchkey with its own configuration, say),
+    /// each with a connection.
+    pub fn of(redis_proc: RedisProcess, latchkey_server: BlockingServer) -> Diff {
         let redis = RawConn::connect(redis_proc.addr()).expect("connect redis");
         let latchkey = RawConn::connect(latchkey_server.addr()).expect("connect latchkey");
         Diff {

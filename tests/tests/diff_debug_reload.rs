@@ -11,19 +11,14 @@ use latchkey_tests::Diff;
 /// Both servers, latchkey writing its snapshot in a folder of its own (redis-server in its
 /// own `--dir` already), with `DEBUG` allowed on redis-server.
 fn servers(dir: &std::path::Path) -> Diff {
-    let redis_proc = RedisProcess::spawn(&["--enable-debug-command", "yes"]);
     let latchkey_server = Server::builder()
         .config("dir", dir.to_str().expect("a UTF-8 path"))
         .start_blocking()
         .expect("start latchkey");
-    let redis = RawConn::connect(redis_proc.addr()).expect("connect redis");
-    let latchkey = RawConn::connect(latchkey_server.addr()).expect("connect latchkey");
-    Diff {
-        redis_proc,
+    Diff::of(
+        RedisProcess::spawn(&["--enable-debug-command", "yes"]),
         latchkey_server,
-        redis,
-        latchkey,
-    }
+    )
 }
 
 /// Every type, small and large encodings, a TTL, two databases.

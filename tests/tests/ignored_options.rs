@@ -10,19 +10,11 @@ use latchkey_tests::{Diff, RawConn, RedisProcess};
 /// fails there, and latchkey likewise (its `dir` is `/proc` too). `/proc` refuses
 /// new files even to root.
 fn diff_with_unwritable_dir() -> Diff {
-    let redis_proc = RedisProcess::spawn(&["--dir", "/proc"]);
     let latchkey_server = Server::builder()
         .config("dir", "/proc")
         .start_blocking()
         .expect("start latchkey");
-    let redis = RawConn::connect(redis_proc.addr()).expect("connect redis");
-    let latchkey = RawConn::connect(latchkey_server.addr()).expect("connect latchkey");
-    Diff {
-        redis_proc,
-        latchkey_server,
-        redis,
-        latchkey,
-    }
+    Diff::of(RedisProcess::spawn(&["--dir", "/proc"]), latchkey_server)
 }
 
 /// `HELLO ... AUTH user pass`: only `default` exists (with no password, so any password opens

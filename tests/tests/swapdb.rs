@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use latchkey_server::Server;
+use latchkey_tests::persisted::ReplicationStream;
 use latchkey_tests::{Diff, RawConn, RedisProcess};
 
 const SWAPS: &[&str] = &[
@@ -173,22 +174,7 @@ fn a_swap_serves_the_clients_blocked_on_keys_it_brings() {
 /// `SET end 1`: every `SWAPDB` that answered `OK` (the same index twice included), none that
 /// failed.
 fn swap_effects(addr: SocketAddr) -> Vec<String> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(b"SYNC\r\n").unwrap();
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        if line.starts_with('$') {
-            break;
-        }
-    }
-    let len: usize = line[1..].trim().parse().unwrap();
-    let mut rdb = vec![0; len];
-    r.read_exact(&mut rdb).unwrap();
+    let mut stream = ReplicationStream::open(addr);
     let mut c = RawConn::connect(addr).expect("connect");
     for cmd in [
         &["SET", "a", "1"][..],
@@ -202,19 +188,11 @@ fn swap_effects(addr: SocketAddr) -> Vec<String> {
     }
     let mut got = Vec::new();
     loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        let n: usize = line.trim()[1..].parse().unwrap();
-        let mut args = Vec::new();
-        for _ in 0..n {
-            line.clear();
-            r.read_line(&mut line).unwrap();
-            let len: usize = line.trim()[1..].parse().unwrap();
-            let mut b = vec![0; len + 2];
-            r.read_exact(&mut b).unwrap();
-            b.truncate(len);
-            args.push(String::from_utf8(b).unwrap());
-        }
+        let args: Vec<String> = stream
+            .next_args()
+            .into_iter()
+            .map(|a| String::from_utf8(a).expect("UTF-8 arguments"))
+            .collect();
         let text = args.join(" ");
         if text == "SET end 1" {
             return got;

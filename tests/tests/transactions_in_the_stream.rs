@@ -3,18 +3,18 @@
 //! applies half of one; one write goes out bare, none goes out as nothing.
 //!
 //! The same commands run against latchkey and a real `redis-server`; what each sends down its
-//! replication stream (read by a raw replica that sent `SYNC`) and appends to its AOF is
+//! replication stream (read by a raw replica that sent `SYNC`, `persisted::ReplicationStream`) and appends to its AOF is
 //! compared, command by command, with the other and with the sequence written out below.
 //! Then a real `redis-server` replica and a latchkey replica follow a latchkey master through
 //! the same commands and end with the same data.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use latchkey_server::{BlockingServer, Server};
-use latchkey_tests::persisted::temp_dir;
+use latchkey_server::Server;
+use latchkey_tests::persisted::{latchkey_aof, temp_dir, ReplicationStream};
 use latchkey_tests::{RawConn, RedisProcess};
 
 /// A function library with a two-write function and a one-write function.
@@ -123,18 +123,11 @@ fn run_workload(addr: SocketAddr) {
     }
 }
 
-/// Reads one RESP array of bulk strings (a command of the stream or the AOF).
+/// Reads one RESP array of bulk strings (a command of an AOF).
 fn read_command(r: &mut impl BufRead) -> std::io::Result<Vec<String>> {
     let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        // Newlines alone are keep-alives sent while a snapshot is prepared.
-        if line != "\n" {
-            break;
-        }
+    if r.read_line(&mut line)? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
     let n: usize = line
         .strip_prefix('*')
@@ -153,35 +146,15 @@ fn read_command(r: &mut impl BufRead) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
-/// A raw replica: sends `SYNC`, skips the snapshot, and hands back the stream.
-fn attach_raw_replica(master: SocketAddr) -> BufReader<TcpStream> {
-    let mut s = TcpStream::connect(master).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(b"SYNC\r\n").unwrap();
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        if line != "\n" {
-            break;
-        }
-    }
-    let len: usize = line
-        .strip_prefix('$')
-        .and_then(|l| l.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("not a snapshot header: {line:?}"));
-    let mut snapshot = vec![0; len];
-    r.read_exact(&mut snapshot).unwrap();
-    assert!(snapshot.starts_with(b"REDIS"), "not an RDB snapshot");
-    r
-}
-
 /// The stream's commands up to and including the end marker.
-fn stream_until_end(r: &mut BufReader<TcpStream>) -> Vec<Vec<String>> {
+fn stream_until_end(stream: &mut ReplicationStream) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     loop {
-        let c = read_command(r).expect("the stream goes on to the end marker");
+        let c: Vec<String> = stream
+            .next_args()
+            .into_iter()
+            .map(|a| String::from_utf8_lossy(&a).into_owned())
+            .collect();
         let end = c.len() == 3 && c[0].eq_ignore_ascii_case("set") && c[1] == "end";
         out.push(c);
         if end {
@@ -201,14 +174,6 @@ fn aof_commands(path: &Path) -> Vec<Vec<String>> {
     out
 }
 
-fn latchkey_with_aof(dir: &Path) -> BlockingServer {
-    Server::builder()
-        .config("dir", dir.to_str().unwrap())
-        .config("appendonly", "yes")
-        .start_blocking()
-        .unwrap()
-}
-
 /// Polls `f` until it holds; panics with `what` after 20 s (a bound for a loaded machine, not
 /// a speed check).
 fn until(what: &str, mut f: impl FnMut() -> bool) {
@@ -222,12 +187,12 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn the_stream_wraps_units_of_several_writes_as_redis_does() {
     let redis = RedisProcess::spawn(&[]);
-    let mut from_redis = attach_raw_replica(redis.addr());
+    let mut from_redis = ReplicationStream::open(redis.addr());
     run_workload(redis.addr());
     let redis_stream = comparable(stream_until_end(&mut from_redis));
 
     let latchkey = Server::builder().start_blocking().unwrap();
-    let mut from_latchkey = attach_raw_replica(latchkey.addr());
+    let mut from_latchkey = ReplicationStream::open(latchkey.addr());
     run_workload(latchkey.addr());
     let latchkey_stream = comparable(stream_until_end(&mut from_latchkey));
 
@@ -257,16 +222,16 @@ fn the_aof_wraps_units_of_several_writes_as_redis_does() {
     let redis_aof = comparable(aof_commands(&incr));
 
     let dir = temp_dir("units-latchkey");
-    let latchkey = latchkey_with_aof(dir.path());
+    let latchkey = latchkey_aof(dir.path());
     run_workload(latchkey.addr());
-    let latchkey_aof = comparable(aof_commands(&dir.path().join("appendonly.aof")));
+    let latchkey_file = comparable(aof_commands(&dir.path().join("appendonly.aof")));
 
-    assert_eq!(latchkey_aof, redis_aof, "latchkey's AOF vs redis-server's");
-    assert_eq!(latchkey_aof, expected());
+    assert_eq!(latchkey_file, redis_aof, "latchkey's AOF vs redis-server's");
+    assert_eq!(latchkey_file, expected());
 
     // Replayed at a restart, the AOF gives back every write.
     drop(latchkey);
-    let restarted = latchkey_with_aof(dir.path());
+    let restarted = latchkey_aof(dir.path());
     let mut c = RawConn::connect(restarted.addr()).unwrap();
     assert_eq!(send(&mut c, &["MGET", "a", "b", "c", "d", "e", "f", "g", "h", "i", "k"]),
         "*10\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$2\r\nf1\r\n$2\r\nf2\r\n$2\r\nf3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n1\r\n$1\r\nx\r\n");
